@@ -1,0 +1,34 @@
+# The two commands a user needs: `make demo` (try it) and `make test` (run the tests).
+# Everything they need is installed here: Python deps into .venv, and kube-apiserver,
+# etcd, kube-controller-manager and helm built from the Go module proxy into
+# ~/.cache/gitops-ray (first run only).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: test lint tools dev-cluster demo bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip uv
+	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[test]'
+	touch $@
+
+tools: $(VENV)/.installed
+	$(PY) -m gitops_ray.localcluster build
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check gitops_ray tests
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+test: lint tools
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+dev-cluster: tools
+	$(PY) -m gitops_ray.localcluster
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,5 @@
+"""Allow ``python -m gitops_ray``."""
+
+from gitops_ray.cli import main
+
+main()

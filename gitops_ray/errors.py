@@ -1,0 +1,43 @@
+"""The error hierarchy: every failure names its stage, and where it happened.
+
+Errors carry enough context (file, line, app, resource) for a user to fix the input,
+and never carry secrets. The CLI maps them to exit code 2.
+"""
+
+from __future__ import annotations
+
+
+class GitOpsRayError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    stage = "internal"
+
+
+class ConfigError(GitOpsRayError):
+    """Invalid settings, Application or ignore rule (reported at load time)."""
+
+    stage = "config"
+
+
+class SourceError(GitOpsRayError):
+    """The config repository could not be fetched or read."""
+
+    stage = "source"
+
+
+class RenderError(GitOpsRayError):
+    """Manifests could not be rendered (malformed YAML, helm or kustomize failure)."""
+
+    stage = "render"
+
+
+class DiffError(GitOpsRayError):
+    """Desired and live state could not be compared."""
+
+    stage = "diff"
+
+
+class SyncError(GitOpsRayError):
+    """Apply or prune failed, or an object was rejected by validation."""
+
+    stage = "sync"

@@ -1,0 +1,19 @@
+"""The only package that talks to the Kubernetes API server (import-linter enforces it)."""
+
+from gitops_ray.kube.client import Kube, ResourceInfo, WatchEvent
+from gitops_ray.kube.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    KubeError,
+    NotFound,
+    Unauthorized,
+    UnknownKind,
+    Unreachable,
+)
+
+__all__ = [
+    "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "NotFound",
+    "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
+]

@@ -1,0 +1,339 @@
+"""The one place that talks to the Kubernetes API server.
+
+Why raw JSON instead of the generated models: the reconciler works on whole manifests
+(apply, diff, prune), custom resources have no generated models, and decoding 1,000
+RayClusters into pydantic objects only to turn them back into dicts is wasted time. The
+official ``kubernetes`` client is still used for what it does well: loading kubeconfig or
+in-cluster credentials, TLS, token refresh and connection pooling.
+
+Every request is counted by verb and status in :attr:`Kube.stats`, so metrics and
+benchmarks can prove how many calls a cycle made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.config.config_exception import ConfigException
+
+from gitops_ray import __version__
+from gitops_ray.errors import ConfigError
+from gitops_ray.kube.errors import (
+    KubeError,
+    NotFound,
+    UnknownKind,
+    Unreachable,
+    error_from_response,
+)
+from gitops_ray.types import Manifest, split_api_version
+
+APPLY_PATCH = "application/apply-patch+yaml"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class ResourceInfo:
+    """What discovery says about one kind: where it lives and whether it is namespaced."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        """URL path of the collection, or of one object when ``name`` is given."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name, safe='')}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR."""
+
+    type: str
+    object: Manifest
+
+
+RequestHook = Callable[[str, str, int, float], None]
+"""Called after each request with (verb, resource plural, status, seconds)."""
+
+
+class Kube:
+    """A thin, typed, thread-safe client over raw JSON."""
+
+    def __init__(self, api_client: k8s_client.ApiClient) -> None:
+        self._api = api_client
+        self._api.user_agent = f"gitops-ray/{__version__}"
+        self._discovery: dict[str, dict[str, ResourceInfo]] = {}
+        self._lock = threading.Lock()
+        self.stats: Counter[tuple[str, int]] = Counter()
+        self.hooks: list[RequestHook] = []
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
+        """Connect with a kubeconfig (``$KUBECONFIG``, ``~/.kube/config``) or in-cluster."""
+        cfg = k8s_client.Configuration()
+        try:
+            if kubeconfig or context or not _in_cluster():
+                k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=kubeconfig, context=context, client_configuration=cfg)
+            else:
+                k8s_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=cfg)
+        except (ConfigException, OSError) as e:
+            raise ConfigError(f"cannot load Kubernetes credentials: {e}") from e
+        cfg.connection_pool_maxsize = 32
+        return cls(k8s_client.ApiClient(cfg))
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    # -- transport -------------------------------------------------------------------
+
+    def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,
+             body: Any = None, content_type: str | None = None,
+             timeout: float | None = DEFAULT_TIMEOUT, verb: str = "",
+             resource: str = "") -> Any:
+        """Send one request and return the decoded JSON body (``None`` when empty)."""
+        resp = self._send(method, path, query=query, body=body, content_type=content_type,
+                          timeout=timeout, verb=verb or method.lower(), resource=resource)
+        data = resp.read()
+        return json.loads(data) if data else None
+
+    def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any,
+              content_type: str | None, timeout: float | None, verb: str,
+              resource: str) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        elif body is not None:
+            headers["Content-Type"] = "application/json"
+        params = [(k, v) for k, v in (query or {}).items() if v is not None]
+        _, url, headers, _, _ = self._api.param_serialize(
+            method, path, query_params=params, header_params=headers,
+            auth_settings=["BearerToken"])
+        start = _now()
+        try:
+            resp = self._api.rest_client.request(  # type: ignore[no-untyped-call]
+                method, url, headers=headers, body=body, _request_timeout=timeout)
+        except (urllib3.exceptions.HTTPError, k8s_client.ApiException, OSError) as e:
+            self._record(verb, resource, 0, start)
+            raise Unreachable(f"{method} {path}: API server unreachable: {e}") from e
+        self._record(verb, resource, resp.status, start)
+        if resp.status >= 300:
+            raise error_from_response(resp.status, resp.read(), f"{method} {path}")
+        return resp
+
+    def _record(self, verb: str, resource: str, status: int, start: float) -> None:
+        with self._lock:
+            self.stats[(verb, status)] += 1
+        for hook in self.hooks:
+            hook(verb, resource, status, _now() - start)
+
+    # -- discovery -------------------------------------------------------------------
+
+    def resource(self, api_version: str, kind: str) -> ResourceInfo:
+        """Look a kind up by discovery; refreshes once on a miss (a CRD may be new)."""
+        for refresh in (False, True):
+            found = self._group_version(api_version, refresh).get(kind)
+            if found:
+                return found
+        raise UnknownKind(f"the server has no resource for {api_version} {kind}; "
+                          "is its CustomResourceDefinition installed?")
+
+    def _group_version(self, api_version: str, refresh: bool) -> dict[str, ResourceInfo]:
+        cached = self._discovery.get(api_version)
+        if cached is not None and not refresh:
+            return cached
+        group, version = split_api_version(api_version)
+        path = f"/apis/{api_version}" if group else f"/api/{version}"
+        try:
+            doc = self.call("GET", path, verb="discovery")
+        except NotFound:
+            doc = {"resources": []}
+        kinds = {r["kind"]: ResourceInfo(group, version, r["kind"], r["name"], r["namespaced"])
+                 for r in doc.get("resources", []) if "/" not in r["name"]}
+        self._discovery[api_version] = kinds
+        return kinds
+
+    def info_of(self, obj: Manifest) -> ResourceInfo:
+        return self.resource(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, api_version: str, kind: str, name: str,
+            namespace: str | None = None) -> Manifest | None:
+        """The live object, or ``None`` when it does not exist."""
+        info = self.resource(api_version, kind)
+        try:
+            obj: Manifest = self.call("GET", info.path(namespace, name), verb="get",
+                                      resource=info.plural)
+        except NotFound:
+            return None
+        return obj
+
+    def list(self, api_version: str, kind: str, namespace: str | None = None, *,
+             label_selector: str | None = None) -> tuple[list[Manifest], str]:
+        """All objects of a kind (paged), and the list's resourceVersion for a watch."""
+        info = self.resource(api_version, kind)
+        items: list[Manifest] = []
+        query: dict[str, Any] = {"labelSelector": label_selector, "limit": 500}
+        while True:
+            doc = self.call("GET", info.path(namespace), query=query, verb="list",
+                            resource=info.plural)
+            for item in doc.get("items", []):
+                item.setdefault("apiVersion", info.api_version)
+                item.setdefault("kind", kind)
+                items.append(item)
+            cont = doc.get("metadata", {}).get("continue")
+            if not cont:
+                return items, str(doc.get("metadata", {}).get("resourceVersion", ""))
+            query["continue"] = cont
+
+    def watch(self, api_version: str, kind: str, namespace: str | None = None, *,
+              resource_version: str = "", label_selector: str | None = None,
+              timeout_seconds: int = 300) -> Iterator[WatchEvent]:
+        """Stream watch events until the server closes the stream.
+
+        Raises :class:`Gone` when ``resource_version`` is too old (relist then).
+        """
+        info = self.resource(api_version, kind)
+        query = {"watch": "true", "resourceVersion": resource_version or None,
+                 "allowWatchBookmarks": "true", "labelSelector": label_selector,
+                 "timeoutSeconds": timeout_seconds}
+        resp = self._send("GET", info.path(namespace), query=query, body=None,
+                          content_type=None, timeout=timeout_seconds + 10, verb="watch",
+                          resource=info.plural)
+        try:
+            for line in _lines(resp.response):
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    raise error_from_response(int(obj.get("code", 500)),
+                                              json.dumps(obj).encode(), f"watch {info.plural}")
+                yield WatchEvent(str(event.get("type")), obj)
+        finally:
+            resp.response.release_conn()
+
+    # -- writes ----------------------------------------------------------------------
+
+    def apply(self, obj: Manifest, *, field_manager: str, force: bool = False,
+              dry_run: bool = False) -> Manifest:
+        """Server-side apply ``obj`` as ``field_manager``.
+
+        If ``obj`` carries ``metadata.resourceVersion`` the server treats it as a
+        precondition, which is how callers get optimistic concurrency.
+        """
+        info = self.info_of(obj)
+        meta = obj.get("metadata", {})
+        query = {"fieldManager": field_manager, "force": "true" if force else None,
+                 "dryRun": "All" if dry_run else None}
+        result: Manifest = self.call(
+            "PATCH", info.path(meta.get("namespace"), meta["name"]), query=query,
+            body=obj, content_type=APPLY_PATCH, verb="apply", resource=info.plural)
+        return result
+
+    def create(self, obj: Manifest, *, field_manager: str, dry_run: bool = False) -> Manifest:
+        info = self.info_of(obj)
+        query = {"fieldManager": field_manager, "dryRun": "All" if dry_run else None}
+        result: Manifest = self.call(
+            "POST", info.path(obj.get("metadata", {}).get("namespace")), query=query,
+            body=obj, verb="create", resource=info.plural)
+        return result
+
+    def replace(self, obj: Manifest, *, field_manager: str, dry_run: bool = False,
+                subresource: str | None = None) -> Manifest:
+        """PUT the object (``resourceVersion`` in ``obj`` is the precondition)."""
+        info = self.info_of(obj)
+        meta = obj.get("metadata", {})
+        query = {"fieldManager": field_manager, "dryRun": "All" if dry_run else None}
+        result: Manifest = self.call(
+            "PUT", info.path(meta.get("namespace"), meta["name"], subresource), query=query,
+            body=obj, verb="update", resource=info.plural)
+        return result
+
+    def patch(self, api_version: str, kind: str, name: str, namespace: str | None,
+              patch: Any, *, content_type: str = JSON_PATCH, field_manager: str | None = None,
+              subresource: str | None = None, dry_run: bool = False) -> Manifest:
+        """JSON Patch (default) or merge patch one object."""
+        info = self.resource(api_version, kind)
+        query = {"fieldManager": field_manager, "dryRun": "All" if dry_run else None}
+        result: Manifest = self.call(
+            "PATCH", info.path(namespace, name, subresource), query=query, body=patch,
+            content_type=content_type, verb="patch", resource=info.plural)
+        return result
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None, *,
+               propagation_policy: str | None = None, uid: str | None = None,
+               resource_version: str | None = None, dry_run: bool = False) -> bool:
+        """Delete one object; ``False`` when it was already gone.
+
+        ``uid`` and ``resource_version`` become preconditions, so we never delete an object
+        that was replaced or changed since we decided to.
+        """
+        info = self.resource(api_version, kind)
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version))
+                         if v}
+        body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        if preconditions:
+            body["preconditions"] = preconditions
+        if dry_run:
+            body["dryRun"] = ["All"]
+        try:
+            self.call("DELETE", info.path(namespace, name), body=body, verb="delete",
+                      resource=info.plural)
+        except NotFound:
+            return False
+        return True
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in response.stream(65536, decode_content=True):
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if line.strip():
+                yield line
+    if buffer.strip():
+        yield buffer
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _now() -> float:
+    return time.monotonic()
+
+
+__all__ = ["Kube", "KubeError", "ResourceInfo", "WatchEvent"]

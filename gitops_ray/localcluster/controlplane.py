@@ -1,0 +1,226 @@
+"""Start and stop a real local Kubernetes control plane: etcd, kube-apiserver, controllers.
+
+This is what every integration test and the demo run against. It is a real API server
+(server-side apply, managedFields, CRD structural pruning and defaulting, the status
+subresource, resourceVersion conflicts, watches), plus the namespace and garbage-collector
+controllers so deletions with propagation policies behave as on a real cluster. There is
+no scheduler and no kubelet: Pods stay Pending, which the reconciler never needs.
+
+Processes are started in their own process group with ``PR_SET_PDEATHSIG`` so that they
+die with the Python process that started them, even when it is killed; :meth:`stop`
+terminates them (then kills them) and removes the data directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+import yaml
+
+from gitops_ray.localcluster.build import ensure_controlplane
+from gitops_ray.localcluster.pki import write_pki
+
+CONTROLLERS = "namespace-controller,garbage-collector-controller"
+_PR_SET_PDEATHSIG = 1
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane did not come up; the message carries the tail of its logs."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    os.setsid()
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+@dataclass
+class LocalControlPlane:
+    """A running etcd + kube-apiserver + kube-controller-manager on loopback."""
+
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gitops-ray-cp-")))
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    port: int = 0
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _logs: list[IO[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.processes.values()]
+
+    def __enter__(self) -> LocalControlPlane:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.stop()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        """Start everything, wait for ``/readyz``, install the Ray CRDs."""
+        from gitops_ray.localcluster.crds import install_ray_crds
+
+        bin_dir = ensure_controlplane()
+        try:
+            write_pki(self.workdir)
+            (self.workdir / "tokens.csv").write_text(
+                f'{self.token},admin,admin-uid,"system:masters"\n')
+            etcd_url = self._start_etcd(bin_dir)
+            self.port = free_port()
+            self._write_kubeconfig()
+            self._start_apiserver(bin_dir, etcd_url)
+            self._wait_ready(timeout)
+            self._start("kube-controller-manager", [
+                str(bin_dir / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
+                f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
+                f"--service-account-private-key-file={self.workdir / 'sa.key'}",
+                "--concurrent-gc-syncs=5", "--v=0"])
+            install_ray_crds(self.kubeconfig)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate every process (SIGTERM, then SIGKILL) and remove the work directory."""
+        for proc in reversed(list(self.processes.values())):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.processes.values():
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        self.processes.clear()
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- pieces ----------------------------------------------------------------------
+
+    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._logs.append(log)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
+        self.processes[name] = proc
+        return proc
+
+    def _start_etcd(self, bin_dir: Path) -> str:
+        client, peer = free_port(), free_port()
+        url = f"http://127.0.0.1:{client}"
+        self._start("etcd", [
+            str(bin_dir / "etcd"), "--name=local", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={url}", f"--advertise-client-urls={url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=local=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync", "--log-level=error", "--quota-backend-bytes=8589934592"])
+        self._poll(lambda: _http_ok(f"{url}/health", None), "etcd", 30)
+        return url
+
+    def _start_apiserver(self, bin_dir: Path, etcd_url: str) -> None:
+        d = self.workdir
+        self._start("kube-apiserver", [
+            str(bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1", f"--secure-port={self.port}", f"--cert-dir={d}",
+            f"--tls-cert-file={d / 'serving.crt'}", f"--tls-private-key-file={d / 'serving.key'}",
+            f"--client-ca-file={d / 'ca.crt'}",
+            "--service-cluster-ip-range=10.0.0.0/24", f"--service-account-issuer={self.url}",
+            f"--service-account-key-file={d / 'sa.pub'}",
+            f"--service-account-signing-key-file={d / 'sa.key'}",
+            "--authorization-mode=RBAC", f"--token-auth-file={d / 'tokens.csv'}",
+            "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount",
+            "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
+            "--watch-cache=true", "--v=0"])
+
+    def _wait_ready(self, timeout: float) -> None:
+        ctx = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
+        self._poll(lambda: _http_ok(f"{self.url}/readyz", self.token, ctx),
+                   "kube-apiserver", timeout)
+
+    def _poll(self, ready: object, name: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            proc = self.processes[name]
+            if proc.poll() is not None:
+                raise ControlPlaneError(f"{name} exited with {proc.returncode}:\n{self.log(name)}")
+            if callable(ready) and ready():
+                return
+            time.sleep(0.2)
+        raise ControlPlaneError(f"{name} not ready after {timeout:.0f}s:\n{self.log(name)}")
+
+    def log(self, name: str, lines: int = 30) -> str:
+        """The last lines of a component's log."""
+        path = self.workdir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "local",
+            "clusters": [{"name": "local", "cluster": {
+                "server": self.url, "certificate-authority": str(self.workdir / "ca.crt")}}],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+
+def _http_ok(url: str, token: str | None, ctx: ssl.SSLContext | None = None) -> bool:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+def main() -> None:
+    """``python -m gitops_ray.localcluster``: run a control plane until Ctrl-C."""
+    with LocalControlPlane() as cp:
+        print(json.dumps({"kubeconfig": str(cp.kubeconfig), "server": cp.url}), flush=True)
+        print(f"export KUBECONFIG={cp.kubeconfig}   # Ctrl-C stops the control plane",
+              flush=True)
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                signal.pause()

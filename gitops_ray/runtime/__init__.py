@@ -1,0 +1,1 @@
+"""Runtime: the long-running controller (scheduler, watches, webhook, leader election)."""

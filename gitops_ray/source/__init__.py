@@ -1,0 +1,5 @@
+"""Stage 1, source: fetch the config repository at a target revision.
+
+Resolves ``targetRevision`` to a commit, keeps a local cache keyed by repository URL and
+hands later stages a checkout they can read but never escape.
+"""

@@ -1,0 +1,93 @@
+"""Shared fixtures: a real control plane, real git repositories, real helm.
+
+The control plane is started once per test session (it takes a few seconds once built)
+and every test that needs the cluster gets a fresh namespace of its own.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gitops_ray.kube import Kube
+from gitops_ray.localcluster import LocalControlPlane
+from gitops_ray.localcluster.build import ensure_helm
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[LocalControlPlane]:
+    with LocalControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture(scope="session")
+def kube(control_plane: LocalControlPlane) -> Kube:
+    return Kube.connect(str(control_plane.kubeconfig))
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"t-{secrets.token_hex(4)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                field_manager="tests")
+    yield name
+    kube.delete("v1", "Namespace", name)
+
+
+@pytest.fixture(scope="session")
+def helm_bin() -> Path:
+    return ensure_helm()
+
+
+class GitRepo:
+    """A bare repository on disk plus a work tree to commit into (real git, no mocks)."""
+
+    def __init__(self, root: Path) -> None:
+        self.bare = root / "remote.git"
+        self.work = root / "work"
+        self._git(root, "init", "--bare", "-b", "main", str(self.bare))
+        self._git(root, "clone", "-q", str(self.bare), str(self.work))
+
+    @property
+    def url(self) -> str:
+        return self.bare.as_uri()
+
+    @staticmethod
+    def _git(cwd: Path, *args: str) -> str:
+        return subprocess.run(
+            ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],
+            cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+    def git(self, *args: str) -> str:
+        return self._git(self.work, *args)
+
+    def write(self, files: dict[str, str | object]) -> None:
+        for rel, content in files.items():
+            path = self.work / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if content is None:
+                path.unlink(missing_ok=True)
+            elif isinstance(content, str):
+                path.write_text(content)
+            else:
+                path.write_text(yaml.safe_dump_all(content if isinstance(content, list)
+                                                   else [content]))
+
+    def commit(self, files: dict[str, str | object], message: str = "update",
+               branch: str = "main") -> str:
+        """Write (``None`` deletes), commit and push; return the new commit SHA."""
+        self.write(files)
+        self.git("add", "-A")
+        self.git("commit", "-q", "--allow-empty", "-m", message)
+        self.git("push", "-q", "origin", f"HEAD:{branch}")
+        return self.git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path) -> GitRepo:
+    return GitRepo(tmp_path / "repo")
