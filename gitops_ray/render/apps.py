@@ -1,0 +1,93 @@
+"""The app model: an Argo CD ``Application`` (``argoproj.io/v1alpha1``), as we honour it.
+
+Users keep Argo CD ``Application`` manifests in their config repo, so the same files work
+for Argo CD and for gitops-ray. Only the fields we act on are modelled; anything else is
+reported as a warning by the parser (see ``parse_application``) rather than ignored
+silently. ``ignoreDifferences`` entries stay as plain dicts: ``gitops_ray.diff`` compiles
+them, so the diff stage does not depend on this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HelmSource:
+    """``spec.source.helm``."""
+
+    value_files: tuple[str, ...] = ()
+    values: str = ""
+    values_object: dict[str, Any] | None = None
+    parameters: tuple[tuple[str, str, bool], ...] = ()  # (name, value, forceString)
+    release_name: str = ""
+    skip_crds: bool = False
+
+
+@dataclass(frozen=True)
+class DirectorySource:
+    """``spec.source.directory``."""
+
+    recurse: bool = False
+    include: str = ""
+    exclude: str = ""
+
+
+@dataclass(frozen=True)
+class KustomizeSource:
+    """``spec.source.kustomize`` (presence selects Kustomize even without the file)."""
+
+    name_prefix: str = ""
+    name_suffix: str = ""
+    namespace: str = ""
+
+
+@dataclass(frozen=True)
+class AppSource:
+    """``spec.source``: where the manifests come from."""
+
+    repo_url: str
+    path: str = "."
+    target_revision: str = "HEAD"
+    helm: HelmSource | None = None
+    directory: DirectorySource | None = None
+    kustomize: KustomizeSource | None = None
+
+
+@dataclass(frozen=True)
+class Destination:
+    """``spec.destination``; ``server``/``name`` are recorded, we deploy to our own cluster."""
+
+    namespace: str = ""
+    server: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class SyncPolicy:
+    """``spec.syncPolicy``: automation flags and ``syncOptions`` (exact strings, as Argo)."""
+
+    automated: bool = False
+    prune: bool = False
+    self_heal: bool = False
+    allow_empty: bool = False
+    sync_options: tuple[str, ...] = ()
+
+    def has_option(self, option: str) -> bool:
+        return option in self.sync_options
+
+
+@dataclass(frozen=True)
+class Application:
+    """One app: a source rendered into one destination namespace."""
+
+    name: str
+    source: AppSource
+    destination: Destination = Destination()
+    namespace: str = ""  # where the Application object itself lives
+    project: str = "default"
+    ignore_differences: tuple[dict[str, Any], ...] = ()
+    sync_policy: SyncPolicy = SyncPolicy()
+    annotations: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
