@@ -1,0 +1,134 @@
+"""Per-app inventory and status, persisted in the cluster so a restart loses nothing.
+
+Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``) holding:
+
+* ``inventory``: every object the app applied (apiVersion, kind, namespace, name). Prune
+  works from this list, never from a label query, so an object is only ever deleted if
+  *this* app applied it (Flux's inventory model; Argo CD's tracking-id check is added on
+  top at prune time).
+* ``status``: revision, sync status, health, the last operation and the last 10 syncs,
+  as shown by ``gitops-ray status``.
+
+Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
+writers (a CLI sync during a controller run) cannot lose each other's update.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from gitops_ray.kube import Conflict, Kube
+from gitops_ray.sync.tracking import APP_LABEL, app_label_value
+from gitops_ray.types import Manifest, ResourceKey, split_api_version
+
+HISTORY_LIMIT = 10
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,200}[a-z0-9])?$")
+
+
+@dataclass(frozen=True, order=True)
+class InventoryEntry:
+    """One object an app applied; enough to find and delete it later."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Manifest) -> InventoryEntry:
+        meta = obj.get("metadata") or {}
+        return cls(str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
+                   str(meta.get("namespace") or ""), str(meta.get("name", "")))
+
+    @property
+    def key(self) -> ResourceKey:
+        group, _ = split_api_version(self.api_version)
+        return ResourceKey(group, self.kind, self.namespace, self.name)
+
+
+@dataclass
+class AppRecord:
+    """What is persisted for one app."""
+
+    inventory: list[InventoryEntry] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+
+
+def record_name(app: str) -> str:
+    """The ConfigMap name for an app (hashed when the app name is not a DNS name)."""
+    candidate = f"gitops-ray-app.{app}"
+    if _DNS_NAME.match(candidate) and len(candidate) <= 253:
+        return candidate
+    return f"gitops-ray-app.{hashlib.sha256(app.encode()).hexdigest()[:16]}"
+
+
+class RecordStore:
+    """Reads and writes app records in ``namespace`` (created on first write)."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube = kube
+        self.namespace = namespace
+
+    def load(self, app: str) -> AppRecord:
+        cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+        return _decode(cm) if cm else AppRecord()
+
+    def list_apps(self) -> dict[str, AppRecord]:
+        """All records in the namespace, by app name."""
+        items, _ = self.kube.list("v1", "ConfigMap", self.namespace, label_selector=APP_LABEL)
+        return {str(cm.get("data", {}).get("app", "")): _decode(cm) for cm in items}
+
+    def update(self, app: str, change: Callable[[AppRecord], None], *,
+               attempts: int = 5) -> AppRecord:
+        """Read-modify-write the record with optimistic concurrency."""
+        for _ in range(attempts):
+            cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+            record = _decode(cm) if cm else AppRecord()
+            change(record)
+            try:
+                self._write(app, record, cm)
+                return record
+            except Conflict:
+                continue
+        raise Conflict(f"record of app {app!r} kept changing; gave up after {attempts} tries")
+
+    def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
+        body: Manifest = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": record_name(app), "namespace": self.namespace,
+                         "labels": {APP_LABEL: app_label_value(app)}},
+            "data": {"app": app,
+                     "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
+                     "status": json.dumps(record.status, sort_keys=True)},
+        }
+        if current is None:
+            self._ensure_namespace()
+            self.kube.create(body, field_manager="gitops-ray")
+        else:
+            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+            self.kube.replace(body, field_manager="gitops-ray")
+
+    def _ensure_namespace(self) -> None:
+        if self.kube.get("v1", "Namespace", self.namespace) is None:
+            with contextlib.suppress(Conflict):  # created concurrently: fine
+                self.kube.create({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": self.namespace}},
+                                 field_manager="gitops-ray")
+
+
+def _decode(cm: Manifest) -> AppRecord:
+    data = cm.get("data") or {}
+    entries = [InventoryEntry(**e) for e in json.loads(data.get("inventory") or "[]")]
+    return AppRecord(inventory=entries, status=json.loads(data.get("status") or "{}"))
+
+
+def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:
+    """Record ``operation`` as the last one and keep the newest ``HISTORY_LIMIT``."""
+    status["operation"] = operation
+    status["history"] = ([operation, *status.get("history", [])])[:HISTORY_LIMIT]
