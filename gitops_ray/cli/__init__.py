@@ -35,16 +35,10 @@ def main() -> None:
 
 
 def _register() -> None:
-    import importlib
+    from gitops_ray.cli import diff, render, sync
 
-    for name in ("render", "diff", "sync", "status", "run"):
-        try:
-            module = importlib.import_module(f"gitops_ray.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"gitops_ray.cli.{name}":
-                raise
-            continue
-        for command in getattr(module, "COMMANDS", ()):
+    for module in (render, diff, sync):
+        for command in module.COMMANDS:
             main.add_command(command)
 
 

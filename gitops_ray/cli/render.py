@@ -1,0 +1,41 @@
+"""``gitops-ray render``: print an app's rendered manifests, pod shapes expanded.
+
+Needs no cluster, so it doubles as an Argo CD Config Management Plugin ``generate``
+command: run in the app's directory with ``--local .``, it prints the manifests Argo CD
+should apply (``ARGOCD_APP_NAME`` and ``ARGOCD_APP_NAMESPACE`` fill name and namespace).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+import yaml
+
+from gitops_ray.cli.common import DEFAULT_CACHE, app_options, select_apps
+from gitops_ray.render import render_app
+from gitops_ray.source import GitSource
+
+
+@click.command("render")
+@app_options
+def render_command(**opts: Any) -> None:
+    """Print the rendered manifests of the selected apps as a YAML stream."""
+    if opts.get("local_dir") is not None:
+        opts["app_name"] = opts.get("app_name") or os.environ.get("ARGOCD_APP_NAME")
+        if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
+            opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
+    source = GitSource(opts.get("cache_dir") or DEFAULT_CACHE)
+    selection = select_apps(source, opts)
+    docs = []
+    for app in selection.apps:
+        root = selection.local or source.checkout(
+            app.source.repo_url, selection.revision or app.source.target_revision).root
+        for warning in app.warnings:
+            click.secho(f"warning: app {app.name}: {warning}", fg="yellow", err=True)
+        docs += render_app(app, root, helm_bin=opts.get("helm_bin") or "helm")
+    click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
+
+
+COMMANDS = [render_command]

@@ -1,0 +1,183 @@
+"""One pass of the pipeline for one app: source → render → predict → diff → health.
+
+The stages are pure or nearly so; this module is where they meet the cluster. It keeps
+two caches that make repeated passes cheap, which is what the controller relies on:
+
+* renders are cached by (commit SHA, source spec): an unchanged revision is never
+  re-rendered;
+* server-side dry-run predictions are cached by (desired object, live resourceVersion),
+  as Argo CD caches server-side diffs: an unchanged pair costs no API request.
+
+Live objects come from a :class:`LiveSource`: plain GETs for the CLI, the watch cache in
+the controller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitops_ray import FIELD_MANAGER
+from gitops_ray.diff import AppDiff, RuleSet, compare, compile_rules
+from gitops_ray.errors import DiffError
+from gitops_ray.health import Health, aggregate, assess
+from gitops_ray.kube import Kube, KubeError, UnknownKind
+from gitops_ray.render import render_app
+from gitops_ray.render.apps import Application
+from gitops_ray.source import GitSource
+from gitops_ray.sync.engine import prepare
+from gitops_ray.sync.records import InventoryEntry, RecordStore
+from gitops_ray.sync.tracking import is_tracked_by, with_tracking
+from gitops_ray.types import Manifest, ResourceKey
+
+LiveSource = Callable[[str, str, str, str], "Manifest | None"]
+"""(apiVersion, kind, namespace, name) -> live object or None."""
+
+
+@dataclass
+class Comparison:
+    """The state of one app after a pass: what git wants, what is live, how they differ."""
+
+    app: Application
+    revision: str
+    desired: list[Manifest]
+    diff: AppDiff
+    live: dict[ResourceKey, Manifest] = field(default_factory=dict)
+    health: Health | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def out_of_sync(self) -> frozenset[ResourceKey]:
+        return frozenset(r.key for r in self.diff.resources if r.status == "OutOfSync")
+
+
+@dataclass(frozen=True)
+class RenderTools:
+    """External tools and cluster facts the render stage needs."""
+
+    helm_bin: str = "helm"
+    kubectl_bin: str = "kubectl"
+    kube_version: str = "1.36.3"
+
+
+class Pipeline:
+    """Runs source → render → diff for apps against one cluster."""
+
+    def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
+                 tools: RenderTools = RenderTools(), builtin_rules: bool = True,
+                 jq_timeout: float = 1.0, live: LiveSource | None = None) -> None:
+        self.kube = kube
+        self.source = source
+        self.store = store
+        self.tools = tools
+        self.builtin_rules = builtin_rules
+        self.jq_timeout = jq_timeout
+        self._live = live or self._get
+        self._renders: dict[tuple[str, str], list[Manifest]] = {}
+        self._predictions: dict[tuple[str, str], Manifest] = {}
+        self._lock = threading.Lock()
+
+    # -- stages ----------------------------------------------------------------------
+
+    def rules(self, app: Application) -> RuleSet:
+        return compile_rules(app.ignore_differences, builtin=self.builtin_rules,
+                             jq_timeout=self.jq_timeout)
+
+    def render(self, app: Application, *, revision: str | None = None,
+               local: Path | None = None) -> tuple[str, list[Manifest]]:
+        """The commit SHA and the rendered manifests (cached per SHA and source spec)."""
+        if local is not None:
+            return "local", self._render_at(app, local)
+        checkout = self.source.checkout(app.source.repo_url,
+                                        revision or app.source.target_revision)
+        cache_key = (checkout.sha, repr(app.source) + app.destination.namespace + app.name)
+        with self._lock:
+            cached = self._renders.get(cache_key)
+        if cached is None:
+            cached = self._render_at(app, checkout.root)
+            with self._lock:
+                self._renders[cache_key] = cached
+        return checkout.sha, cached
+
+    def _render_at(self, app: Application, root: Path) -> list[Manifest]:
+        return render_app(app, root, helm_bin=self.tools.helm_bin,
+                          kubectl_bin=self.tools.kubectl_bin,
+                          kube_version=self.tools.kube_version, is_namespaced=self._namespaced)
+
+    def _namespaced(self, api_version: str, kind: str) -> bool | None:
+        try:
+            return self.kube.resource(api_version, kind).namespaced
+        except UnknownKind:
+            return None
+
+    def compare(self, app: Application, *, revision: str | None = None,
+                local: Path | None = None) -> Comparison:
+        """Render and diff one app against the cluster."""
+        sha, rendered = self.render(app, revision=revision, local=local)
+        desired = [with_tracking(app.name, o) for o in rendered]
+        rules = self.rules(app)
+        diffs, live_by_key = [], {}
+        for obj in desired:
+            key = ResourceKey.of(obj)
+            live = self._live_of(obj)
+            if live is not None:
+                live_by_key[key] = live
+            predicted = self._predict(obj, live, rules) if live is not None else None
+            diffs.append(compare(desired=obj, predicted=predicted, live=live, rules=rules))
+        for live in self._extraneous(app, {ResourceKey.of(o) for o in desired}):
+            live_by_key[ResourceKey.of(live)] = live
+            diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
+        app_diff = AppDiff(resources=diffs)
+        health = aggregate(assess(live_by_key.get(ResourceKey.of(o))) for o in desired)
+        return Comparison(app, sha, desired, app_diff, live_by_key, health,
+                          list(app.warnings) + list(app_diff.warnings))
+
+    # -- cluster reads ---------------------------------------------------------------
+
+    def _live_of(self, obj: Manifest) -> Manifest | None:
+        meta = obj.get("metadata") or {}
+        return self._live(str(obj.get("apiVersion")), str(obj.get("kind")),
+                          str(meta.get("namespace") or ""), str(meta.get("name")))
+
+    def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
+        try:
+            return self.kube.get(api_version, kind, name, namespace or None)
+        except UnknownKind:
+            return None
+
+    def _extraneous(self, app: Application, wanted: set[ResourceKey]) -> list[Manifest]:
+        """Live objects in the app's inventory, tracked by it, that git no longer has."""
+        out = []
+        for entry in self.store.load(app.name).inventory:
+            if entry.key in wanted:
+                continue
+            live = self._live(entry.api_version, entry.kind, entry.namespace, entry.name)
+            if live is not None and is_tracked_by(app.name, live):
+                out.append(live)
+        return out
+
+    def _predict(self, obj: Manifest, live: Manifest, rules: RuleSet) -> Manifest | None:
+        """Server-side dry-run apply of what sync would write (cached by live version)."""
+        body = prepare(obj, live, rules)
+        body["metadata"].pop("resourceVersion", None)
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        cache_key = (digest, str(live["metadata"].get("resourceVersion")))
+        with self._lock:
+            if cache_key in self._predictions:
+                return self._predictions[cache_key]
+        try:
+            predicted = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
+                                        dry_run=True)
+        except KubeError as e:
+            raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+        with self._lock:
+            self._predictions[cache_key] = predicted
+        return predicted
+
+
+def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
+    return {e.key for e in entries}
