@@ -1,0 +1,1 @@
+"""Benchmarks of gitops-ray at scale, side by side with Argo CD's diff (see bench/README.md)."""
