@@ -1,0 +1,481 @@
+"""Controller settings: one model, three layers (file < environment < flags), validated once.
+
+Why one module owns all of it: a controller that reads some knobs from flags, some from
+the environment and some from a file, each with its own parsing, is how typos become
+silent defaults. Here every setting has one dotted name (its path in the YAML file), one
+``GITOPS_RAY_*`` variable and at most one flag, all listed in :data:`OPTIONS`; the CLI
+builds its flags from that table. Unknown keys, bad durations and impossible
+combinations are :class:`~gitops_ray.errors.ConfigError` at start-up, naming the key.
+
+Secrets (the webhook secret, repository credentials) are only ever held as
+:class:`Secret`, whose ``repr`` is masked, so printing the settings cannot leak them.
+
+The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m``, ``200ms``)::
+
+    controlNamespace: gitops-ray
+    interval: 2m            # poll every app (0 disables polling) ...
+    jitter: 1m              # ... plus up to this much, like Argo CD (120 s + 60 s)
+    appSources:             # app-of-apps directories of Argo CD Applications
+      - {repo: https://github.com/org/config.git, revision: main, path: apps}
+    applications: []        # inline Argo CD Application manifests
+    credentials:            # matched by URL prefix, longest first
+      - {url: https://github.com/org/, username: x-access-token, passwordFile: /creds/token}
+      - {url: git@github.com:org/, sshKeyFile: /creds/id_ed25519}
+      - {url: https://gitlab.example.com/, secret: gitlab-creds}   # Secret in controlNamespace
+    webhook: {secretFile: /etc/gitops-ray/webhook-secret}
+    listen: {metrics: ":8080", health: ":8081", webhook: ":9292"}
+    leaderElection: {enabled: true, leaseName: gitops-ray, leaseDuration: 15s,
+                     renewDeadline: 10s, retryPeriod: 2s}
+    selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
+    retry: {limit: 5, backoff: {initial: 5s, factor: 2, cap: 3m}}
+    log: {format: auto, level: info}
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gitops_ray.errors import ConfigError
+from gitops_ray.kube.leader import LeaseSettings
+from gitops_ray.reconcile.autosync import AutoSyncSettings, Backoff
+from gitops_ray.types import Manifest
+
+ENV_PREFIX = "GITOPS_RAY_"
+DEFAULT_CACHE = Path.home() / ".cache" / "gitops-ray" / "repos"
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_LIST_KEYS = ("appSources", "applications", "credentials")
+
+
+class Secret:
+    """A secret value that never shows up in ``repr``/``str`` (so never in a log line)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __bool__(self) -> bool:
+        return bool(self._value)
+
+    def __repr__(self) -> str:
+        return "Secret('***')" if self._value else "Secret('')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+# -- scalar converters ---------------------------------------------------------------------
+
+def parse_duration(value: object) -> float:
+    """Seconds from ``90``, ``1.5``, ``"90s"``, ``"3m"``, ``"200ms"`` or ``"1h"``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like 90s, 3m or 200ms")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"expected a duration like 90s, 3m or 200ms, got {value!r}")
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    return seconds
+
+
+def _bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _positive_int(value: object) -> int:
+    number = int(str(value))
+    if number < 1:
+        raise ValueError("must be at least 1")
+    return number
+
+
+def _count(value: object) -> int:
+    number = int(str(value))
+    if number < 0:
+        raise ValueError("cannot be negative")
+    return number
+
+
+def _factor(value: object) -> float:
+    number = float(str(value))
+    if number < 1:
+        raise ValueError("a backoff factor must be >= 1")
+    return number
+
+
+def _choice(*allowed: str) -> Callable[[object], str]:
+    def convert(value: object) -> str:
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
+        return text
+    return convert
+
+
+def _address(value: object) -> str:
+    text = str(value).strip()
+    if text and not re.match(r"^[\w.\-\[\]:]*:\d{1,5}$", text):
+        raise ValueError(f"expected host:port or :port (empty disables), got {text!r}")
+    return text
+
+
+def _str(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One overridable setting: its file key, environment variable and flag."""
+
+    key: str
+    convert: Callable[[object], Any]
+    default: Any
+    help: str
+    flag: str | None = ""  # "" = derived from the key; None = environment/file only
+
+    @property
+    def env(self) -> str:
+        """``GITOPS_RAY_`` + the flag's name (``--metrics-addr`` -> ``METRICS_ADDR``)."""
+        flag = self.flag_name
+        name = flag.split("/")[0][2:] if flag else re.sub(r"(?<!^)(?=[A-Z])|\.", "_", self.key)
+        return ENV_PREFIX + name.replace("-", "_").upper()
+
+    @property
+    def flag_name(self) -> str | None:
+        if self.flag is None:
+            return None
+        return self.flag or "--" + re.sub(r"(?<!^)(?=[A-Z])", "-", self.key.split(".")[-1]
+                                          ).lower()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("controlNamespace", _str, "gitops-ray", "Namespace of app records and the lease."),
+    Option("kubeconfig", _str, "", "Kubeconfig file (default: $KUBECONFIG or in-cluster)."),
+    Option("context", _str, "", "Kubeconfig context."),
+    Option("interval", parse_duration, 120.0, "Poll interval per app; 0 disables polling."),
+    Option("jitter", parse_duration, 60.0, "Random extra delay added to each poll."),
+    Option("workers", _positive_int, 8, "Apps refreshed in parallel."),
+    Option("debounce", parse_duration, 0.2, "Coalesce watch events of an app this long."),
+    Option("cacheDir", _str, str(DEFAULT_CACHE), "Where git mirrors are kept."),
+    Option("helm", _str, "helm", "helm v3 binary."),
+    Option("repo", _str, "", "Config repository of an app-of-apps source."),
+    Option("revision", _str, "HEAD", "Revision of --repo."),
+    Option("apps", _str, "", "Directory of Argo CD Applications in --repo."),
+    Option("webhook.secret", _str, "", "Webhook secret (environment only).", flag=None),
+    Option("webhook.secretFile", _str, "", "File holding the webhook secret.",
+           flag="--webhook-secret-file"),
+    Option("listen.metrics", _address, ":8080", "Address of /metrics (empty disables).",
+           flag="--metrics-addr"),
+    Option("listen.health", _address, ":8081", "Address of /healthz and /readyz.",
+           flag="--health-addr"),
+    Option("listen.webhook", _address, ":9292", "Address of the git webhook (POST /webhook).",
+           flag="--webhook-addr"),
+    Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
+           flag="--leader-elect/--no-leader-elect"),
+    Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",
+           flag="--leader-election-lease"),
+    Option("leaderElection.namespace", _str, "", "Lease namespace (default: control ns).",
+           flag="--leader-election-namespace"),
+    Option("leaderElection.identity", _str, "", "Holder identity (default: hostname_random).",
+           flag="--leader-election-identity"),
+    Option("leaderElection.leaseDuration", parse_duration, 15.0, "Lease duration.",
+           flag="--leader-election-lease-duration"),
+    Option("leaderElection.renewDeadline", parse_duration, 10.0, "Renew deadline.",
+           flag="--leader-election-renew-deadline"),
+    Option("leaderElection.retryPeriod", parse_duration, 2.0, "Retry period.",
+           flag="--leader-election-retry-period"),
+    Option("selfHeal.backoff.initial", parse_duration, 2.0, "First self-heal backoff step.",
+           flag="--self-heal-backoff"),
+    Option("selfHeal.backoff.factor", _factor, 3.0, "Self-heal backoff factor.",
+           flag="--self-heal-backoff-factor"),
+    Option("selfHeal.backoff.cap", parse_duration, 300.0, "Self-heal backoff cap.",
+           flag="--self-heal-backoff-cap"),
+    Option("retry.limit", _count, 5, "Retries of a failed automated sync.",
+           flag="--retry-limit"),
+    Option("retry.backoff.initial", parse_duration, 5.0, "First retry backoff step.",
+           flag="--retry-backoff"),
+    Option("retry.backoff.factor", _factor, 2.0, "Retry backoff factor.",
+           flag="--retry-backoff-factor"),
+    Option("retry.backoff.cap", parse_duration, 180.0, "Retry backoff cap.",
+           flag="--retry-backoff-cap"),
+    Option("log.format", _choice("auto", "json", "console"), "auto",
+           "Log format (auto: console on a terminal, JSON otherwise).", flag="--log-format"),
+    Option("log.level", _choice("debug", "info", "warning", "error"), "info", "Log level.",
+           flag="--log-level"),
+    Option("shutdownTimeout", parse_duration, 30.0, "Wait this long for running syncs on "
+                                                    "SIGTERM."),
+)
+_BY_KEY = {o.key: o for o in OPTIONS}
+
+
+# -- the model -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AppSourceSpec:
+    """An app-of-apps directory: every Argo CD Application in ``path`` of ``repo``."""
+
+    repo: str
+    revision: str = "HEAD"
+    path: str = "."
+
+
+@dataclass(frozen=True)
+class RepoCredential:
+    """Credentials for repositories whose URL starts with ``url``."""
+
+    url: str
+    username: str = ""
+    password: Secret = field(default_factory=lambda: Secret(""))
+    ssh_key_file: str = ""
+    secret: str = ""  # Secret name in controlNamespace (keys username/password/sshPrivateKey)
+
+
+@dataclass(frozen=True)
+class Listen:
+    """Where the HTTP endpoints listen (empty disables; equal addresses share a server)."""
+
+    metrics: str = ":8080"
+    health: str = ":8081"
+    webhook: str = ":9292"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``gitops-ray run`` needs, validated."""
+
+    control_namespace: str = "gitops-ray"
+    kubeconfig: str = ""
+    context: str = ""
+    interval: float = 120.0
+    jitter: float = 60.0
+    workers: int = 8
+    debounce: float = 0.2
+    cache_dir: Path = DEFAULT_CACHE
+    helm_bin: str = "helm"
+    app_sources: tuple[AppSourceSpec, ...] = ()
+    applications: tuple[Manifest, ...] = ()
+    credentials: tuple[RepoCredential, ...] = ()
+    webhook_secret: Secret = field(default_factory=lambda: Secret(""))
+    listen: Listen = Listen()
+    leader_election: bool = True
+    lease: LeaseSettings = field(
+        default_factory=lambda: LeaseSettings("gitops-ray", "gitops-ray", "local"))
+    autosync: AutoSyncSettings = field(default_factory=AutoSyncSettings)
+    log_format: str = "auto"
+    log_level: str = "info"
+    shutdown_timeout: float = 30.0
+
+
+# -- loading -------------------------------------------------------------------------------
+
+def load_settings(path: Path | str | None = None, *, env: Mapping[str, str] | None = None,
+                  flags: Mapping[str, Any] | None = None) -> Settings:
+    """Read ``path`` (optional), then ``GITOPS_RAY_*`` from ``env``, then ``flags``.
+
+    ``flags`` maps dotted keys (see :data:`OPTIONS`) to values; ``None`` means not given.
+    """
+    where = str(path) if path else "settings"
+    raw = _read_file(Path(path)) if path else {}
+    lists = {k: raw.pop(k) for k in _LIST_KEYS if k in raw}
+    values = _flatten(raw, where)
+    values.update(_from_env(os.environ if env is None else env))
+    values.update({k: v for k, v in (flags or {}).items() if v is not None})
+    scalars = {key: _convert(key, values.get(key, _BY_KEY[key].default), where)
+               for key in _BY_KEY}
+    return _build(scalars, lists, where)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read settings file {path}: {e.strerror}") from e
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return doc
+
+
+def _flatten(raw: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and dotted not in _BY_KEY:
+            out.update(_flatten(value, where, dotted + "."))
+        elif dotted in _BY_KEY:
+            out[dotted] = value
+        else:
+            raise ConfigError(f"{where}: unknown setting {dotted!r}{_suggest(dotted)}")
+    return out
+
+
+def _suggest(key: str) -> str:
+    close = difflib.get_close_matches(key, [*_BY_KEY, *_LIST_KEYS], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    return {o.key: env[o.env] for o in OPTIONS if env.get(o.env, "") != ""}
+
+
+def _convert(key: str, value: object, where: str) -> Any:
+    try:
+        return _BY_KEY[key].convert(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{where}: {key}: {e}") from e
+
+
+def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
+    namespace = _namespace(s["controlNamespace"], "controlNamespace", where)
+    return Settings(
+        control_namespace=namespace, kubeconfig=s["kubeconfig"], context=s["context"],
+        interval=s["interval"], jitter=s["jitter"], workers=s["workers"],
+        debounce=s["debounce"], cache_dir=Path(s["cacheDir"]).expanduser(),
+        helm_bin=s["helm"], app_sources=_app_sources(s, lists.get("appSources"), where),
+        applications=_applications(lists.get("applications"), where),
+        credentials=_credentials(lists.get("credentials"), where),
+        webhook_secret=_webhook_secret(s, where),
+        listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"]),
+        leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
+        autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
+        shutdown_timeout=s["shutdownTimeout"])
+
+
+def _namespace(value: str, key: str, where: str) -> str:
+    if not _DNS_LABEL.match(value):
+        raise ConfigError(f"{where}: {key}: {value!r} is not a valid namespace name")
+    return value
+
+
+def _app_sources(s: dict[str, Any], items: object, where: str) -> tuple[AppSourceSpec, ...]:
+    out = [_app_source(item, f"{where}: appSources[{i}]")
+           for i, item in enumerate(_list(items, "appSources", where))]
+    if s["repo"]:
+        out.append(AppSourceSpec(s["repo"], s["revision"] or "HEAD", s["apps"] or "."))
+    elif s["apps"]:
+        raise ConfigError(f"{where}: apps is set but repo is not: say which repository "
+                          "holds the Applications (--repo URL)")
+    return tuple(out)
+
+
+def _app_source(item: object, where: str) -> AppSourceSpec:
+    fields = _mapping(item, where, {"repo", "revision", "path"})
+    if not fields.get("repo"):
+        raise ConfigError(f"{where}: repo is required")
+    return AppSourceSpec(str(fields["repo"]), str(fields.get("revision") or "HEAD"),
+                         str(fields.get("path") or "."))
+
+
+def _applications(items: object, where: str) -> tuple[Manifest, ...]:
+    apps = _list(items, "applications", where)
+    for i, app in enumerate(apps):
+        if not isinstance(app, dict) or app.get("kind") != "Application":
+            raise ConfigError(f"{where}: applications[{i}] must be an Argo CD Application "
+                              "manifest (kind: Application)")
+    return tuple(apps)
+
+
+def _credentials(items: object, where: str) -> tuple[RepoCredential, ...]:
+    allowed = {"url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
+               "secret"}
+    out = []
+    for i, item in enumerate(_list(items, "credentials", where)):
+        at = f"{where}: credentials[{i}]"
+        fields = _mapping(item, at, allowed)
+        if not fields.get("url"):
+            raise ConfigError(f"{at}: url (a repository URL prefix) is required")
+        password = fields.get("password") or _read_secret(
+            fields.get("passwordFile") or fields.get("tokenFile"), at)
+        if not (password or fields.get("sshKeyFile") or fields.get("secret")):
+            raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile or secret")
+        out.append(RepoCredential(
+            str(fields["url"]), str(fields.get("username") or ""), Secret(str(password)),
+            str(fields.get("sshKeyFile") or ""), str(fields.get("secret") or "")))
+    return tuple(sorted(out, key=lambda c: -len(c.url)))
+
+
+def _webhook_secret(s: dict[str, Any], where: str) -> Secret:
+    if s["webhook.secret"]:
+        return Secret(s["webhook.secret"])
+    return Secret(_read_secret(s["webhook.secretFile"], f"{where}: webhook.secretFile"))
+
+
+def _read_secret(path: object, where: str) -> str:
+    if not path:
+        return ""
+    try:
+        return Path(str(path)).expanduser().read_text().strip()
+    except OSError as e:
+        raise ConfigError(f"{where}: cannot read {path}: {e.strerror}") from e
+
+
+def _lease(s: dict[str, Any], namespace: str, where: str) -> LeaseSettings:
+    lease_ns = s["leaderElection.namespace"] or namespace
+    _namespace(lease_ns, "leaderElection.namespace", where)
+    identity = s["leaderElection.identity"] or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    try:
+        return LeaseSettings(s["leaderElection.leaseName"], lease_ns, identity,
+                             s["leaderElection.leaseDuration"],
+                             s["leaderElection.renewDeadline"],
+                             s["leaderElection.retryPeriod"])
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from e
+
+
+def _autosync(s: dict[str, Any]) -> AutoSyncSettings:
+    def backoff(prefix: str) -> Backoff:
+        return Backoff(s[f"{prefix}.initial"], s[f"{prefix}.factor"], s[f"{prefix}.cap"])
+    return AutoSyncSettings(self_heal=backoff("selfHeal.backoff"),
+                            retry=backoff("retry.backoff"), retry_limit=s["retry.limit"])
+
+
+def _list(items: object, key: str, where: str) -> list[Any]:
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ConfigError(f"{where}: {key} must be a list")
+    return items
+
+
+def _mapping(item: object, where: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    unknown = sorted(set(item) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (allowed: "
+                          f"{', '.join(sorted(allowed))})")
+    return item

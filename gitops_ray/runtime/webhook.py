@@ -1,0 +1,149 @@
+"""Git push webhooks (GitHub, GitLab): authenticate, parse, and say which apps they touch.
+
+Why: polling every 3 minutes is the safety net, not the feedback loop. A push webhook
+turns "commit, wait, wonder" into "commit, see it applied in a second or two". A
+webhook only ever *triggers a refresh* (which re-resolves the revision through git), so
+a payload can never make us deploy something git does not say; authentication still
+matters because every accepted delivery costs git and API traffic.
+
+* GitHub: ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>``, checked in
+  constant time. The SHA-1 signature GitHub also sends is ignored.
+* GitLab: ``X-Gitlab-Token`` must equal the secret (constant-time comparison).
+
+Which apps a push touches follows Argo CD (``util/webhook``): same repository after URL
+normalisation (scheme, credentials, port, ``.git`` and case ignored; scp-like SSH URLs
+understood) and the app's ``targetRevision`` names the pushed branch or tag, or is
+``HEAD`` and the push went to the default branch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+_SCP = re.compile(r"^(?:[\w.\-]+@)?([\w.\-]+):(?!//)(.+)$")
+_REF_PREFIXES = ("refs/heads/", "refs/tags/")
+_GITHUB_URL_KEYS = ("html_url", "clone_url", "ssh_url", "git_url", "url", "svn_url")
+_GITLAB_URL_KEYS = ("web_url", "git_http_url", "git_ssh_url", "http_url", "ssh_url", "url",
+                    "homepage")
+
+
+class WebhookRejected(Exception):
+    """The delivery is refused; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Push:
+    """A push event, reduced to what matching needs."""
+
+    provider: str
+    repos: frozenset[str]  # normalised repository URLs
+    revision: str  # branch or tag name
+    default_branch: str
+    sha: str = ""
+
+    def matches(self, repo_url: str, target_revision: str) -> bool:
+        """Whether an app on ``repo_url`` at ``target_revision`` should refresh."""
+        if normalize_repo_url(repo_url) not in self.repos:
+            return False
+        target = strip_ref(target_revision)
+        if target in ("", "HEAD"):
+            return bool(self.default_branch) and self.revision == self.default_branch
+        return target == self.revision
+
+
+def normalize_repo_url(url: str) -> str:
+    """``host/path`` without scheme, credentials, port, trailing ``/`` or ``.git``."""
+    text = url.strip()
+    scp = _SCP.match(text)
+    if scp and "://" not in text:
+        host, path = scp.group(1), scp.group(2)
+    else:
+        parts = urlsplit(text)
+        host, path = (parts.hostname or ""), parts.path
+    path = path.strip("/")
+    path = path.removesuffix(".git")
+    return f"{host}/{path}".strip("/").lower()
+
+
+def strip_ref(ref: str) -> str:
+    for prefix in _REF_PREFIXES:
+        if ref.startswith(prefix):
+            return ref[len(prefix):]
+    return ref
+
+
+def provider_of(headers: Mapping[str, str]) -> str:
+    """``github`` or ``gitlab`` from the event header; ``""`` when neither."""
+    if "x-github-event" in headers:
+        return "github"
+    if "x-gitlab-event" in headers:
+        return "gitlab"
+    return ""
+
+
+def authenticate(provider: str, headers: Mapping[str, str], body: bytes, secret: str) -> None:
+    """Raise :class:`WebhookRejected` (401) unless the delivery carries the secret."""
+    if not secret:
+        raise WebhookRejected(401, "no webhook secret is configured")
+    if provider == "github":
+        given = headers.get("x-hub-signature-256", "")
+        expected = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+    elif provider == "gitlab":
+        given, expected = headers.get("x-gitlab-token", ""), secret
+    else:
+        raise WebhookRejected(400, "not a GitHub or GitLab delivery")
+    if not given:
+        raise WebhookRejected(401, "the delivery is not signed")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise WebhookRejected(401, "the signature does not match")
+
+
+def parse_push(provider: str, headers: Mapping[str, str], body: bytes) -> Push | None:
+    """The push in an authenticated delivery; ``None`` for other events (ping, issues)."""
+    event = headers.get("x-github-event" if provider == "github" else "x-gitlab-event", "")
+    if event not in ("push", "Push Hook", "Tag Push Hook"):
+        return None
+    try:
+        payload = json.loads(body)
+    except ValueError as e:
+        raise WebhookRejected(400, "the payload is not JSON") from e
+    if not isinstance(payload, dict) or not isinstance(payload.get("ref"), str):
+        raise WebhookRejected(400, "the push payload has no ref")
+    return _github_push(payload) if provider == "github" else _gitlab_push(payload)
+
+
+def _github_push(payload: dict[str, Any]) -> Push:
+    repo = _dict(payload.get("repository"))
+    return Push("github", _urls(repo, _GITHUB_URL_KEYS), strip_ref(payload["ref"]),
+                str(repo.get("default_branch") or repo.get("master_branch") or ""),
+                str(payload.get("after") or ""))
+
+
+def _gitlab_push(payload: dict[str, Any]) -> Push:
+    project, repo = _dict(payload.get("project")), _dict(payload.get("repository"))
+    urls = _urls(project, _GITLAB_URL_KEYS) | _urls(repo, _GITLAB_URL_KEYS)
+    return Push("gitlab", urls, strip_ref(payload["ref"]),
+                str(project.get("default_branch") or ""),
+                str(payload.get("checkout_sha") or payload.get("after") or ""))
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _urls(doc: Mapping[str, Any], keys: Iterable[str]) -> frozenset[str]:
+    return frozenset(normalize_repo_url(v) for k in keys
+                     if isinstance(v := doc.get(k), str) and v)

@@ -1,0 +1,145 @@
+"""Timers (debounce, backoff requeue) on a fake clock, and the per-app exclusive work queue."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+
+from gitops_ray.runtime.queue import Timers, WorkQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_burst_of_events_becomes_one_refresh() -> None:
+    clock = FakeClock()
+    timers = Timers(lambda _: None, clock=clock)
+    for _ in range(50):
+        timers.schedule("app-a", 0.2)
+        clock.now += 0.001
+    assert timers.pop_due() == []
+    clock.now += 0.2
+    assert timers.pop_due() == ["app-a"]
+    assert timers.pop_due() == []
+
+
+def test_debounce_window_does_not_slide() -> None:
+    """Events keep arriving: the refresh still fires within the window of the first one."""
+    clock = FakeClock()
+    timers = Timers(lambda _: None, clock=clock)
+    timers.schedule("a", 0.2)
+    clock.now += 0.15
+    timers.schedule("a", 0.2)
+    clock.now += 0.06
+    assert timers.pop_due() == ["a"]
+
+
+def test_earlier_request_wins_and_cancel() -> None:
+    clock = FakeClock()
+    timers = Timers(lambda _: None, clock=clock)
+    timers.schedule("backoff", 60)
+    timers.schedule("backoff", 0.2)  # a watch event while in backoff: refresh soon
+    assert timers.pending("backoff") == pytest.approx(0.2)
+    timers.schedule("other", 1)
+    timers.cancel("other")
+    clock.now += 5
+    assert timers.pop_due() == ["backoff"]
+
+
+def test_timer_thread_fires() -> None:
+    fired = threading.Event()
+    timers = Timers(lambda key: fired.set() if key == "x" else None)
+    timers.start()
+    try:
+        timers.schedule("x", 0.01)
+        assert fired.wait(10)
+    finally:
+        timers.stop()
+
+
+def test_one_app_never_runs_twice_at_once_and_no_trigger_is_lost() -> None:
+    release = threading.Event()
+    started = threading.Event()
+    runs: Counter[str] = Counter()
+    concurrent = {"now": 0, "max": 0}
+    lock = threading.Lock()
+
+    def work(app: str, reason: str) -> None:
+        with lock:
+            runs[reason] += 1
+            concurrent["now"] += 1
+            concurrent["max"] = max(concurrent["max"], concurrent["now"])
+        started.set()
+        release.wait(10)
+        with lock:
+            concurrent["now"] -= 1
+
+    queue = WorkQueue(work, workers=4)
+    queue.submit("a", "first")
+    assert started.wait(10)
+    for i in range(5):
+        queue.submit("a", f"again-{i}")  # while running: remembered once
+    release.set()
+    assert _wait_idle(queue)
+    queue.drain(10)
+    assert runs == Counter({"first": 1, "again-0": 1})
+    assert concurrent["max"] == 1
+
+
+def _wait_idle(queue: WorkQueue) -> bool:
+    pause = threading.Event()
+    for _ in range(1000):
+        if not queue.busy():
+            return True
+        pause.wait(0.01)
+    return False
+
+
+def test_slow_app_does_not_block_the_others() -> None:
+    slow_release = threading.Event()
+    fast_done = threading.Event()
+
+    def work(app: str, reason: str) -> None:
+        if app == "slow":
+            slow_release.wait(10)
+        else:
+            fast_done.set()
+
+    queue = WorkQueue(work, workers=2)
+    queue.submit("slow", "poll")
+    queue.submit("fast", "poll")
+    try:
+        assert fast_done.wait(10)
+    finally:
+        slow_release.set()
+        queue.drain(10)
+
+
+def test_a_crashing_refresh_does_not_kill_the_worker() -> None:
+    done = threading.Event()
+
+    def work(app: str, reason: str) -> None:
+        if app == "bad":
+            raise RuntimeError("boom")
+        done.set()
+
+    queue = WorkQueue(work, workers=1)
+    queue.submit("bad", "poll")
+    queue.submit("good", "poll")
+    assert done.wait(10)
+    queue.drain(10)
+
+
+def test_drain_stops_accepting_work() -> None:
+    ran: list[str] = []
+    queue = WorkQueue(lambda app, reason: ran.append(app), workers=1)
+    assert queue.drain(10)
+    queue.submit("late", "poll")
+    assert ran == [] and not queue.busy()

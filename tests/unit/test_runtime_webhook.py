@@ -1,0 +1,125 @@
+"""Webhook authentication and push matching (GitHub and GitLab payload shapes)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+import pytest
+
+from gitops_ray.runtime.webhook import (
+    WebhookRejected,
+    authenticate,
+    normalize_repo_url,
+    parse_push,
+    provider_of,
+)
+
+SECRET = "topsecret"
+
+
+def github(body: dict, *, event: str = "push", secret: str | None = SECRET
+           ) -> tuple[dict[str, str], bytes]:
+    raw = json.dumps(body).encode()
+    headers = {"x-github-event": event}
+    if secret is not None:
+        digest = hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+        headers["x-hub-signature-256"] = f"sha256={digest}"
+    return headers, raw
+
+
+GITHUB_PUSH = {"ref": "refs/heads/main", "after": "abc123",
+               "repository": {"clone_url": "https://github.com/Org/Config.git",
+                              "ssh_url": "git@github.com:Org/Config.git",
+                              "html_url": "https://github.com/Org/Config",
+                              "default_branch": "main"}}
+GITLAB_PUSH = {"object_kind": "push", "ref": "refs/heads/release", "checkout_sha": "def456",
+               "project": {"git_http_url": "https://gitlab.example.com/team/config.git",
+                           "git_ssh_url": "git@gitlab.example.com:team/config.git",
+                           "default_branch": "main"}}
+
+
+@pytest.mark.parametrize(("url", "normal"), [
+    ("https://github.com/Org/Config.git", "github.com/org/config"),
+    ("https://user:tok@github.com:443/org/config/", "github.com/org/config"),
+    ("git@github.com:org/config.git", "github.com/org/config"),
+    ("ssh://git@github.com:22/org/config.git", "github.com/org/config"),
+    ("file:///tmp/x/remote.git", "tmp/x/remote"),
+    ("/tmp/x/remote.git", "tmp/x/remote"),
+])
+def test_repo_urls_normalise(url: str, normal: str) -> None:
+    assert normalize_repo_url(url) == normal
+
+
+def test_valid_github_signature_is_accepted() -> None:
+    headers, body = github(GITHUB_PUSH)
+    assert provider_of(headers) == "github"
+    authenticate("github", headers, body, SECRET)
+    push = parse_push("github", headers, body)
+    assert push is not None and push.sha == "abc123" and push.revision == "main"
+
+
+@pytest.mark.parametrize("secret", [None, "wrong"])
+def test_unsigned_or_forged_github_delivery_is_401(secret: str | None) -> None:
+    headers, body = github(GITHUB_PUSH, secret=secret)
+    with pytest.raises(WebhookRejected) as info:
+        authenticate("github", headers, body, SECRET)
+    assert info.value.status == 401
+    assert SECRET not in str(info.value)
+
+
+def test_tampered_body_is_rejected() -> None:
+    headers, _ = github(GITHUB_PUSH)
+    with pytest.raises(WebhookRejected, match="does not match"):
+        authenticate("github", headers, b'{"ref": "refs/heads/evil"}', SECRET)
+
+
+def test_gitlab_token() -> None:
+    body = json.dumps(GITLAB_PUSH).encode()
+    headers = {"x-gitlab-event": "Push Hook", "x-gitlab-token": SECRET}
+    authenticate("gitlab", headers, body, SECRET)
+    with pytest.raises(WebhookRejected):
+        authenticate("gitlab", {**headers, "x-gitlab-token": "nope"}, body, SECRET)
+    push = parse_push("gitlab", headers, body)
+    assert push is not None and push.sha == "def456"
+    assert push.matches("git@gitlab.example.com:team/config.git", "release")
+    assert not push.matches("https://gitlab.example.com/team/config.git", "HEAD")
+
+
+def test_without_a_configured_secret_everything_is_rejected() -> None:
+    headers, body = github(GITHUB_PUSH, secret="")
+    with pytest.raises(WebhookRejected) as info:
+        authenticate("github", headers, body, "")
+    assert info.value.status == 401
+
+
+def test_unknown_provider_is_a_bad_request() -> None:
+    with pytest.raises(WebhookRejected) as info:
+        authenticate("", {}, b"{}", SECRET)
+    assert info.value.status == 400
+
+
+def test_ping_and_other_events_are_not_pushes() -> None:
+    headers, body = github({"zen": "hi"}, event="ping")
+    assert parse_push("github", headers, body) is None
+
+
+def test_push_matching_follows_argo_cd() -> None:
+    headers, body = github(GITHUB_PUSH)
+    push = parse_push("github", headers, body)
+    assert push is not None
+    assert push.matches("https://github.com/org/config", "HEAD")  # default branch
+    assert push.matches("git@github.com:org/config.git", "main")
+    assert push.matches("https://github.com/org/config.git", "refs/heads/main")
+    assert not push.matches("https://github.com/org/config.git", "dev")
+    assert not push.matches("https://github.com/org/other.git", "main")
+
+
+def test_malformed_push_is_a_bad_request() -> None:
+    headers, _ = github(GITHUB_PUSH)
+    with pytest.raises(WebhookRejected) as info:
+        parse_push("github", headers, b"not json")
+    assert info.value.status == 400
+    with pytest.raises(WebhookRejected):
+        parse_push("github", headers, b'{"no": "ref"}')
