@@ -1,0 +1,140 @@
+"""Lease leader election and the watch cache against the real API server."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from gitops_ray.kube import Kube
+from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
+from gitops_ray.runtime.watches import LiveCache, WatchOptions
+from gitops_ray.sync.tracking import with_tracking
+from gitops_ray.types import Manifest
+
+
+def eventually(condition: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        time.sleep(0.05)
+
+
+class Candidate:
+    """An elector running in a thread, recording its transitions."""
+
+    def __init__(self, kube: Kube, namespace: str, identity: str) -> None:
+        settings = LeaseSettings("ctl", namespace, identity, lease_duration=3.0,
+                                 renew_deadline=2.0, retry_period=0.2)
+        self.transitions: list[str] = []
+        self.elector = LeaderElector(kube, settings,
+                                     on_started=lambda: self.transitions.append("started"),
+                                     on_stopped=lambda: self.transitions.append("stopped"))
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def candidates(kube: Kube, namespace: str) -> Iterator[Callable[[str], Candidate]]:
+    started: list[Candidate] = []
+
+    def start(identity: str) -> Candidate:
+        started.append(Candidate(kube, namespace, identity))
+        return started[-1]
+
+    yield start
+    for c in started:
+        c.halt()
+
+
+def holder(kube: Kube, namespace: str) -> str | None:
+    lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity")
+
+
+def test_exactly_one_leader_and_release_hands_over(
+        kube: Kube, namespace: str, candidates: Callable[[str], Candidate]) -> None:
+    a, b = candidates("a"), candidates("b")
+    eventually(lambda: a.elector.is_leader or b.elector.is_leader)
+    leader, follower = (a, b) if a.elector.is_leader else (b, a)
+    assert not follower.elector.is_leader
+    assert holder(kube, namespace) == leader.elector.settings.identity
+
+    leader.halt()  # graceful: on_stopped, then the caller releases
+    assert leader.transitions == ["started", "stopped"]
+    assert leader.elector.release()
+    eventually(lambda: follower.elector.is_leader, timeout=10)
+    assert holder(kube, namespace) == follower.elector.settings.identity
+    lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+    assert lease is not None and lease["spec"]["leaseTransitions"] >= 1
+
+
+def test_dead_leader_is_replaced_after_the_lease_expires(
+        kube: Kube, namespace: str, candidates: Callable[[str], Candidate]) -> None:
+    first = candidates("first")
+    eventually(lambda: first.elector.is_leader)
+    # Simulate a crash: the thread stops renewing and never releases.
+    first.stop.set()
+    first.thread.join(10)
+    second = candidates("second")
+    eventually(lambda: second.elector.is_leader, timeout=20)
+    assert holder(kube, namespace) == "second"
+
+
+def configmap(namespace: str, name: str, value: str) -> Manifest:
+    return with_tracking("app-x", {"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": name, "namespace": namespace},
+                                   "data": {"v": value}})
+
+
+def test_watch_cache_serves_live_objects_and_reports_changes(
+        kube: Kube, namespace: str) -> None:
+    events: list[tuple[str, str]] = []
+    cache = LiveCache(kube, on_event=lambda t, o: events.append((t, o["metadata"]["name"])),
+                      options=WatchOptions(timeout=5))
+    try:
+        kube.create(configmap(namespace, "one", "1"), field_manager="tests")
+        kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": "unlabelled", "namespace": namespace}},
+                    field_manager="tests")
+        got = cache.get("v1", "ConfigMap", namespace, "one")
+        assert got is not None and got["data"] == {"v": "1"}
+        assert cache.synced() and cache.kinds() == ["v1/ConfigMap"]
+
+        before = dict(kube.stats)
+        assert cache.get("v1", "ConfigMap", namespace, "one") is not None
+        assert dict(kube.stats) == before  # served from memory: no request
+
+        # Unlabelled objects are not watched, but a lookup still finds them (GET).
+        assert cache.get("v1", "ConfigMap", namespace, "unlabelled") is not None
+
+        kube.patch("v1", "ConfigMap", "one", namespace, {"data": {"v": "2"}},
+                   content_type="application/merge-patch+json")
+        eventually(lambda: (cache.get("v1", "ConfigMap", namespace, "one") or {}).get(
+            "data") == {"v": "2"})
+        assert ("MODIFIED", "one") in events
+
+        kube.delete("v1", "ConfigMap", "one", namespace)
+        eventually(lambda: ("DELETED", "one") in events)
+    finally:
+        cache.stop()
+
+
+def test_fresh_block_reads_through(kube: Kube, namespace: str) -> None:
+    cache = LiveCache(kube, on_event=lambda t, o: None, options=WatchOptions(timeout=5))
+    try:
+        kube.create(configmap(namespace, "c", "1"), field_manager="tests")
+        assert cache.get("v1", "ConfigMap", namespace, "c") is not None
+        gets = kube.stats[("get", 200)]
+        with cache.fresh():
+            assert cache.get("v1", "ConfigMap", namespace, "c") is not None
+        assert kube.stats[("get", 200)] == gets + 1
+    finally:
+        cache.stop()
