@@ -28,6 +28,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -56,6 +57,8 @@ type objects struct {
 type modeResult struct {
 	Seconds          []float64 `json:"seconds"`
 	ObjectsPerSecond float64   `json:"objects_per_second"`
+	PerObjectP50us   float64   `json:"per_object_p50_us"`
+	PerObjectP99us   float64   `json:"per_object_p99_us"`
 	Modified         []int     `json:"modified"`
 	Errors           int       `json:"errors"`
 }
@@ -83,6 +86,13 @@ func main() {
 	objs, err := decode(in)
 	if err != nil {
 		fail(err)
+	}
+	if path := os.Getenv("ARGODIFF_CPUPROFILE"); path != "" {
+		stop, err := profile(path)
+		if err != nil {
+			fail(err)
+		}
+		defer stop()
 	}
 	overrides := make(map[string]v1alpha1.ResourceOverride, len(in.Overrides))
 	for key, ignore := range in.Overrides {
@@ -157,29 +167,37 @@ func decode(in *input) (*objects, error) {
 
 func bench(objs *objects, in *input, overrides map[string]v1alpha1.ResourceOverride, extra []diff.Option) (modeResult, error) {
 	res := modeResult{}
+	var perObject []float64
 	for round := 0; round < in.Rounds; round++ {
 		start := time.Now()
-		modified, errs, err := diffAll(objs, in.Rules, overrides, extra)
+		modified, errs, took, err := diffAll(objs, in.Rules, overrides, extra)
 		if err != nil {
 			return res, err
 		}
 		res.Seconds = append(res.Seconds, time.Since(start).Seconds())
 		res.Modified, res.Errors = modified, errs
+		perObject = append(perObject, took...)
 	}
-	res.ObjectsPerSecond = float64(len(objs.desired)) / median(res.Seconds)
+	res.ObjectsPerSecond = float64(len(objs.desired)) / quantile(res.Seconds, 0.5)
+	res.PerObjectP50us = quantile(perObject, 0.5) * 1e6
+	res.PerObjectP99us = quantile(perObject, 0.99) * 1e6
 	return res, nil
 }
 
 // diffAll is one comparison of every object: the work Argo CD's StateDiffs does per app.
-func diffAll(objs *objects, rules []v1alpha1.ResourceIgnoreDifferences, overrides map[string]v1alpha1.ResourceOverride, extra []diff.Option) ([]int, int, error) {
+// It returns the indices found modified, the number of errors and each object's time.
+func diffAll(objs *objects, rules []v1alpha1.ResourceIgnoreDifferences, overrides map[string]v1alpha1.ResourceOverride, extra []diff.Option) ([]int, int, []float64, error) {
 	normalizer, err := normalizers.NewIgnoreNormalizer(rules, overrides, normalizers.IgnoreNormalizerOpts{})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	opts := append([]diff.Option{diff.WithNormalizer(normalizer)}, extra...)
 	modified, errs := []int{}, 0
+	took := make([]float64, len(objs.desired))
 	for i := range objs.desired {
+		start := time.Now()
 		result, err := diff.Diff(objs.desired[i], objs.live[i], opts...)
+		took[i] = time.Since(start).Seconds()
 		switch {
 		case err != nil:
 			errs++
@@ -187,16 +205,14 @@ func diffAll(objs *objects, rules []v1alpha1.ResourceIgnoreDifferences, override
 			modified = append(modified, i)
 		}
 	}
-	return modified, errs, nil
+	return modified, errs, took, nil
 }
 
-func median(xs []float64) float64 {
+// quantile is the nearest-rank q-quantile (the median of an even count is the upper one).
+func quantile(xs []float64, q float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }
 
 // versions reports the module versions the binary was built with.
@@ -214,6 +230,19 @@ func versions() map[string]string {
 		}
 	}
 	return out
+}
+
+// profile writes a CPU profile of the timed part to path (go tool pprof reads it).
+func profile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func fail(err error) {

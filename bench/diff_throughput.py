@@ -1,0 +1,361 @@
+"""Diff throughput: gitops-ray's diff side by side with Argo CD's, on the same objects.
+
+Why this benchmark exists: the controller diffs every RayCluster of every app on every
+cycle, so the diff's objects/s bounds how often a large cluster can be reconciled. The
+only fair yardstick is Argo CD's own implementation on the same input, so one run times:
+
+* **gitops-ray**: ``compile_rules`` (once per round, as the pipeline does per app) then
+  ``compare(desired=, predicted=, live=, rules=)`` per object (``gitops_ray.diff``);
+* **gitops-engine** (``bench/argodiff``, Go): ``diff.Diff`` with argo-cd's
+  ``NewIgnoreNormalizer`` over the same rules plus Argo CD's default ``/status`` override,
+  in server-side-diff mode (same inputs as ours: desired, the dry-run answer, live) and in
+  its default legacy mode (desired vs live);
+* **kubectl diff --server-side** against the real local control plane, on a subset, as a
+  user would run it: one process per file, and once over a directory of all of them.
+
+Inputs come from :mod:`bench.workload` at 100, 1,000 and 5,000 RayClusters. Each side
+must report exactly the drifted clusters as modified; the run records whether they agree.
+If gitops-ray is below half of gitops-engine, a cProfile of one round is saved so the
+report can say where the time goes.
+
+Run: ``python -m bench.diff_throughput`` (``--help`` for sizes, rounds, subset).
+Writes ``bench/results/diff.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import datetime as dt
+import io
+import json
+import os
+import pstats
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.argodiff import run_argodiff
+from bench.machine import machine_info, quantile, summary
+from bench.workload import (
+    ARGO_DEFAULT_OVERRIDES,
+    AUTOSCALER_MANAGER,
+    EDIT_MANAGER,
+    FIELD_MANAGER,
+    DiffCase,
+    Workload,
+    diff_case,
+    diff_cases,
+    ignore_rules,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+DEFAULT_SIZES = (100, 1000, 5000)
+HALF = 0.5
+
+# -- gitops-ray --------------------------------------------------------------------------
+
+
+def _is_modified(result: Any) -> bool:
+    """Whether a ``ResourceDiff`` says the object is out of sync."""
+    for attr in ("modified", "changed"):
+        value = getattr(result, attr, None)
+        if isinstance(value, bool):
+            return value
+    return str(getattr(result, "status", "")) == "OutOfSync"
+
+
+def _ours_round(cases: list[DiffCase], rules: list[dict[str, Any]]) -> tuple[float, list[float],
+                                                                             list[int]]:
+    from gitops_ray.diff import compare, compile_rules
+
+    took: list[float] = []
+    modified: list[int] = []
+    start = time.perf_counter()
+    ruleset = compile_rules(rules, builtin=True, jq_timeout=1.0)
+    for i, case in enumerate(cases):
+        t0 = time.perf_counter()
+        result = compare(desired=case.desired, predicted=case.predicted, live=case.live,
+                         rules=ruleset)
+        took.append(time.perf_counter() - t0)
+        if _is_modified(result):
+            modified.append(i)
+    return time.perf_counter() - start, took, modified
+
+
+def bench_ours(cases: list[DiffCase], rules: list[dict[str, Any]], rounds: int) -> dict[str, Any]:
+    seconds: list[float] = []
+    per_object: list[float] = []
+    modified: list[int] = []
+    for _ in range(rounds):
+        total, took, modified = _ours_round(cases, rules)
+        seconds.append(total)
+        per_object += took
+    return {"seconds": seconds, "objects_per_second": len(cases) / quantile(seconds, 0.5),
+            "per_object_p50_us": quantile(per_object, 0.5) * 1e6,
+            "per_object_p99_us": quantile(per_object, 0.99) * 1e6, "modified": modified}
+
+
+def inputs_untouched(wl: Workload, cases: list[DiffCase], sample: int = 25) -> bool:
+    """``compare`` must not mutate its inputs: regenerate a sample and check."""
+    return all(diff_case(wl, i) == cases[i] for i in range(min(sample, len(cases))))
+
+
+def profile_ours(cases: list[DiffCase], rules: list[dict[str, Any]], out: Path,
+                 top: int = 25) -> dict[str, Any]:
+    """cProfile one round; keep the text report and the top functions by own time."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    _ours_round(cases, rules)
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(40)
+    stats.sort_stats("tottime").print_stats(40)
+    out.write_text(text.getvalue())
+    rows = []
+    raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values())
+    for (path, line, func), (_, calls, tottime, cumtime, _) in sorted(
+            raw.items(), key=lambda kv: -kv[1][2])[:top]:
+        rows.append({"function": f"{Path(path).name}:{line}({func})", "calls": calls,
+                     "own_s": round(tottime, 4), "cum_s": round(cumtime, 4),
+                     "own_share": round(tottime / total, 3) if total else None})
+    return {"objects": len(cases), "report": str(out), "top_by_own_time": rows}
+
+
+# -- gitops-engine -----------------------------------------------------------------------
+
+
+def bench_argo(cases: list[DiffCase], rules: list[dict[str, Any]], rounds: int,
+               cpu_profile: Path | None = None) -> dict[str, Any]:
+    payload = [{"desired": c.desired, "predicted": c.predicted, "live": c.live} for c in cases]
+    return run_argodiff(payload, rules=rules, overrides=ARGO_DEFAULT_OVERRIDES, rounds=rounds,
+                        cpu_profile=cpu_profile)
+
+
+# -- kubectl diff --server-side ----------------------------------------------------------
+
+
+def _set_up_live(kube: Any, case: DiffCase) -> None:
+    """Make the cluster hold ``case.live``: sync, autoscaler patches, a manual edit."""
+    body = copy.deepcopy(case.desired)
+    kube.apply(body, field_manager=FIELD_MANAGER, force=True)
+    patch = [{"op": "replace", "path": f"/spec/workerGroupSpecs/{i}/{field}", "value": g[field]}
+             for i, g in enumerate(case.predicted["spec"]["workerGroupSpecs"])
+             for field in ("replicas", "scaleStrategy") if field in g]
+    meta = case.desired["metadata"]
+    kube.patch("ray.io/v1", "RayCluster", meta["name"], meta["namespace"], patch,
+               field_manager=AUTOSCALER_MANAGER)
+    if case.drifted:
+        kube.patch("ray.io/v1", "RayCluster", meta["name"], meta["namespace"],
+                   [{"op": "replace", "path": "/spec", "value": case.live["spec"]}],
+                   field_manager=EDIT_MANAGER)
+
+
+def _kubectl_diff(paths: list[Path], kubeconfig: Path) -> tuple[float, int]:
+    argv = ["kubectl", "diff", "--server-side", "--force-conflicts"]
+    for path in paths:
+        argv += ["-f", str(path)]
+    start = time.perf_counter()
+    out = subprocess.run(argv, capture_output=True, text=True, check=False,
+                         env={**os.environ, "KUBECONFIG": str(kubeconfig)})
+    took = time.perf_counter() - start
+    if out.returncode > 1:
+        raise RuntimeError(f"kubectl diff failed ({out.returncode}): {out.stderr[-500:]}")
+    return took, out.returncode
+
+
+def bench_kubectl(wl: Workload, subset: int) -> dict[str, Any]:
+    """``kubectl diff --server-side`` on ``subset`` RayClusters of the real control plane."""
+    from gitops_ray.kube import Kube
+    from gitops_ray.localcluster import LocalControlPlane
+
+    cases = [diff_case(wl, i) for i in _subset_indices(wl, subset)]
+    with LocalControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
+        kube = Kube.connect(str(cp.kubeconfig))
+        for ns in sorted({c.desired["metadata"]["namespace"] for c in cases}):
+            kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                        field_manager="bench")
+        for case in cases:
+            _set_up_live(kube, case)
+        mismatches = _fidelity(kube, cases)
+        paths = []
+        for case in cases:
+            path = Path(tmp) / f"{case.desired['metadata']['name']}.yaml"
+            path.write_text(yaml.safe_dump(case.desired, sort_keys=False))
+            paths.append(path)
+        per_file = [_kubectl_diff([p], cp.kubeconfig) for p in paths]
+        together, _ = _kubectl_diff(paths, cp.kubeconfig)
+    per = [t for t, _ in per_file]
+    return {
+        "objects": len(cases),
+        "per_invocation_s": summary(per),
+        "objects_per_second_one_per_process": len(per) / sum(per),
+        "one_process_all_files_s": together,
+        "objects_per_second_one_process": len(cases) / together,
+        "reported_modified": sum(1 for _, rc in per_file if rc == 1),
+        "drifted": sum(c.drifted for c in cases),
+        "note": "kubectl has no ignoreDifferences: autoscaled replicas show as differences",
+        "generated_live_mismatches": mismatches,
+    }
+
+
+def _subset_indices(wl: Workload, subset: int) -> list[int]:
+    """``subset`` clusters including some drifted ones, spread over the whole range."""
+    step = max(1, wl.clusters // subset)
+    picked = list(range(0, wl.clusters, step))[:subset]
+    drifted = [i for i in range(wl.clusters) if wl.drifted(i)][: max(1, subset // 5)]
+    return sorted(set(picked[: subset - len(drifted)]) | set(drifted))
+
+
+def _fidelity(kube: Any, cases: list[DiffCase]) -> list[str]:
+    """Where the generator's ``live.spec`` differs from what the real API server holds."""
+    out = []
+    for case in cases:
+        meta = case.desired["metadata"]
+        real = kube.get("ray.io/v1", "RayCluster", meta["name"], meta["namespace"]) or {}
+        if real.get("spec") != case.live["spec"]:
+            out.append(f"{meta['namespace']}/{meta['name']}")
+    return out
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def _rounds_for(size: int, rounds: int | None) -> int:
+    return rounds if rounds else (5 if size <= 100 else 3)
+
+
+def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | None,
+             log: Callable[[str], None]) -> dict[str, Any]:
+    wl = Workload(size, min(apps, size))
+    started = time.perf_counter()
+    cases = diff_cases(wl)
+    log(f"{size} objects generated in {time.perf_counter() - started:.1f}s")
+    rules, n = ignore_rules(), _rounds_for(size, rounds)
+    expected = [i for i, c in enumerate(cases) if c.drifted]
+    entry: dict[str, Any] = {"objects": size, "apps": wl.apps, "rounds": n,
+                             "drifted": len(expected)}
+    try:
+        ours = bench_ours(cases, rules, n)
+        ours["untouched_inputs"] = inputs_untouched(wl, cases)
+        ours["correct"] = ours["modified"] == expected
+        entry["gitops_ray"] = ours
+        log(f"{size}: gitops-ray {ours['objects_per_second']:.0f} objects/s")
+    except ImportError as e:
+        entry["gitops_ray"] = {"error": f"gitops_ray.diff not available yet: {e}"}
+    argo = bench_argo(cases, rules, n)
+    for mode in argo["modes"].values():
+        mode["correct"] = mode["modified"] == expected
+    entry["gitops_engine"] = argo
+    log(f"{size}: gitops-engine " + ", ".join(
+        f"{m} {r['objects_per_second']:.0f}/s" for m, r in argo["modes"].items()))
+    if "objects_per_second" in entry["gitops_ray"]:
+        ours_rate = entry["gitops_ray"]["objects_per_second"]
+        entry["ratio"] = {m: ours_rate / r["objects_per_second"]
+                          for m, r in argo["modes"].items()}
+        if profile_dir is not None and (entry["ratio"]["server-side"] < HALF) \
+                and size <= 1000:
+            entry["profile"] = profile_ours(cases, rules, profile_dir / f"diff-profile-{size}.txt")
+    return _compact(entry)
+
+
+def _compact(entry: dict[str, Any]) -> dict[str, Any]:
+    """Drop the long lists of modified indices, keep their count."""
+    for side in [entry.get("gitops_ray", {}), *entry["gitops_engine"]["modes"].values()]:
+        if "modified" in side:
+            side["modified"] = len(side["modified"])
+    return entry
+
+
+def print_table(results: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Diff throughput (objects/s, median of rounds; per-object p50/p99 µs)")
+    for column in ("objects", "gitops-ray", "gitops-engine SSD", "gitops-engine legacy",
+                   "ours / SSD", "correct (ours, SSD, legacy)"):
+        table.add_column(column, justify="right")
+    for entry in results["sizes"]:
+        ours, modes = entry["gitops_ray"], entry["gitops_engine"]["modes"]
+        table.add_row(
+            str(entry["objects"]), _rate(ours), _rate(modes["server-side"]),
+            _rate(modes["legacy"]),
+            f"{entry['ratio']['server-side']:.2f}" if "ratio" in entry else "-",
+            ", ".join(str(s.get("correct", "-")) for s in (ours, modes["server-side"],
+                                                         modes["legacy"])))
+    console = Console(width=150)
+    console.print(table)
+    kubectl = results.get("kubectl")
+    if kubectl and "objects" in kubectl:
+        console.print(
+            f"kubectl diff --server-side, {kubectl['objects']} objects: "
+            f"{kubectl['per_invocation_s']['median'] * 1000:.0f} ms per file "
+            f"(p99 {kubectl['per_invocation_s']['p99'] * 1000:.0f} ms) = "
+            f"{kubectl['objects_per_second_one_per_process']:.1f} objects/s; one process "
+            f"for all: {kubectl['objects_per_second_one_process']:.1f} objects/s")
+    elif kubectl:
+        console.print(f"kubectl diff: {kubectl.get('error')}")
+
+
+def _rate(side: dict[str, Any]) -> str:
+    if "objects_per_second" not in side:
+        return "n/a"
+    return (f"{side['objects_per_second']:.0f} "
+            f"({side['per_object_p50_us']:.0f}/{side['per_object_p99_us']:.0f})")
+
+
+def run(*, sizes: tuple[int, ...], apps: int, rounds: int | None, kubectl_subset: int,
+        profile: bool, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "benchmark": "diff-throughput",
+        "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "workload": {"apps": apps, "seed": 0, "drift": Workload().drift,
+                     "rules": ignore_rules(), "argo_overrides": ARGO_DEFAULT_OVERRIDES},
+        "sizes": [],
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for size in sizes:
+        results["sizes"].append(run_size(size, apps=apps, rounds=rounds,
+                                         profile_dir=out.parent if profile else None, log=log))
+        out.write_text(json.dumps(results, indent=2))
+    if kubectl_subset:
+        try:
+            results["kubectl"] = bench_kubectl(Workload(max(sizes), apps), kubectl_subset)
+        except Exception as e:  # the rest of the figures still count
+            results["kubectl"] = {"error": f"{type(e).__name__}: {e}"}
+    out.write_text(json.dumps(results, indent=2))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Diff throughput, gitops-ray vs Argo CD")
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="comma-separated RayCluster counts")
+    parser.add_argument("--apps", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="rounds per size (default 5 up to 100 objects, else 3)")
+    parser.add_argument("--kubectl-subset", type=int, default=20,
+                        help="RayClusters for kubectl diff --server-side (0 to skip)")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="never profile, even when below half of gitops-engine")
+    parser.add_argument("--out", type=Path, default=RESULTS / "diff.json")
+    args = parser.parse_args()
+    results = run(sizes=tuple(int(s) for s in args.sizes.split(",")), apps=args.apps,
+                  rounds=args.rounds, kubectl_subset=args.kubectl_subset,
+                  profile=not args.no_profile, out=args.out,
+                  log=lambda m: print(f"bench: {m}", flush=True))
+    print_table(results)
+    print(f"results: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
