@@ -38,7 +38,7 @@ def controlplane_dir() -> Path:
 
 
 def helm_path() -> Path:
-    return cache_dir() / "helm" / HELM_VERSION / "helm"
+    return cache_dir() / "helm" / f"{HELM_VERSION}-kube{K8S_VERSION}" / "helm"
 
 
 @contextmanager
@@ -100,7 +100,11 @@ def ensure_helm() -> Path:
         _log(f"building helm {HELM_VERSION} from Go modules (first run only)")
         target.parent.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent.parent) as tmp:
-            ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+            major, minor = K8S_VERSION.lstrip("v").split(".")[:2]
+            chartutil = "helm.sh/helm/v3/pkg/chartutil"
+            ldflags = (f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION} "
+                       f"-X {chartutil}.k8sVersionMajor={major} "
+                       f"-X {chartutil}.k8sVersionMinor={minor}")
             subprocess.run(
                 [_go(), "install", "-trimpath", "-ldflags", ldflags,
                  f"helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"],

@@ -1,0 +1,46 @@
+{{- define "gitops-ray.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "gitops-ray.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "gitops-ray.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gitops-ray.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "gitops-ray.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{ include "gitops-ray.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "gitops-ray.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "gitops-ray.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The settings file: values.config plus what the chart itself decides. */}}
+{{- define "gitops-ray.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- $_ := set $config "controlNamespace" .Release.Namespace -}}
+{{- $_ := set $config "leaderElection" (dict "enabled" (gt (int .Values.replicaCount) 1) "leaseName" (include "gitops-ray.fullname" .)) -}}
+{{- $_ := set $config "listen" (dict "metrics" (printf ":%d" (int .Values.service.metricsPort)) "health" ":8081" "webhook" (printf ":%d" (int .Values.service.webhookPort))) -}}
+{{- if .Values.credentials -}}
+{{- $_ := set $config "credentials" .Values.credentials -}}
+{{- end -}}
+{{- if .Values.webhook.secretName -}}
+{{- $_ := set $config "webhook" (dict "secretFile" "/etc/gitops-ray/webhook/secret") -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
