@@ -1,0 +1,169 @@
+"""Compare one desired object with its live counterpart: Synced or OutOfSync, and why.
+
+The desired side is, when the caller could get one, the result of a server-side dry-run
+apply of git's object (with the live values kept at ignored paths, exactly what sync
+would send). That prediction carries every default the API server and the CRD schema
+fill in, so defaults never show up as drift, and it carries every field other managers
+own, so the comparison with live can be exact. Without a prediction (the dry run could
+not run) we fall back to Argo CD's two-way rule for objects without last-applied state:
+live fields git does not mention are not compared, and lists are compared by index.
+
+Both sides lose what the server writes (:func:`strip_server_fields`), Secrets compare
+``stringData`` as base64 ``data`` (as Argo CD's Secret normalizer does), and the app's
+ignore rules remove the same fields from both. A resource is OutOfSync when the
+normalized sides differ ("modified"), when it is in git but not live ("missing"), or
+when it is live, tracked by the app, and gone from git ("extraneous").
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gitops_ray.diff.paths import json_copy, json_equal
+from gitops_ray.diff.rules import RuleSet, Scope, Skip
+from gitops_ray.errors import DiffError
+from gitops_ray.types import Manifest, ResourceKey
+
+SYNCED, OUT_OF_SYNC = "Synced", "OutOfSync"
+MODIFIED, MISSING, EXTRANEOUS = "modified", "missing", "extraneous"
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "generation",
+                   "creationTimestamp", "selfLink", "deletionTimestamp",
+                   "deletionGracePeriodSeconds")
+
+
+@dataclass(frozen=True)
+class ResourceDiff:
+    """The comparison of one resource; the normalized sides are what the user sees."""
+
+    key: ResourceKey
+    status: str  # "Synced" | "OutOfSync"
+    reason: str  # "" | "modified" | "missing" | "extraneous"
+    desired_normalized: Manifest | None
+    live_normalized: Manifest | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def out_of_sync(self) -> bool:
+        return self.status == OUT_OF_SYNC
+
+
+@dataclass(frozen=True)
+class AppDiff:
+    """All resources of one app; the app is OutOfSync if any resource is."""
+
+    resources: list[ResourceDiff] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        return OUT_OF_SYNC if any(r.out_of_sync for r in self.resources) else SYNCED
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for r in self.resources for w in r.warnings]
+
+
+def strip_server_fields(obj: Manifest) -> Manifest:
+    """A copy of ``obj`` without the fields the API server writes (``obj`` is untouched).
+
+    Only the top level, ``metadata`` and its annotations are copied; the rest is shared.
+    """
+    out = dict(obj)
+    meta = out.get("metadata")
+    if isinstance(meta, dict):
+        out["metadata"] = meta = dict(meta)
+        if isinstance(meta.get("annotations"), dict):
+            meta["annotations"] = dict(meta["annotations"])
+    _strip(out)
+    return out
+
+
+def _strip(doc: Manifest) -> None:
+    """:func:`strip_server_fields` in place, on a document we own."""
+    doc.pop("status", None)
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    for name in SERVER_METADATA:
+        meta.pop(name, None)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict):
+        annotations.pop(LAST_APPLIED, None)
+    for name in ("annotations", "labels"):
+        if name in meta and not meta[name]:
+            del meta[name]
+
+
+def compare(*, desired: Manifest | None, predicted: Manifest | None,
+            live: Manifest | None, rules: RuleSet) -> ResourceDiff:
+    """Compare git's object (or its dry-run prediction) with the live object."""
+    target = predicted if predicted is not None else desired
+    anchor = desired if desired is not None else target if target is not None else live
+    if anchor is None:
+        raise DiffError("compare() needs a desired or a live object, got neither")
+    key = ResourceKey.of(anchor)
+    skips: list[Skip] = []
+    sides = (desired, predicted, live)
+    want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), rules)
+    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), rules)
+    if predicted is None and want is not None and have is not None:
+        have = remove_unmentioned(want, have)
+    status, reason = _status(want, have)
+    return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
+
+
+def _normalized(obj: Manifest | None, scope: Scope, rules: RuleSet) -> Manifest | None:
+    """One copy of ``obj``, then everything that must not count as a difference."""
+    if obj is None:
+        return None
+    doc = rules.apply(json_copy(obj), scope)
+    _strip(doc)
+    if scope.key.group == "" and scope.key.kind == "Secret":
+        _secret_data(doc)
+    return doc
+
+
+def _secret_data(secret: Manifest) -> None:
+    """``stringData`` merged into ``data`` as base64 (what the API server stores)."""
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = secret.get("data")
+        data = secret["data"] = dict(data) if isinstance(data, dict) else {}
+        for name, value in string_data.items():
+            data[name] = base64.b64encode(str(value).encode()).decode()
+    if "data" in secret and not secret["data"]:
+        del secret["data"]
+
+
+def _status(want: Manifest | None, have: Manifest | None) -> tuple[str, str]:
+    if have is None:
+        return OUT_OF_SYNC, MISSING
+    if want is None:
+        return OUT_OF_SYNC, EXTRANEOUS
+    return (SYNCED, "") if json_equal(want, have) else (OUT_OF_SYNC, MODIFIED)
+
+
+def _warnings(skips: Iterable[Skip]) -> list[str]:
+    """One warning per rule, object and reason, naming both sides when both failed."""
+    sides: dict[tuple[str, ResourceKey, str], list[str]] = {}
+    for skip in skips:
+        sides.setdefault((skip.rule, skip.key, skip.reason), []).append(skip.side)
+    return [str(Skip(rule, key, " and ".join(dict.fromkeys(s)), reason))
+            for (rule, key, reason), s in sides.items()]
+
+
+def remove_unmentioned(config: Any, live: Any) -> Any:
+    """``live`` restricted to the map keys ``config`` has (Argo's ``RemoveMapFields``).
+
+    Lists are walked by index; live items beyond ``config``'s length are kept so that
+    they show up as a difference.
+    """
+    if isinstance(config, dict) and isinstance(live, dict):
+        return {k: remove_unmentioned(v, live[k]) for k, v in config.items() if k in live}
+    if isinstance(config, list) and isinstance(live, list):
+        return [remove_unmentioned(config[i], item) if i < len(config) else item
+                for i, item in enumerate(live)]
+    return live

@@ -1,0 +1,99 @@
+"""Glob patterns for the ``group`` and ``kind`` of an ignore rule, as Argo CD matches them.
+
+Argo CD matches these two fields with ``github.com/gobwas/glob`` compiled without
+separators, so ``*`` also matches ``.`` and the empty string (``group: "*"`` matches the
+core group too). The syntax is gobwas's: ``*``, ``?``, ``[a-z]``, ``[!a-z]``,
+``{alt1,alt2}`` and backslash escapes; matching is case-sensitive. Argo logs and treats an
+invalid pattern as "no match"; we report it at load instead, because a rule that can
+never match is a mistake the user wants to hear about.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+
+_SPECIAL = frozenset("*?[{\\")
+
+
+class GlobError(ValueError):
+    """The pattern is not a valid gobwas glob (unclosed ``[`` or ``{``)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def compile_glob(pattern: str) -> Callable[[str], bool]:
+    """A matcher for ``pattern``; literal patterns compare by equality."""
+    if not _SPECIAL.intersection(pattern):
+        return pattern.__eq__
+    regex = re.compile(_translate(pattern, 0, in_terms=False)[0], re.DOTALL)
+    return lambda text: regex.fullmatch(text) is not None
+
+
+def _translate(pattern: str, pos: int, *, in_terms: bool) -> tuple[str, int]:
+    """Regex for ``pattern[pos:]`` up to the end (or a ``,``/``}`` inside ``{...}``)."""
+    out: list[str] = []
+    while pos < len(pattern):
+        char = pattern[pos]
+        if in_terms and char in ",}":
+            return "".join(out), pos
+        if char == "*":
+            while pos < len(pattern) and pattern[pos] == "*":
+                pos += 1
+            out.append(".*")
+            continue
+        if char == "?":
+            out.append(".")
+        elif char == "\\":
+            if pos + 1 >= len(pattern):
+                raise GlobError(f"glob {pattern!r}: trailing backslash")
+            pos += 1
+            out.append(re.escape(pattern[pos]))
+        elif char == "[":
+            regex, pos = _char_class(pattern, pos)
+            out.append(regex)
+            continue
+        elif char == "{":
+            regex, pos = _alternatives(pattern, pos)
+            out.append(regex)
+            continue
+        else:
+            out.append(re.escape(char))
+        pos += 1
+    if in_terms:
+        raise GlobError(f"glob {pattern!r}: unclosed '{{'")
+    return "".join(out), pos
+
+
+def _char_class(pattern: str, pos: int) -> tuple[str, int]:
+    """``[...]`` starting at ``pos``; returns the regex and the position after ``]``."""
+    end = pattern.find("]", pos + 1)
+    if end < 0 or end == pos + 1:
+        raise GlobError(f"glob {pattern!r}: unclosed or empty '['")
+    body = pattern[pos + 1:end]
+    negate = body.startswith("!")
+    body = body[1:] if negate else body
+    if not body:
+        raise GlobError(f"glob {pattern!r}: empty character class")
+    parts = []
+    i = 0
+    while i < len(body):
+        if i + 2 < len(body) and body[i + 1] == "-":
+            parts.append(f"{re.escape(body[i])}-{re.escape(body[i + 2])}")
+            i += 3
+        else:
+            parts.append(re.escape(body[i]))
+            i += 1
+    return f"[{'^' if negate else ''}{''.join(parts)}]", end + 1
+
+
+def _alternatives(pattern: str, pos: int) -> tuple[str, int]:
+    """``{a,b}`` starting at ``pos``; each alternative may hold wildcards itself."""
+    options = []
+    pos += 1
+    while True:
+        regex, pos = _translate(pattern, pos, in_terms=True)
+        options.append(regex)
+        if pattern[pos] == "}":
+            return f"(?:{'|'.join(options)})", pos + 1
+        pos += 1  # ","

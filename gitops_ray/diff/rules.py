@@ -1,0 +1,262 @@
+"""Compiled ``ignoreDifferences`` rules, applied in Argo CD's order to any object.
+
+:func:`compile_rules` validates an Application's ``ignoreDifferences`` entries once
+(syntax errors are configuration errors, reported at load with the rule's index and
+expression) and adds the built-in Ray rules. :class:`RuleSet` then removes the ignored
+fields from an object, in Argo CD's order: fields owned by ``managedFieldsManagers``
+first (Argo does this before the ignore normalizer), then each rule in turn, its
+``jsonPointers`` before its ``jqPathExpressions``, every rule seeing the result of the
+previous one. A failing jq expression skips that rule for that object, with a warning.
+
+Matching (``util/argo/normalizers``): ``group`` and ``kind`` are globs, ``name`` and
+``namespace`` exact, empty means any; an omitted ``group`` is the core group only (not
+"any group", argo-cd #28590).
+
+Both ``normalize`` and ``ignored_paths`` run the same deletions; ``ignored_paths`` also
+records where each deleted value sat in the original object, so sync keeps the live
+value at exactly the paths the diff ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from gitops_ray.diff import managed, pointers
+from gitops_ray.diff.globs import GlobError, compile_glob
+from gitops_ray.diff.jqrule import (
+    JqExpression,
+    JqSkip,
+    JqSyntaxError,
+    apply_del,
+    compile_jq,
+    del_paths,
+)
+from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
+from gitops_ray.diff.ray import BUILTIN_RULES
+from gitops_ray.errors import ConfigError
+from gitops_ray.types import Manifest, ResourceKey
+
+RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpressions",
+               "managedFieldsManagers")
+_MAX_SHOWN_EXPR = 100
+
+
+class NormalizeResult(NamedTuple):
+    """The object without its ignored fields, and why any rule was skipped."""
+
+    obj: Manifest
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class Skip:
+    """One rule skipped for one object (rendered as a warning)."""
+
+    rule: str
+    key: ResourceKey
+    side: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} skipped for {self.key} ({self.side}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One compiled ``ignoreDifferences`` entry (or built-in rule)."""
+
+    label: str
+    group: Callable[[str], bool]
+    kind: Callable[[str], bool]
+    name: str = ""
+    namespace: str = ""
+    pointers: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (text, tokens)
+    jq: tuple[JqExpression, ...] = ()
+    managers: frozenset[str] = frozenset()
+    active: Callable[[Sequence[Manifest | None]], bool] | None = None
+
+    def matches(self, key: ResourceKey) -> bool:
+        return (self.group(key.group) and self.kind(key.kind)
+                and self.name in ("", key.name) and self.namespace in ("", key.namespace))
+
+
+@dataclass
+class Scope:
+    """What a normalization run knows besides the document itself."""
+
+    key: ResourceKey
+    side: str  # "desired", "live" or "object": for warnings
+    sides: Sequence[Manifest | None]  # objects whose settings activate built-in rules
+    live: Manifest | None  # source of managedFields
+    tracker: Tracker | None = None
+    skips: list[Skip] | None = None
+
+
+class RuleSet:
+    """The rules of one app; thread-safe and reusable (it holds no per-object state)."""
+
+    def __init__(self, rules: Sequence[Rule], *, jq_timeout: float = 1.0) -> None:
+        self.rules = tuple(rules)
+        self.jq_timeout = jq_timeout
+
+    def normalize(self, obj: Manifest, *, live: Manifest | None = None) -> NormalizeResult:
+        """A copy of ``obj`` without the fields the matching rules ignore."""
+        scope = Scope(ResourceKey.of(obj), "object", (obj, live), live, skips=[])
+        doc = self.apply(json_copy(obj), scope)
+        return NormalizeResult(doc, [str(s) for s in scope.skips or ()])
+
+    def ignored_paths(self, obj: Manifest, *, live: Manifest | None = None) -> list[Path]:
+        """The concrete paths of ``obj`` that :meth:`normalize` removes, in order."""
+        scope = Scope(ResourceKey.of(obj), "object", (obj, live), live, tracker=Tracker())
+        rules = self.matching(scope)
+        if not rules:
+            return []
+        self.apply(json_copy(obj), scope, rules)
+        assert scope.tracker is not None
+        return scope.tracker.removed
+
+    def matching(self, scope: Scope) -> list[Rule]:
+        return [r for r in self.rules if r.matches(scope.key)
+                and (r.active is None or r.active(scope.sides))]
+
+    def apply(self, doc: Manifest, scope: Scope,
+              rules: Sequence[Rule] | None = None) -> Manifest:
+        """Remove the ignored fields from ``doc`` in place; use the returned object.
+
+        A jq expression outside the fast path returns a new object instead.
+        """
+        rules = self.matching(scope) if rules is None else rules
+        managers = frozenset().union(*(r.managers for r in rules))
+        if managers:
+            trees = managed.owned_trees(scope.live, managers)
+            doc = self._delete(doc, managed.owned_paths(doc, trees), scope, "managed fields")
+        for rule in rules:
+            doc = self._apply_rule(rule, doc, scope)
+        return doc
+
+    def _apply_rule(self, rule: Rule, doc: Manifest, scope: Scope) -> Manifest:
+        for index, (_, tokens) in enumerate(rule.pointers):
+            path = pointers.resolve(doc, tokens)
+            if path is not None:
+                doc = self._delete(doc, [path], scope, f"{rule.label}.jsonPointers[{index}]")
+        for index, expr in enumerate(rule.jq):
+            try:
+                doc = self._apply_jq(expr, doc, scope)
+            except JqSkip as e:
+                self._skip(scope, f"{rule.label}.jqPathExpressions[{index}] "
+                                  f"{_shown(expr.text)}", str(e))
+        return doc
+
+    def _apply_jq(self, expr: JqExpression, doc: Manifest, scope: Scope) -> Manifest:
+        if scope.tracker is None:
+            result = apply_del(expr, doc, timeout=self.jq_timeout)
+            assert isinstance(result, dict)
+            return result
+        paths = del_paths(expr, doc, timeout=self.jq_timeout)
+        try:
+            delete_paths(doc, paths, scope.tracker)
+        except PathError as e:
+            raise JqSkip(str(e)) from None
+        return doc
+
+    def _delete(self, doc: Manifest, paths: list[Path], scope: Scope, what: str) -> Manifest:
+        try:
+            delete_paths(doc, paths, scope.tracker)
+        except PathError as e:
+            self._skip(scope, what, str(e))
+        return doc
+
+    @staticmethod
+    def _skip(scope: Scope, rule: str, reason: str) -> None:
+        if scope.skips is not None:
+            scope.skips.append(Skip(rule, scope.key, scope.side, reason))
+
+
+def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,
+                  jq_timeout: float = 1.0, where: str = "") -> RuleSet:
+    """Compile Argo ``ignoreDifferences`` entries (plus the built-in Ray rules).
+
+    ``where`` names the source (e.g. ``"Application demo"``) in error messages. A zero
+    ``jq_timeout`` means the default of 1 s, as in Argo CD. Raises
+    :class:`~gitops_ray.errors.ConfigError` for a malformed rule, naming its index.
+    """
+    if jq_timeout < 0:
+        raise ConfigError(f"{_prefix(where)}jq timeout must not be negative: {jq_timeout}")
+    rules = [_compile(spec, f"{_prefix(where)}ignoreDifferences[{i}]")
+             for i, spec in enumerate(specs)]
+    if builtin:
+        rules += [_compile(b.spec, b.label, active=b.active) for b in BUILTIN_RULES]
+    return RuleSet(rules, jq_timeout=jq_timeout or 1.0)
+
+
+def _prefix(where: str) -> str:
+    return f"{where}: " if where else ""
+
+
+def _compile(spec: Mapping[str, Any], label: str, *,
+             active: Callable[[Sequence[Manifest | None]], bool] | None = None) -> Rule:
+    if not isinstance(spec, Mapping):
+        raise ConfigError(f"{label}: expected a mapping, got {type(spec).__name__}")
+    unknown = sorted(set(spec) - set(RULE_FIELDS))
+    if unknown:
+        raise ConfigError(f"{label}: unknown field(s) {', '.join(unknown)}; "
+                          f"known fields: {', '.join(RULE_FIELDS)}")
+    kind = _string(spec, "kind", label)
+    if not kind:
+        raise ConfigError(f"{label}: 'kind' is required (use \"*\" for any kind)")
+    return Rule(label=label,
+                group=_glob(_string(spec, "group", label), "group", label),
+                kind=_glob(kind, "kind", label),
+                name=_string(spec, "name", label),
+                namespace=_string(spec, "namespace", label),
+                pointers=tuple(_pointer(p, f"{label}.jsonPointers[{i}]")
+                               for i, p in enumerate(_strings(spec, "jsonPointers", label))),
+                jq=tuple(_jq(e, f"{label}.jqPathExpressions[{i}]")
+                         for i, e in enumerate(_strings(spec, "jqPathExpressions", label))),
+                managers=frozenset(_strings(spec, "managedFieldsManagers", label)),
+                active=active)
+
+
+def _string(spec: Mapping[str, Any], field: str, label: str) -> str:
+    value = spec.get(field)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"{label}.{field}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strings(spec: Mapping[str, Any], field: str, label: str) -> list[str]:
+    value = spec.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{label}.{field}: expected a list of strings")
+    return value
+
+
+def _glob(pattern: str, field: str, label: str) -> Callable[[str], bool]:
+    try:
+        return compile_glob(pattern)
+    except GlobError as e:
+        raise ConfigError(f"{label}.{field}: {e}") from None
+
+
+def _pointer(text: str, label: str) -> tuple[str, tuple[str, ...]]:
+    try:
+        return text, pointers.parse_pointer(text)
+    except pointers.PointerError as e:
+        raise ConfigError(f"{label}: {e}") from None
+
+
+def _jq(text: str, label: str) -> JqExpression:
+    try:
+        return compile_jq(text)
+    except JqSyntaxError as e:
+        raise ConfigError(f"{label} {_shown(text)}: invalid jq expression: {e}") from None
+
+
+def _shown(text: str) -> str:
+    return repr(text if len(text) <= _MAX_SHOWN_EXPR else text[:_MAX_SHOWN_EXPR] + "…")
