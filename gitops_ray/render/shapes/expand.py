@@ -1,0 +1,118 @@
+"""Expand pod shapes in one app's rendered manifests: the render pipeline's last step.
+
+Order, for every manifest in turn (its position in the list is kept):
+
+1. A ``ComputeConfig`` becomes a RayCluster (shaped and pod-patched, see ``compute``).
+2. Every other Ray object has its pod groups shaped (see ``pods``).
+3. Patches whose ``kind`` is the object's kind run on the top-level object.
+
+Patch order: provider defaults, instance-type patches, then the user's patch files: an
+in-cluster ``patches`` ConfigMap (passed in by the controller), the repo's
+``.gitops-ray/patches.yaml``, the app's. Later patches override earlier ones.
+
+Catalog order: the ``instance-types`` ConfigMap, then the repo's file, then the app's; a
+later entry replaces an earlier one with the same name.
+
+The catalog and settings are read only when some manifest uses a shape, so a broken
+catalog cannot break apps that do not use it, and a manifest that names no shape and
+matches no patch is returned as the very same object.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gitops_ray.render.shapes.catalog import Catalog, load_catalog
+from gitops_ray.render.shapes.compute import is_compute_config, render_compute_config
+from gitops_ray.render.shapes.defaults import default_patches, instance_type_patches
+from gitops_ray.render.shapes.patches import Patch, apply_patches, load_patches
+from gitops_ray.render.shapes.pods import Shaping, opts_in, pod_groups, shape_object
+from gitops_ray.render.shapes.settings import (
+    CATALOG_FILE,
+    PATCHES_FILE,
+    ShapesConfig,
+    config_dirs,
+    display_path,
+    load_settings,
+    read_text,
+)
+from gitops_ray.types import Manifest, ResourceKey
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """An app's catalog, settings and user patches, however they were obtained."""
+
+    catalog: Catalog = field(default_factory=Catalog)
+    config: ShapesConfig = field(default_factory=ShapesConfig)
+    patches: tuple[Patch, ...] = ()
+
+
+def expand_pod_shapes(manifests: list[Manifest], *, repo_root: Path, app_dir: Path,
+                      extra_catalog: Catalog | None = None,
+                      extra_patches: Sequence[Patch] = ()) -> list[Manifest]:
+    """Expand ComputeConfigs and instance types, apply patches (see module docstring).
+
+    ``extra_catalog``/``extra_patches`` come from the ``instance-types`` and ``patches``
+    ConfigMaps in the controller's namespace when running in-cluster (see
+    ``catalog_from_configmap`` and ``patches_from_configmap``); the repo's files win.
+    """
+    dirs = config_dirs(repo_root, app_dir)
+    patches = (*extra_patches, *_load_patch_files(dirs, repo_root))
+    if not uses_shapes(manifests):
+        if not patches:
+            return manifests
+        return expand(manifests, Shapes(patches=patches))
+    catalog = (extra_catalog or Catalog()).merged(_load_catalog_files(dirs, repo_root))
+    return expand(manifests, Shapes(catalog, load_settings(dirs, repo_root), patches))
+
+
+def uses_shapes(manifests: Iterable[Manifest]) -> bool:
+    """Whether any manifest is a ComputeConfig or has a pod group that opts in."""
+    return any(is_compute_config(obj) or any(opts_in(g) for g in pod_groups(obj))
+               for obj in manifests)
+
+
+def expand(manifests: Iterable[Manifest], shapes: Shapes) -> list[Manifest]:
+    """The pure expansion step, for callers that loaded ``shapes`` themselves."""
+    defaults = (*default_patches(shapes.config), *instance_type_patches(shapes.catalog))
+    shaping = Shaping(shapes.catalog, shapes.config, defaults, shapes.patches)
+    return [_top_level(_shaped(obj, shaping), shapes.patches) for obj in manifests]
+
+
+def _shaped(obj: Manifest, shaping: Shaping) -> Manifest:
+    if is_compute_config(obj):
+        return render_compute_config(obj, shaping.catalog, shaping.config,
+                                     patches=shaping.patches, defaults=shaping.defaults)
+    return shape_object(obj, shaping)
+
+
+def _top_level(obj: Manifest, patches: Sequence[Patch]) -> Manifest:
+    kind = str(obj.get("kind", ""))
+    matching = [p for p in patches if p.kind == kind]
+    if not matching:
+        return obj
+    patched = copy.deepcopy(obj)
+    apply_patches(patched, matching, kind=kind, where=str(ResourceKey.of(obj)))
+    return patched
+
+
+def _load_patch_files(dirs: list[Path], repo_root: Path) -> tuple[Patch, ...]:
+    patches: list[Patch] = []
+    for path in (d / PATCHES_FILE for d in dirs):
+        if path.is_file():
+            patches += load_patches(read_text(path, repo_root),
+                                    origin=display_path(path, repo_root))
+    return tuple(patches)
+
+
+def _load_catalog_files(dirs: list[Path], repo_root: Path) -> Catalog:
+    catalog = Catalog()
+    for path in (d / CATALOG_FILE for d in dirs):
+        if path.is_file():
+            catalog = catalog.merged(load_catalog(read_text(path, repo_root),
+                                                  origin=display_path(path, repo_root)))
+    return catalog
