@@ -1,0 +1,570 @@
+"""Controller figures at scale: cold sync, no-op cycle, latencies, memory, API requests.
+
+Why black-box: the figures must describe what a platform team will see, so the harness
+runs the real ``gitops-ray`` CLI and controller as subprocesses against the real local
+control plane, with a real git repository on disk, and observes them only from outside:
+
+* **API requests** are counted by the API server itself (``apiserver_request_total`` from
+  its ``/metrics``, by verb and resource; non-resource paths such as discovery and our own
+  scrapes are left out), and cross-checked with the controller's
+  ``gitops_ray_k8s_requests_total`` when it is running. The only other client is the
+  namespace/garbage-collector controller, which is idle in these windows.
+* **CPU** is ``utime + stime`` of the controller's process tree (``/proc``), **memory** the
+  tree's RSS (``VmRSS``, and the peak ``VmHWM`` of the main process).
+* **Latencies** are measured from the moment git has the commit (or the API server has the
+  manual edit) to the moment a watch on the RayCluster shows the change applied (or
+  reverted). The webhook is a signed GitHub push delivery, as GitHub would send it.
+
+Figures (numbers as in issue 8): 1 cold sync (``gitops-ray sync``), 2 no-op cycle of all
+apps (triggered by a push webhook that changes nothing), 3 commit → applied via webhook and
+via polling at a 5 s interval, 4 drift → healed, 5 RSS with everything loaded; 7 is the
+same at several sizes. Anything the CLI cannot do yet is recorded as not measured, with
+the reason, never estimated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.machine import summary
+from bench.workload import EDIT_MANAGER, RAY_VERSION, Workload, one_line_change, repo_files
+
+CONTROL_NAMESPACE = "gitops-ray"
+WEBHOOK_SECRET = "bench-webhook-secret"
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.com"]
+
+Manifest = dict[str, Any]
+
+
+def gitops_ray_bin() -> str:
+    """The ``gitops-ray`` console script of the venv running this benchmark."""
+    here = Path(sys.executable).parent / "gitops-ray"
+    return str(here) if here.exists() else (shutil.which("gitops-ray") or "gitops-ray")
+
+
+def command_available(*words: str) -> str | None:
+    """``None`` when ``gitops-ray <words> --help`` works, else why it does not."""
+    out = subprocess.run([gitops_ray_bin(), *words, "--help"], capture_output=True, text=True,
+                         check=False, timeout=60)
+    if out.returncode == 0:
+        return None
+    lines = (out.stderr or out.stdout).strip().splitlines()
+    return f"`gitops-ray {' '.join(words)}` is not available: {lines[-1] if lines else '?'}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- API requests as the API server counts them -------------------------------------------
+
+
+class ApiServerRequests:
+    """Snapshots of ``apiserver_request_total`` of the local control plane."""
+
+    def __init__(self, url: str, token: str, ca_file: Path) -> None:
+        self.url = url
+        self.token = token
+        self.ctx = ssl.create_default_context(cafile=str(ca_file))
+
+    def snapshot(self) -> Counter[str]:
+        request = urllib.request.Request(f"{self.url}/metrics")
+        request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=30, context=self.ctx) as resp:
+            text = resp.read().decode()
+        counts: Counter[str] = Counter()
+        for family in text_string_to_metric_families(text):
+            if family.name != "apiserver_request":
+                continue
+            for sample in family.samples:
+                labels = sample.labels
+                if not sample.name.endswith("_total") or not labels.get("resource"):
+                    continue
+                sub = f"/{labels['subresource']}" if labels.get("subresource") else ""
+                dry = " (dry run)" if labels.get("dry_run") else ""
+                counts[f"{labels['verb']} {labels['resource']}{sub}{dry}"] += int(sample.value)
+        return counts
+
+
+def delta(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in sorted(after) if after[k] - before[k] > 0}
+
+
+def request_summary(counts: dict[str, int]) -> dict[str, Any]:
+    """Total, per verb/resource, and the per-object GETs of RayClusters (target: zero)."""
+    return {"total": sum(counts.values()), "by_verb_resource": counts,
+            "raycluster_gets": sum(v for k, v in counts.items()
+                                   if k.startswith("GET rayclusters"))}
+
+
+# -- the config repository ----------------------------------------------------------------
+
+
+class ConfigRepo:
+    """A bare repository on disk (the "remote") and a work tree that pushes to it."""
+
+    def __init__(self, root: Path, wl: Workload) -> None:
+        self.wl = wl
+        self.bare = root / "remote.git"
+        self.work = root / "work"
+        self._git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        self._git(root, "clone", "-q", str(self.bare), str(self.work))
+
+    @property
+    def url(self) -> str:
+        return self.bare.as_uri()
+
+    @staticmethod
+    def _git(cwd: Path, *args: str) -> str:
+        return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    def populate(self) -> str:
+        for rel, text in repo_files(self.wl, repo_url=self.url):
+            path = self.work / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return self.commit_and_push(f"{self.wl.clusters} RayClusters in {self.wl.apps} apps")
+
+    def commit_and_push(self, message: str) -> str:
+        self._git(self.work, "add", "-A")
+        self._git(self.work, "commit", "-q", "-m", message)
+        self._git(self.work, "push", "-q", "origin", "HEAD:main")
+        return self._git(self.work, "rev-parse", "HEAD")
+
+    def change_one_line(self, index: int, value: str) -> str:
+        one_line_change(self.wl, self.work, index, value)
+        return self.commit_and_push(f"rc {index}: CONFIG_REVISION={value}")
+
+
+# -- the controller process ----------------------------------------------------------------
+
+
+def _proc_stat(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants (jq workers, git)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                children.setdefault(int(_proc_stat(int(entry.name))[1]), []).append(
+                    int(entry.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of the live process tree plus the reaped children of ``pid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            fields = _proc_stat(p)
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+            if p == pid:
+                total += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return total / tick
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """RSS of the whole tree, and the main process's RSS and peak (KiB)."""
+    def status(p: int) -> dict[str, int]:
+        out = {}
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "VmHWM"):
+                    out[key] = int(value.split()[0])
+        return out
+    main = status(pid)
+    tree = sum(status(p).get("VmRSS", 0) for p in process_tree(pid))
+    return {"tree_rss_kib": tree, "main_rss_kib": main.get("VmRSS", 0),
+            "main_peak_rss_kib": main.get("VmHWM", 0)}
+
+
+@dataclass
+class Controller:
+    """``gitops-ray run`` as a subprocess with its HTTP endpoints on free local ports."""
+
+    kubeconfig: Path
+    repo_url: str
+    workdir: Path
+    interval: str = "0"
+    ports: dict[str, int] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+
+    def argv(self) -> list[str]:
+        self.ports = {name: free_port() for name in ("metrics", "health", "webhook")}
+        return [gitops_ray_bin(), "run", "--kubeconfig", str(self.kubeconfig),
+                "--repo", self.repo_url, "--apps", "apps",
+                "--interval", self.interval, "--jitter", "0",
+                "--cache-dir", str(self.workdir / "cache"),
+                "--control-namespace", CONTROL_NAMESPACE, "--no-leader-elect",
+                "--metrics-addr", f"127.0.0.1:{self.ports['metrics']}",
+                "--health-addr", f"127.0.0.1:{self.ports['health']}",
+                "--webhook-addr", f"127.0.0.1:{self.ports['webhook']}",
+                "--log-format", "json", "--log-level", "warning"]
+
+    def start(self, *, timeout: float = 600.0) -> None:
+        log = open(self.workdir / f"controller-{time.time_ns()}.log", "wb")  # noqa: SIM115
+        env = {**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": WEBHOOK_SECRET}
+        self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gitops-ray run exited with {self.proc.returncode}: "
+                                   f"{self.log_tail()}")
+            if self._get("health", "/readyz", quiet=True) is not None:
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"gitops-ray run not ready after {timeout:.0f}s: {self.log_tail()}")
+
+    def log_tail(self, lines: int = 15) -> str:
+        logs = sorted(self.workdir.glob("controller-*.log"))
+        text = logs[-1].read_text(errors="replace") if logs else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def _get(self, port: str, path: str, *, quiet: bool = False) -> str | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[port]}{path}",
+                                        timeout=10) as resp:
+                return str(resp.read().decode())
+        except OSError:
+            if quiet:
+                return None
+            raise
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of ``/metrics`` as ``name{labels}`` -> value."""
+        text = self._get("metrics", "/metrics") or ""
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}"] = s.value
+        return out
+
+    def reconciles(self) -> float:
+        return sum(v for k, v in self.metrics().items()
+                   if k.startswith("gitops_ray_reconcile_total{"))
+
+    def requests(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for key, value in self.metrics().items():
+            if key.startswith("gitops_ray_k8s_requests_total{"):
+                counts[key[len("gitops_ray_k8s_requests_total"):]] += int(value)
+        return counts
+
+    def push_webhook(self, repo_url: str, sha: str) -> int:
+        """A signed GitHub push delivery for the default branch."""
+        body = json.dumps({"ref": "refs/heads/main", "after": sha, "repository": {
+            "clone_url": repo_url, "html_url": repo_url, "default_branch": "main"}}).encode()
+        signature = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body,
+                                         hashlib.sha256).hexdigest()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.ports['webhook']}/webhook", data=body, method="POST",
+            headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
+                     "X-GitHub-Delivery": secrets.token_hex(8),
+                     "X-Hub-Signature-256": signature})
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return int(resp.status)
+
+    def wait_reconciles(self, target: float, timeout: float) -> float:
+        """Poll ``/metrics`` until ``target`` refreshes are counted; the time it took."""
+        start = time.monotonic()
+        while self.reconciles() < target:
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"{target} refreshes not reached in {timeout:.0f}s")
+            if self.proc and self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited: {self.log_tail()}")
+            time.sleep(0.02)
+        return time.monotonic() - start
+
+
+# -- watching one RayCluster ----------------------------------------------------------------
+
+
+class Watcher:
+    """Waits, on a watch, for a RayCluster to satisfy a predicate; records when it did."""
+
+    def __init__(self, kube: Any, namespace: str, name: str,
+                 predicate: Callable[[Manifest], bool]) -> None:
+        self.kube, self.namespace, self.name, self.predicate = kube, namespace, name, predicate
+        self.seen_at: float | None = None
+        self._done = threading.Event()
+        _, self.rv = kube.list("ray.io/v1", "RayCluster", namespace)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        rv = self.rv
+        while not self._done.is_set():
+            with contextlib.suppress(Exception):
+                for event in self.kube.watch("ray.io/v1", "RayCluster", self.namespace,
+                                             resource_version=rv, timeout_seconds=60):
+                    obj = event.object
+                    rv = obj.get("metadata", {}).get("resourceVersion", rv)
+                    if obj.get("metadata", {}).get("name") == self.name \
+                            and self.predicate(obj):
+                        self.seen_at = time.monotonic()
+                        self._done.set()
+                        return
+
+    def wait(self, timeout: float) -> float | None:
+        self._done.wait(timeout)
+        self._done.set()
+        return self.seen_at
+
+
+def head_env(obj: Manifest, name: str) -> str | None:
+    container = obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    return next((e.get("value") for e in container.get("env", []) if e["name"] == name), None)
+
+
+def head_image(obj: Manifest) -> str:
+    return str(obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"])
+
+
+# -- the figures --------------------------------------------------------------------------
+
+
+@dataclass
+class Env:
+    """Everything one size's run needs."""
+
+    wl: Workload
+    cp: Any  # LocalControlPlane
+    kube: Any  # gitops_ray.kube.Kube of the benchmark itself
+    repo: ConfigRepo
+    api: ApiServerRequests
+    workdir: Path
+
+
+def cold_sync(env: Env) -> dict[str, Any]:
+    """Figure 1: ``gitops-ray sync`` of every app into an empty cluster."""
+    argv = [gitops_ray_bin(), "sync", "--kubeconfig", str(env.cp.kubeconfig),
+            "--repo", env.repo.url, "--apps", "apps", "--cache-dir",
+            str(env.workdir / "cli-cache"), "--control-namespace", CONTROL_NAMESPACE]
+    before, cpu0 = env.api.snapshot(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    out = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    requests = delta(before, env.api.snapshot())
+    applied = sum(1 for line in out.stdout.splitlines() if "RayCluster" in line)
+    result = {"wall_s": wall, "cpu_s": (cpu1.ru_utime + cpu1.ru_stime)
+              - (cpu0.ru_utime + cpu0.ru_stime), "exit_code": out.returncode,
+              "resources_reported": applied, "api_requests": request_summary(requests)}
+    if out.returncode != 0:
+        result["stderr_tail"] = out.stderr.strip().splitlines()[-5:]
+    return result
+
+
+def noop_cycles(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
+    """Figure 2: a refresh of every app when nothing changed (push webhook, same commit)."""
+    sha = ConfigRepo._git(env.repo.work, "rev-parse", "HEAD")
+    walls, cpus, totals, gets = [], [], [], []
+    runs = []
+    for _ in range(samples):
+        target = ctl.reconciles() + env.wl.apps
+        before, own_before, cpu0 = env.api.snapshot(), ctl.requests(), cpu_seconds(ctl.pid)
+        ctl.push_webhook(env.repo.url, sha)
+        wall = ctl.wait_reconciles(target, timeout=600)
+        cpu = cpu_seconds(ctl.pid) - cpu0
+        time.sleep(0.5)  # let trailing writes of the cycle land before counting
+        requests = request_summary(delta(before, env.api.snapshot()))
+        own = delta(own_before, ctl.requests())
+        walls.append(wall)
+        cpus.append(cpu)
+        totals.append(requests["total"])
+        gets.append(requests["raycluster_gets"])
+        runs.append({"wall_s": wall, "cpu_s": cpu, "api_requests": requests,
+                     "controller_counted": own})
+    return {"wall_s": summary(walls), "cpu_s": summary(cpus),
+            "api_requests_total": summary(totals), "raycluster_gets": summary(gets),
+            "runs": runs}
+
+
+def commit_to_applied(env: Env, ctl: Controller, samples: int, *, webhook: bool,
+                      offset: int) -> dict[str, Any]:
+    """Figure 3: a one-line commit until the RayCluster in the cluster carries it."""
+    latencies, misses = [], 0
+    for k in range(samples):
+        index = _spread(env.wl, k + offset)
+        name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
+        value = f"bench-{'w' if webhook else 'p'}-{k}-{secrets.token_hex(3)}"
+        watcher = Watcher(env.kube, ns, name, lambda o, v=value: head_env(
+            o, "CONFIG_REVISION") == v)
+        sha = env.repo.change_one_line(index, value)
+        t0 = time.monotonic()
+        if webhook:
+            ctl.push_webhook(env.repo.url, sha)
+        seen = watcher.wait(timeout=120)
+        if seen is None:
+            misses += 1
+        else:
+            latencies.append(seen - t0)
+    return {"latency_s": summary(latencies) if latencies else None, "samples": samples,
+            "timeouts": misses}
+
+
+def drift_to_healed(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
+    """Figure 4: a manual image edit of one RayCluster until self-heal reverts it."""
+    latencies, misses = [], 0
+    for k in range(samples):
+        index = _spread(env.wl, k)
+        name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
+        live = env.kube.get("ray.io/v1", "RayCluster", name, ns)
+        original = head_image(live)
+        watcher = Watcher(env.kube, ns, name, lambda o, img=original: head_image(o) == img)
+        env.kube.patch("ray.io/v1", "RayCluster", name, ns, [
+            {"op": "replace", "path": "/spec/headGroupSpec/template/spec/containers/0/image",
+             "value": f"rayproject/ray:{RAY_VERSION}-drift-{k}"}],
+            field_manager=EDIT_MANAGER)
+        t0 = time.monotonic()
+        seen = watcher.wait(timeout=120)
+        if seen is None:
+            misses += 1
+        else:
+            latencies.append(seen - t0)
+    return {"latency_s": summary(latencies) if latencies else None, "samples": samples,
+            "timeouts": misses}
+
+
+def _spread(wl: Workload, k: int) -> int:
+    """The first cluster of app ``k`` (mod apps): every sample hits a different app."""
+    return wl.members(k % wl.apps).start
+
+
+@contextlib.contextmanager
+def environment(wl: Workload, workdir: Path) -> Iterator[Env]:
+    from gitops_ray.kube import Kube
+    from gitops_ray.localcluster import LocalControlPlane
+
+    with LocalControlPlane() as cp:
+        kube = Kube.connect(str(cp.kubeconfig))
+        kube.create({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": CONTROL_NAMESPACE}}, field_manager="bench")
+        repo = ConfigRepo(workdir / "repo", wl)
+        repo.populate()
+        yield Env(wl, cp, kube, repo, ApiServerRequests(cp.url, cp.token,
+                                                        cp.workdir / "ca.crt"), workdir)
+
+
+def run_size(wl: Workload, *, samples: int, polling_samples: int,
+             log: Callable[[str], None]) -> dict[str, Any]:
+    """All controller figures for one workload size."""
+    out: dict[str, Any] = {"clusters": wl.clusters, "apps": wl.apps}
+    with tempfile.TemporaryDirectory(prefix="gitops-ray-bench-") as tmp, \
+            environment(wl, Path(tmp)) as env:
+        missing = command_available("sync")
+        out["cold_sync"] = {"not_measured": missing} if missing else cold_sync(env)
+        log(f"{wl.clusters}: cold sync {_brief(out['cold_sync'])}")
+        missing = command_available("run")
+        if missing:
+            for figure in ("noop_cycle", "commit_to_applied_webhook",
+                           "commit_to_applied_polling_5s", "drift_to_healed", "memory"):
+                out[figure] = {"not_measured": missing}
+            return out
+        out.update(_with_controller(env, samples, polling_samples, log))
+    return out
+
+
+def _with_controller(env: Env, samples: int, polling_samples: int,
+                     log: Callable[[str], None]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    ctl = Controller(env.cp.kubeconfig, env.repo.url, env.workdir, interval="0")
+    try:
+        started = time.monotonic()
+        ctl.start()
+        ctl.wait_reconciles(env.wl.apps, timeout=1800)
+        out["controller_start_to_first_cycle_s"] = time.monotonic() - started
+        out["noop_cycle"] = noop_cycles(env, ctl, samples=max(3, samples // 4))
+        log(f"{env.wl.clusters}: no-op cycle {_brief(out['noop_cycle'])}")
+        out["memory"] = memory_kib(ctl.pid)
+        out["commit_to_applied_webhook"] = commit_to_applied(env, ctl, samples, webhook=True,
+                                                             offset=0)
+        log(f"{env.wl.clusters}: commit->applied (webhook) "
+            f"{_brief(out['commit_to_applied_webhook'])}")
+        out["drift_to_healed"] = drift_to_healed(env, ctl, samples)
+        log(f"{env.wl.clusters}: drift->healed {_brief(out['drift_to_healed'])}")
+        out["memory_after"] = memory_kib(ctl.pid)
+    except (RuntimeError, TimeoutError, OSError) as e:
+        out["error"] = f"{type(e).__name__}: {e}"
+        return out
+    finally:
+        ctl.stop()
+    polling = Controller(env.cp.kubeconfig, env.repo.url, env.workdir, interval="5s")
+    try:
+        polling.start()
+        polling.wait_reconciles(env.wl.apps, timeout=1800)
+        out["commit_to_applied_polling_5s"] = commit_to_applied(
+            env, polling, polling_samples, webhook=False, offset=samples)
+        log(f"{env.wl.clusters}: commit->applied (poll 5s) "
+            f"{_brief(out['commit_to_applied_polling_5s'])}")
+    except (RuntimeError, TimeoutError, OSError) as e:
+        out["commit_to_applied_polling_5s"] = {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        polling.stop()
+    return out
+
+
+def _brief(figure: dict[str, Any]) -> str:
+    if "not_measured" in figure:
+        return "not measured"
+    for key in ("latency_s", "wall_s"):
+        value = figure.get(key)
+        if isinstance(value, dict):
+            return f"median {value['median']:.3f}s p99 {value['p99']:.3f}s"
+        if isinstance(value, float):
+            return f"{value:.2f}s, {figure.get('api_requests', {}).get('total', '?')} requests"
+    return json.dumps(figure)[:200]
