@@ -58,6 +58,7 @@ class LeaseSettings:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    annotations: tuple[tuple[str, str], ...] = ()  # written on the lease while we lead
 
     def __post_init__(self) -> None:
         if not (self.name and self.namespace and self.identity):
@@ -109,11 +110,17 @@ class LeaderElector:
         self._wall = wall
         self._observed: dict[str, Any] | None = None
         self._observed_at = 0.0
+        self._observed_annotations: dict[str, str] = {}
         self._leading = threading.Event()
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    def current_leader(self) -> tuple[str, dict[str, str]]:
+        """The holder identity and lease annotations as last seen (``""`` when free)."""
+        holder = (self._observed or {}).get("holderIdentity") or ""
+        return str(holder), dict(self._observed_annotations) if holder else {}
 
     # -- one step ----------------------------------------------------------------------
 
@@ -125,7 +132,7 @@ class LeaderElector:
             if lease is None:
                 return self._create()
             current = lease.get("spec") or {}
-            self._observe(current)
+            self._observe(current, lease)
             if self._held_by_other(current):
                 return False
             return self._write(lease, next_spec(current, s.identity, s.lease_duration,
@@ -134,7 +141,9 @@ class LeaderElector:
             log.info("lease_not_acquired", lease=s.name, error=str(e))
             return False
 
-    def _observe(self, spec: dict[str, Any]) -> None:
+    def _observe(self, spec: dict[str, Any], lease: Manifest) -> None:
+        self._observed_annotations = dict((lease.get("metadata") or {}).get("annotations")
+                                          or {})
         if spec != self._observed:
             self._observed, self._observed_at = dict(spec), self._clock()
 
@@ -148,19 +157,22 @@ class LeaderElector:
     def _create(self) -> bool:
         s = self.settings
         spec = next_spec({}, s.identity, s.lease_duration, self._wall())
-        self.kube.create({"apiVersion": LEASE_API, "kind": "Lease",
-                          "metadata": {"name": s.name, "namespace": s.namespace},
-                          "spec": spec}, field_manager="gitops-ray")
-        self._observe(spec)
+        body = {"apiVersion": LEASE_API, "kind": "Lease",
+                "metadata": {"name": s.name, "namespace": s.namespace,
+                             "annotations": dict(s.annotations)},
+                "spec": spec}
+        self._observe(spec, self.kube.create(body, field_manager="gitops-ray"))
         return True
 
-    def _write(self, lease: Manifest, spec: dict[str, Any]) -> bool:
+    def _write(self, lease: Manifest, spec: dict[str, Any], *, ours: bool = True) -> bool:
+        annotations = dict(self.settings.annotations) if ours else {}
         body = {"apiVersion": LEASE_API, "kind": "Lease",
                 "metadata": {"name": self.settings.name, "namespace": self.settings.namespace,
-                             "resourceVersion": lease["metadata"]["resourceVersion"]},
+                             "resourceVersion": lease["metadata"]["resourceVersion"],
+                             "annotations": annotations},
                 "spec": spec}
         written = self.kube.replace(body, field_manager="gitops-ray")
-        self._observe(written.get("spec") or spec)
+        self._observe(written.get("spec") or spec, written)
         return True
 
     # -- loops -------------------------------------------------------------------------
@@ -212,7 +224,7 @@ class LeaderElector:
                 return False
             now = micro_time(self._wall())
             self._write(lease, {**spec, "holderIdentity": None, "leaseDurationSeconds": 1,
-                                "acquireTime": now, "renewTime": now})
+                                "acquireTime": now, "renewTime": now}, ours=False)
         except KubeError as e:
             log.warning("lease_not_released", lease=s.name, error=str(e))
             return False

@@ -132,7 +132,7 @@ class Decision:
     reason: str
     prune: bool = False
     only: frozenset[ResourceKey] | None = None
-    wait: float = 0.0
+    wait: float = 0.0  # seconds (reasons stay free of numbers that change every refresh)
     self_heal_attempts: int = 0
     attempt: int = 1
 
@@ -190,8 +190,9 @@ def _retry(policy: SyncPolicy, last: LastOperation, now: float,
                                         f"{last.attempt} times; waiting for a new revision")
     wait = settings.retry.delay(last.attempt) - (now - last.finished_at)
     if wait > 0:
-        return Decision(Action.WAIT, f"retry {last.attempt} of {settings.retry_limit} "
-                                     f"in {wait:.1f}s", wait=wait, attempt=last.attempt)
+        return Decision(Action.WAIT, f"sync failed; retry {last.attempt} of "
+                                     f"{settings.retry_limit} after backoff",
+                        wait=wait, attempt=last.attempt)
     return Decision(Action.SYNC, f"retry {last.attempt} of {settings.retry_limit}",
                     prune=policy.prune, attempt=last.attempt + 1,
                     self_heal_attempts=last.self_heal_attempts)
@@ -202,7 +203,7 @@ def _self_heal(policy: SyncPolicy, observed: Observed, last: LastOperation, now:
     attempts = last.self_heal_attempts
     wait = backoff.delay(attempts) - (now - last.finished_at)
     if wait > 0:
-        return Decision(Action.WAIT, f"self-heal attempt {attempts + 1} in {wait:.1f}s",
+        return Decision(Action.WAIT, f"drift; self-heal attempt {attempts + 1} after backoff",
                         wait=wait, self_heal_attempts=attempts)
     return Decision(Action.SYNC, f"self-heal attempt {attempts + 1}: "
                                  f"{len(observed.out_of_sync)} resource(s) drifted",

@@ -22,7 +22,8 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
       - {url: https://github.com/org/, username: x-access-token, passwordFile: /creds/token}
       - {url: git@github.com:org/, sshKeyFile: /creds/id_ed25519}
       - {url: https://gitlab.example.com/, secret: gitlab-creds}   # Secret in controlNamespace
-    webhook: {secretFile: /etc/gitops-ray/webhook-secret}
+    webhook: {secretFile: /etc/gitops-ray/webhook-secret,
+              advertiseUrl: "http://10.0.0.7:9292/webhook"}  # followers forward to the leader
     listen: {metrics: ":8080", health: ":8081", webhook: ":9292"}
     leaderElection: {enabled: true, leaseName: gitops-ray, leaseDuration: 15s,
                      renewDeadline: 10s, retryPeriod: 2s}
@@ -150,6 +151,13 @@ def _address(value: object) -> str:
     return text
 
 
+def _url(value: object) -> str:
+    text = str(value or "").strip()
+    if text and not re.match(r"^https?://[^/\s]+(/\S*)?$", text):
+        raise ValueError(f"expected an http(s) URL, got {text!r}")
+    return text
+
+
 def _str(value: object) -> str:
     return "" if value is None else str(value)
 
@@ -195,6 +203,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("webhook.secret", _str, "", "Webhook secret (environment only).", flag=None),
     Option("webhook.secretFile", _str, "", "File holding the webhook secret.",
            flag="--webhook-secret-file"),
+    Option("webhook.advertiseUrl", _url, "", "URL other replicas forward webhooks to while "
+           "this one leads, e.g. http://$(POD_IP):9292/webhook.",
+           flag="--webhook-advertise-url"),
     Option("listen.metrics", _address, ":8080", "Address of /metrics (empty disables).",
            flag="--metrics-addr"),
     Option("listen.health", _address, ":8081", "Address of /healthz and /readyz.",
@@ -287,6 +298,7 @@ class Settings:
     applications: tuple[Manifest, ...] = ()
     credentials: tuple[RepoCredential, ...] = ()
     webhook_secret: Secret = field(default_factory=lambda: Secret(""))
+    webhook_advertise_url: str = ""
     listen: Listen = Listen()
     leader_election: bool = True
     lease: LeaseSettings = field(
@@ -369,6 +381,7 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         applications=_applications(lists.get("applications"), where),
         credentials=_credentials(lists.get("credentials"), where),
         webhook_secret=_webhook_secret(s, where),
+        webhook_advertise_url=s["webhook.advertiseUrl"],
         listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"]),
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
