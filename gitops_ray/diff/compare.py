@@ -10,7 +10,9 @@ live fields git does not mention are not compared, and lists are compared by ind
 
 Both sides lose what the server writes (:func:`strip_server_fields`), Secrets compare
 ``stringData`` as base64 ``data`` (as Argo CD's Secret normalizer does), and the app's
-ignore rules remove the same fields from both. A resource is OutOfSync when the
+ignore rules remove the same fields from both. Ignore rules need two sides: a missing
+object is shown whole (that is what sync will create, ``replicas`` included), and so is
+an extraneous one (what prune will delete). A resource is OutOfSync when the
 normalized sides differ ("modified"), when it is in git but not live ("missing"), or
 when it is live, tracked by the app, and gone from git ("extraneous").
 """
@@ -107,19 +109,23 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     key = ResourceKey.of(anchor)
     skips: list[Skip] = []
     sides = (desired, predicted, live)
-    want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), rules)
-    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), rules)
+    both = rules if target is not None and live is not None else None
+    want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), both)
+    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), both)
     if predicted is None and want is not None and have is not None:
         have = remove_unmentioned(want, have)
     status, reason = _status(want, have)
     return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
 
 
-def _normalized(obj: Manifest | None, scope: Scope, rules: RuleSet) -> Manifest | None:
+def _normalized(obj: Manifest | None, scope: Scope,
+                rules: RuleSet | None) -> Manifest | None:
     """One copy of ``obj``, then everything that must not count as a difference."""
     if obj is None:
         return None
-    doc = rules.apply(json_copy(obj), scope)
+    doc: Manifest = json_copy(obj)
+    if rules is not None:
+        doc = rules.apply(doc, scope)
     _strip(doc)
     if scope.key.group == "" and scope.key.kind == "Secret":
         _secret_data(doc)

@@ -10,9 +10,9 @@ returns ``None`` from :func:`parse` and goes to libjq in a killable worker inste
 
 The subset (whitespace only around ``|``, ``,``, ``==`` and ``!=``)::
 
-    program := alt ("," alt)*
-    alt     := term ("|" term)*
-    term    := ("." | "." NAME | "." STRING | "select(" cond ")") suffix*
+    program := stage ("|" stage)*          # "|" binds loosest: ".a, .b | .c"
+    stage   := term ("," term)*            # is "(.a, .b) | .c"
+    term       := ("." | "." NAME | "." STRING | "select(" cond ")") suffix*
     suffix  := "." NAME "?"? | "." STRING "?"? | "."? "[" (INT | STRING)? "]" "?"?
     cond    := "." suffix-without-[]* ("==" | "!=") (STRING | NUMBER | true | false | null)
 
@@ -64,8 +64,9 @@ class Select:
 
 
 Step = Field | Index | Iterate | Select
-Program = tuple[tuple[Step, ...], ...]
-"""Alternatives (``,``), each a flat sequence of steps (``|`` just concatenates)."""
+Term = tuple[Step, ...]
+Program = tuple[tuple[Term, ...], ...]
+"""Pipe stages (``|``), each a tuple of alternatives (``,``), each a sequence of steps."""
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING = re.compile(r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"')
@@ -99,19 +100,19 @@ class _Parser:
         self.pos = 0
 
     def program(self) -> Program:
-        alts = [self.alt()]
-        while self._punct(","):
-            alts.append(self.alt())
+        stages = [self.stage()]
+        while self._punct("|"):
+            stages.append(self.stage())
         self._skip_ws()
         if self.pos != len(self.text):
             raise _Unsupported
-        return tuple(alts)
+        return tuple(stages)
 
-    def alt(self) -> tuple[Step, ...]:
-        steps = list(self.term())
-        while self._punct("|"):
-            steps.extend(self.term())
-        return tuple(steps)
+    def stage(self) -> tuple[Term, ...]:
+        terms = [tuple(self.term())]
+        while self._punct(","):
+            terms.append(tuple(self.term()))
+        return tuple(terms)
 
     def term(self) -> list[Step]:
         self._skip_ws()
@@ -255,13 +256,20 @@ def evaluate_paths(program: Program, doc: Any) -> list[Path]:
 
     Raises :class:`JqRuntimeError` where libjq raises a runtime error.
     """
-    out: list[Path] = []
-    for steps in program:
-        out.extend(path for path, _ in _walk(steps, 0, (), doc))
-    return out
+    return [path for path, _ in _run(program, 0, (), doc)]
 
 
-def _walk(steps: tuple[Step, ...], i: int, path: Path, value: Any) -> Iterator[tuple[Path, Any]]:
+def _run(program: Program, stage: int, path: Path, value: Any) -> Iterator[tuple[Path, Any]]:
+    """Depth first, like jq: each output of a stage goes through the rest first."""
+    if stage == len(program):
+        yield path, value
+        return
+    for term in program[stage]:
+        for found in _walk(term, 0, path, value):
+            yield from _run(program, stage + 1, *found)
+
+
+def _walk(steps: Term, i: int, path: Path, value: Any) -> Iterator[tuple[Path, Any]]:
     if i == len(steps):
         yield path, value
         return
