@@ -1,7 +1,8 @@
 """What a figure was measured on, and the small statistics every benchmark reports.
 
 Figures without the machine are meaningless (2 cores and 200 cores give different
-answers), so every results file carries :func:`machine_info`.
+answers), so every results file carries :func:`machine_info`, including the load average
+when the run started: other work on a shared machine shows up there, not in the figures.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def machine_info() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "go": _tool_version(["go", "version"]),
         "kubectl": _tool_version(["kubectl", "version", "--client"]),
+        "load_average_1_5_15m": list(os.getloadavg()),
     }
 
 
