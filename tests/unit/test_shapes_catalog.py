@@ -113,7 +113,7 @@ def test_names_allow_underscores_and_63_characters() -> None:
     ({"memory": "8Gi"}, "resources must set CPU"),
     ({"CPU": 2, "memory": "8 GB"}, "resources.memory: '8 GB' is not a quantity"),
     ({"CPU": 2, "memory": "-8Gi"}, "resources.memory: must not be negative"),
-    ({"CPU": 2, "memory": "8Gi", "GPU": 0.5}, "GPU must be a whole number"),
+    ({"CPU": 2, "memory": "8Gi", "GPU": 0.5}, "resources.GPU: must be a whole number"),
     ({"CPU": 2, "memory": "8Gi", "cpu": 2}, "unknown resource 'cpu' (use CPU, memory"),
     ({"CPU": 2, "memory": "8Gi", "example.com/fpga": "500m"},
      "extended resource example.com/fpga must be a whole number"),

@@ -40,6 +40,7 @@ _EXTENDED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9
 _ACCELERATOR_KEY = "accelerator_type:"
 _TPU_HOSTS = "anyscale/tpu_hosts"
 _SHAPE_KEYS = frozenset({"resources", "nodeSelector", "tolerations", "cpuArchitecture"})
+_COUNTS = {"GPU": "gpu", "TPU": "tpu", _TPU_HOSTS: "tpu_hosts"}
 _ARCHITECTURES = frozenset({"amd64", "arm64"})
 NVIDIA_GPU = "nvidia.com/gpu"
 GOOGLE_TPU = "google.com/tpu"
@@ -187,23 +188,19 @@ def _resource(key: str, value: object, out: dict[str, Any], accelerators: list[s
         return
     amount = _quantity(value, f"{where}: resources.{key}")
     if key == "CPU":
-        _positive(amount, f"{where}: resources.CPU")
-        out["cpu"] = _whole(amount, f"{where}: CPU must be a whole number of cores (e.g. 2 or "
-                            "2000m) because Ray's num-cpus is an integer", decimal=True)
-    elif key in ("memory", "ephemeral-storage"):
-        _positive(amount, f"{where}: resources.{key}")
-        if key == "memory":
-            out["memory"] = amount
-        else:
-            out["extended"][key] = amount
-    elif key in ("GPU", "TPU", _TPU_HOSTS):
-        label = {"GPU": "gpu", "TPU": "tpu", _TPU_HOSTS: "tpu_hosts"}[key]
-        out[label] = int(_whole(amount, f"{where}: {key} must be a whole number"))
-        if key == _TPU_HOSTS:
-            _positive(amount, f"{where}: resources.{key}")
+        out["cpu"] = _whole(_positive(amount, f"{where}: resources.CPU"), f"{where}: CPU must "
+                            "be a whole number of cores (e.g. 2 or 2000m) because Ray's "
+                            "num-cpus is an integer")
+    elif key == "memory":
+        out["memory"] = _positive(amount, f"{where}: resources.memory")
+    elif key in _COUNTS:
+        minimum = 1 if key == _TPU_HOSTS else 0
+        out[_COUNTS[key]] = _count(amount, minimum, f"{where}: resources.{key}")
+    elif key == "ephemeral-storage":
+        out["extended"][key] = _positive(amount, f"{where}: resources.{key}")
     elif _EXTENDED.match(key) and not key.startswith("anyscale/"):
         out["extended"][key] = _whole(amount, f"{where}: extended resource {key} must be a "
-                                      "whole number (Kubernetes rule)", decimal=True)
+                                      "whole number (Kubernetes rule)")
     else:
         raise RenderError(
             f"{where}: unknown resource {key!r} (use CPU, memory, GPU, TPU, accelerators, "
@@ -238,15 +235,23 @@ def _quantity(value: object, where: str) -> Decimal:
     return amount
 
 
-def _whole(amount: Decimal, message: str, *, decimal: bool = False) -> Decimal:
+def _whole(amount: Decimal, message: str) -> Decimal:
     if not is_whole(amount):
         raise RenderError(message)
-    return amount.to_integral_value() if decimal else amount
+    return amount.to_integral_value()
 
 
-def _positive(amount: Decimal, where: str) -> None:
+def _positive(amount: Decimal, where: str) -> Decimal:
     if amount <= 0:
         raise RenderError(f"{where}: must be greater than zero")
+    return amount
+
+
+def _count(amount: Decimal, minimum: int, where: str) -> int:
+    count = int(_whole(amount, f"{where}: must be a whole number"))
+    if count < minimum:
+        raise RenderError(f"{where}: must be at least {minimum}")
+    return count
 
 
 def _string_map(raw: object, where: str) -> dict[str, str]:
