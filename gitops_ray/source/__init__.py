@@ -3,3 +3,16 @@
 Resolves ``targetRevision`` to a commit, keeps a local cache keyed by repository URL and
 hands later stages a checkout they can read but never escape.
 """
+
+from gitops_ray.source.auth import Credentials
+from gitops_ray.source.git import (
+    Checkout,
+    GitSource,
+    SourceAuthError,
+    UnknownRevision,
+    UnreachableRemote,
+    redact,
+)
+
+__all__ = ["Checkout", "Credentials", "GitSource", "SourceAuthError", "UnknownRevision",
+           "UnreachableRemote", "redact"]
