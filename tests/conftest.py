@@ -50,6 +50,7 @@ class GitRepo:
     def __init__(self, root: Path) -> None:
         self.bare = root / "remote.git"
         self.work = root / "work"
+        root.mkdir(parents=True, exist_ok=True)
         self._git(root, "init", "--bare", "-b", "main", str(self.bare))
         self._git(root, "clone", "-q", str(self.bare), str(self.work))
 

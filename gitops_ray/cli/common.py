@@ -111,12 +111,16 @@ def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
 
 
 def repo_root_of(directory: Path) -> Path:
-    """The nearest ancestor holding ``.git`` or ``.gitops-ray``, else the directory."""
+    """The repository root of ``directory``: the nearest ancestor holding ``.git``, else
+    the outermost one holding ``.gitops-ray/`` (an app may override that config), else
+    the directory itself."""
     start = directory.resolve()
-    for candidate in (start, *start.parents):
-        if (candidate / ".git").exists() or (candidate / ".gitops-ray").is_dir():
+    chain = (start, *start.parents)
+    for candidate in chain:
+        if (candidate / ".git").exists():
             return candidate
-    return start
+    configured = [c for c in chain if (c / ".gitops-ray").is_dir()]
+    return configured[-1] if configured else start
 
 
 def _name_from_path(path: str) -> str:
