@@ -111,9 +111,11 @@ def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
 
 
 def repo_root_of(directory: Path) -> Path:
-    """The repository root of ``directory``: the nearest ancestor holding ``.git``, else
-    the outermost one holding ``.gitops-ray/`` (an app may override that config), else
-    the directory itself."""
+    """The repository root of ``directory``.
+
+    That is the nearest ancestor holding ``.git``, else the outermost one holding
+    ``.gitops-ray/`` (an app may override that config), else the directory itself.
+    """
     start = directory.resolve()
     chain = (start, *start.parents)
     for candidate in chain:

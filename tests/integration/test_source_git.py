@@ -75,7 +75,7 @@ def test_unknown_revision(source: GitSource, git_repo: GitRepo) -> None:
 def test_unreachable_remotes(source: GitSource, tmp_path: Path) -> None:
     with pytest.raises(UnreachableRemote, match="does not appear to be a git repository"):
         source.resolve((tmp_path / "missing.git").as_uri(), "main")
-    with pytest.raises(UnreachableRemote, match="127.0.0.1"):
+    with pytest.raises(UnreachableRemote, match=r"127\.0\.0\.1"):
         source.resolve("http://127.0.0.1:9/repo.git", "main")
 
 
@@ -132,7 +132,7 @@ def test_paths_cannot_escape_the_repository(tmp_path: Path) -> None:
         safe_path(root, "/etc")
     with pytest.raises(SourceError, match="symlink that points outside"):
         safe_path(root, "outdir")
-    with pytest.raises(SourceError, match="symlink 'apps/passwd.yaml' points outside"):
+    with pytest.raises(SourceError, match=r"symlink 'apps/passwd\.yaml' points outside"):
         check_no_escaping_symlinks(root, root / "apps")
     os.unlink(root / "apps" / "passwd.yaml")
     check_no_escaping_symlinks(root, root / "apps")  # a link inside the repo is fine
