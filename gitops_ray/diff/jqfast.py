@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -254,45 +254,47 @@ class _Parser:
 def evaluate_paths(program: Program, doc: Any) -> list[Path]:
     """Every path the expression yields on ``doc``, as jq's ``path(expr)`` would.
 
-    Raises :class:`JqRuntimeError` where libjq raises a runtime error.
+    Raises :class:`JqRuntimeError` where libjq raises a runtime error. Evaluation goes
+    step by step over the list of current paths; for chains of steps this yields the
+    paths in the same order as jq's depth-first backtracking.
     """
-    return [path for path, _ in _run(program, 0, (), doc)]
+    frontier: list[tuple[Path, Any]] = [((), doc)]
+    for stage in program:
+        frontier = [found for path, value in frontier for term in stage
+                    for found in _term(term, path, value)]
+    return [path for path, _ in frontier]
 
 
-def _run(program: Program, stage: int, path: Path, value: Any) -> Iterator[tuple[Path, Any]]:
-    """Depth first, like jq: each output of a stage goes through the rest first."""
-    if stage == len(program):
-        yield path, value
-        return
-    for term in program[stage]:
-        for found in _walk(term, 0, path, value):
-            yield from _run(program, stage + 1, *found)
+def _term(steps: Term, path: Path, value: Any) -> list[tuple[Path, Any]]:
+    frontier = [(path, value)]
+    for step in steps:
+        if not frontier:
+            break
+        frontier = _step(step, frontier)
+    return frontier
 
 
-def _walk(steps: Term, i: int, path: Path, value: Any) -> Iterator[tuple[Path, Any]]:
-    if i == len(steps):
-        yield path, value
-        return
-    step = steps[i]
+def _step(step: Step, frontier: list[tuple[Path, Any]]) -> list[tuple[Path, Any]]:
     if isinstance(step, Iterate):
-        for key, child in _iterate(value, step.optional):
-            yield from _walk(steps, i + 1, (*path, key), child)
-    elif isinstance(step, Select):
-        if _holds(step, value):
-            yield from _walk(steps, i + 1, path, value)
-    else:
+        return [((*path, key), child) for path, value in frontier
+                for key, child in _iterate(value, step.optional)]
+    if isinstance(step, Select):
+        return [(path, value) for path, value in frontier if _holds(step, value)]
+    out = []
+    for path, value in frontier:
         found = _index(value, step)
         if found is not None:
-            yield from _walk(steps, i + 1, (*path, found[0]), found[1])
+            out.append(((*path, found[0]), found[1]))
+    return out
 
 
-def _iterate(value: Any, optional: bool) -> Iterator[tuple[str | int, Any]]:
+def _iterate(value: Any, optional: bool) -> Iterable[tuple[str | int, Any]]:
     if isinstance(value, list):
-        return iter(enumerate(value))
+        return enumerate(value)
     if isinstance(value, dict):
-        return iter(value.items())
+        return value.items()
     if optional:
-        return iter(())
+        return ()
     raise JqRuntimeError(f"Cannot iterate over {type_name(value)}")
 
 

@@ -7,10 +7,11 @@ a separate process: we send the request, wait for the answer until the deadline,
 the worker if it has not answered. The clock starts when the request is sent; starting a
 worker (about 50 ms) does not count against it.
 
-Workers are reused (a pool, one per concurrent caller, a few kept idle), start with an
-empty environment (jq's ``$ENV`` must not expose the controller's credentials; gojq in
-Argo CD sees no environment either) and cap their memory. Only expressions outside the
-pure-Python fast path (:mod:`gitops_ray.diff.jqfast`) come here.
+Workers are reused (a pool, one per concurrent caller, a few kept idle), die with this
+process even when stuck (``PR_SET_PDEATHSIG``), start with an empty environment (jq's
+``$ENV`` must not expose the controller's credentials; gojq in Argo CD sees no
+environment either) and cap their memory. Only expressions outside the pure-Python fast
+path (:mod:`gitops_ray.diff.jqfast`) come here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import select
 import subprocess
 import sys
@@ -39,15 +41,50 @@ class JqTimeout(JqWorkerError):
     """The expression did not finish before its deadline; the worker was killed."""
 
 
+def _start_process() -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    return subprocess.Popen(
+        [sys.executable, "-P", str(WORKER_SCRIPT), str(os.getpid())], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0, close_fds=True)
+
+
+class _Spawner:
+    """Starts worker processes from one daemon thread that lives as long as we do.
+
+    Workers ask the kernel to kill them when their parent *thread* ends (the only
+    guarantee that a worker stuck in libjq dies with us); starting them all from this
+    thread makes that mean "when the process ends", whatever thread needed a worker.
+    """
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[queue.SimpleQueue[Any]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="jq-worker-spawner",
+                                        daemon=True)
+        self._thread.start()
+
+    def start(self) -> subprocess.Popen[bytes]:
+        reply: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._requests.put(reply)
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        assert isinstance(result, subprocess.Popen)
+        return result
+
+    def _loop(self) -> None:
+        while True:
+            reply = self._requests.get()
+            try:
+                reply.put(_start_process())
+            except BaseException as e:  # handed to the caller, raised there
+                reply.put(e)
+
+
 class _Worker:
     """One ``_jqworker_main.py`` process and its pipes (raw file descriptors)."""
 
-    def __init__(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-P", str(WORKER_SCRIPT)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0,
-            close_fds=True)
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         os.set_blocking(self._in, False)
@@ -60,7 +97,8 @@ class _Worker:
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        self._write((json.dumps(request) + "\n").encode(), deadline)
+        # default=str: a YAML timestamp in a rendered manifest reaches jq as its text
+        self._write((json.dumps(request, default=str) + "\n").encode(), deadline)
         reply = json.loads(self._read_line(deadline))
         assert isinstance(reply, dict)
         return reply
@@ -113,6 +151,7 @@ class WorkerPool:
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        self._spawner: _Spawner | None = None
         self._max_idle = max_idle
 
     def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -129,11 +168,14 @@ class WorkerPool:
     def _take(self) -> _Worker:
         with self._lock:
             if self._pid != os.getpid():  # forked: the parent's workers are not ours
-                self._idle, self._pid = [], os.getpid()
+                self._idle, self._spawner, self._pid = [], None, os.getpid()
             if self._idle:
                 return self._idle.pop()
+            if self._spawner is None:
+                self._spawner = _Spawner()
+            spawner = self._spawner
         try:
-            return _Worker()
+            return _Worker(spawner.start())
         except OSError as e:
             raise JqWorkerError(f"jq worker did not start: {e}") from None
 

@@ -19,7 +19,7 @@ delete must not reach the other place), and JSON equality (``True != 1``).
 from __future__ import annotations
 
 import marshal
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 Path = tuple[str | int, ...]
@@ -52,15 +52,30 @@ def _copy_tree(value: Any) -> Any:
 
 
 def json_equal(a: Any, b: Any) -> bool:
-    """Equality of JSON values: numbers by value, but booleans are not numbers."""
-    if a is b:
-        return True
+    """Equality of JSON values: numbers by value, but booleans are not numbers.
+
+    Python's ``==`` says ``True == 1``; it is still the fast first test, because strict
+    equality implies it. Equal objects read from the same API server usually serialize to
+    identical ``marshal`` bytes (same key order, same types), which settles the common
+    "Synced" case without a Python-level walk.
+    """
+    if a != b:
+        return False
+    try:
+        if marshal.dumps(a, 2) == marshal.dumps(b, 2):
+            return True
+    except ValueError:
+        pass
+    return _strict_equal(a, b)
+
+
+def _strict_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return (isinstance(b, dict) and len(a) == len(b)
-                and all(k in b and json_equal(v, b[k]) for k, v in a.items()))
+                and all(k in b and _strict_equal(v, b[k]) for k, v in a.items()))
     if isinstance(a, list):
         return (isinstance(b, list) and len(a) == len(b)
-                and all(json_equal(x, y) for x, y in zip(a, b, strict=True)))
+                and all(_strict_equal(x, y) for x, y in zip(a, b, strict=True)))
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     return bool(a == b)
@@ -103,50 +118,46 @@ class Tracker:
                                           if i not in indexes])
 
 
-_Deletion = tuple[Any, list[str | int], Path]  # container, keys to delete, original path
-
-
 def delete_paths(doc: Any, paths: Sequence[Path], tracker: Tracker | None = None) -> Any:
     """Delete ``paths`` from ``doc`` in place with jq's semantics; return the result.
 
     The result is ``doc`` itself, or ``None`` when a path is empty (``del(.)``). Raises
-    :class:`PathError`, leaving ``doc`` untouched, when a path does not fit it.
+    :class:`PathError`, leaving ``doc`` untouched, when a path does not fit it. All
+    deletions are planned against the unchanged document first (so indexes are the
+    original ones), then carried out container by container.
     """
     if not paths:
         return doc
-    if any(len(p) == 0 for p in paths):
+    unique = set(paths)
+    if () in unique:
         return None
-    planner = _Planner(tracker)
-    planner.plan(doc, paths, 0, ())
-    for container, keys, origin in planner.deletions:
+    nested = len({len(p) for p in unique}) > 1  # else no path can be another's ancestor
+    planned: dict[int, tuple[Any, list[str | int], Path]] = {}
+    for path in dict.fromkeys(paths):
+        if nested and any(path[:i] in unique for i in range(1, len(path))):
+            continue  # an ancestor goes as a whole
+        found = _parent(doc, path, tracker)
+        if found is not None:
+            planned.setdefault(id(found[0]), (found[0], [], found[1]))[1].append(path[-1])
+    for container, keys, _ in planned.values():
+        _check_keys(container, keys)
+    for container, keys, origin in planned.values():
         _delete_keys(container, keys, origin, tracker)
     return doc
 
 
-class _Planner:
-    """Collects the deletions first, so that a path that does not fit changes nothing."""
-
-    def __init__(self, tracker: Tracker | None) -> None:
-        self.tracker = tracker
-        self.deletions: list[_Deletion] = []
-
-    def plan(self, node: Any, paths: Iterable[Path], depth: int, origin: Path) -> None:
-        groups: dict[str | int, list[Path]] = {}
-        for path in paths:
-            groups.setdefault(path[depth], []).append(path)
-        whole: list[str | int] = []
-        for key, group in groups.items():
-            if any(len(p) == depth + 1 for p in group):
-                whole.append(key)
-                continue
-            child, step = _child(node, key)
-            if child is not None:
-                if self.tracker is not None and isinstance(step, int):
-                    step = self.tracker.original_index(node, step)
-                self.plan(child, group, depth + 1, (*origin, step))
-        if whole and node is not None:
-            _check_keys(node, whole)
-            self.deletions.append((node, whole, origin))
+def _parent(doc: Any, path: Path, tracker: Tracker | None) -> tuple[Any, Path] | None:
+    """The container of ``path``'s last step and its original path; ``None`` if missing."""
+    node, origin = doc, []
+    for key in path[:-1]:
+        child, step = _child(node, key)
+        if child is None:
+            return None
+        if tracker is not None and isinstance(step, int):
+            step = tracker.original_index(node, step)
+        origin.append(step)
+        node = child
+    return node, tuple(origin)
 
 
 def _child(node: Any, key: str | int) -> tuple[Any, str | int]:

@@ -112,7 +112,7 @@ def random_select(rng: random.Random) -> str:
 def random_expr(rng: random.Random) -> str:
     alts = []
     for _ in range(rng.randint(1, 2)):
-        terms = []
+        terms: list[str] = []
         for _ in range(rng.randint(1, 3)):
             if terms and rng.random() < 0.3:
                 terms.append(random_select(rng))

@@ -39,7 +39,7 @@ def rayservice(autoscaling: bool = True) -> dict[str, Any]:
                      "rayClusterConfig": raycluster(autoscaling=autoscaling)["spec"]}}
 
 
-KINDS = {
+KINDS: dict[str, Any] = {
     "RayCluster": {"make": lambda on: raycluster(autoscaling=on), "path": []},
     "RayJob": {"make": rayjob, "path": ["rayClusterSpec"]},
     "RayService": {"make": rayservice, "path": ["rayClusterConfig"]},
