@@ -85,7 +85,7 @@ class Pipeline:
 
     def rules(self, app: Application) -> RuleSet:
         return compile_rules(app.ignore_differences, builtin=self.builtin_rules,
-                             jq_timeout=self.jq_timeout)
+                             jq_timeout=self.jq_timeout, where=f"Application {app.name}")
 
     def render(self, app: Application, *, revision: str | None = None,
                local: Path | None = None) -> tuple[str, list[Manifest]]:
