@@ -2,4 +2,31 @@
 
 Reads Argo CD ``Application`` manifests (app-of-apps), renders plain YAML, Helm charts and
 Kustomize, and expands Ray pod shapes. Pure apart from the helm and kustomize processes.
+
+Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-apps, flags),
+``pipeline`` (``render_app``), ``manifests`` (plain directories), ``helm``, ``kustomize``,
+``documents`` (YAML/JSON decoding with file and line), ``scope`` (default namespace),
+``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes).
 """
+
+from gitops_ray.render.applications import (
+    application_from_flags,
+    load_applications,
+    parse_application,
+)
+from gitops_ray.render.apps import (
+    Application,
+    AppSource,
+    Destination,
+    DirectorySource,
+    HelmSource,
+    KustomizeSource,
+    SyncPolicy,
+)
+from gitops_ray.render.pipeline import render_app, source_type
+
+__all__ = [
+    "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
+    "KustomizeSource", "SyncPolicy", "application_from_flags", "load_applications",
+    "parse_application", "render_app", "source_type",
+]

@@ -15,7 +15,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class HelmSource:
-    """``spec.source.helm``."""
+    """``spec.source.helm`` (a chart stored in the repo, rendered with ``helm template``)."""
 
     value_files: tuple[str, ...] = ()
     values: str = ""
@@ -23,6 +23,12 @@ class HelmSource:
     parameters: tuple[tuple[str, str, bool], ...] = ()  # (name, value, forceString)
     release_name: str = ""
     skip_crds: bool = False
+    namespace: str = ""  # overrides destination.namespace for ``--namespace``
+    ignore_missing_value_files: bool = False
+    skip_schema_validation: bool = False
+    skip_tests: bool = False
+    kube_version: str = ""  # overrides the cluster's version for ``--kube-version``
+    api_versions: tuple[str, ...] = ()  # overrides the cluster's for ``--api-versions``
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class AppSource:
     repo_url: str
     path: str = "."
     target_revision: str = "HEAD"
+    chart: str = ""  # a chart from a Helm repository: recorded, not rendered
     helm: HelmSource | None = None
     directory: DirectorySource | None = None
     kustomize: KustomizeSource | None = None

@@ -1,0 +1,480 @@
+"""Reading Argo CD ``Application`` manifests (app-of-apps) and building apps from flags.
+
+The parser is strict about what it honours and loud about what it does not:
+
+* a field we act on with the wrong type, a missing ``repoURL``, or two source types at
+  once is a :class:`ConfigError` naming the file and the field path, because Argo CD (or
+  the API server's schema) would reject the same Application;
+* a field we do not act on (multi-source ``spec.sources``, ``source.plugin``, charts from
+  Helm repositories, ``helm.fileParameters``, most ``kustomize`` options,
+  ``syncPolicy.retry``, a remote ``destination``, unknown keys) becomes a warning in
+  ``Application.warnings``, never silence;
+* fields that only matter to Argo CD's UI or bookkeeping (``status``, ``spec.info``,
+  ``spec.revisionHistoryLimit``, ``metadata.labels``/``finalizers``, ``source.ref``/
+  ``name``) are accepted quietly.
+
+Empty ``helm``/``kustomize``/``directory`` sections are dropped, as Argo CD's API server
+does, so ``helm: {}`` does not force the Helm renderer onto a Kustomize directory.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+import yaml
+
+from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray.render.apps import (
+    Application,
+    AppSource,
+    Destination,
+    DirectorySource,
+    HelmSource,
+    KustomizeSource,
+    SyncPolicy,
+)
+from gitops_ray.render.documents import Doc
+from gitops_ray.render.globs import GlobError, compile_glob
+from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
+from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+
+log = structlog.get_logger(__name__)
+
+API_VERSION = "argoproj.io/v1alpha1"
+IN_CLUSTER_SERVER = "https://kubernetes.default.svc"
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+_QUIET_TOP = {"apiVersion", "kind", "metadata", "spec", "status"}
+_SPEC = {"source", "sources", "destination", "project", "syncPolicy", "ignoreDifferences",
+         "info", "revisionHistoryLimit"}
+_SOURCE = {"repoURL", "path", "targetRevision", "chart", "helm", "kustomize", "directory",
+           "plugin", "ref", "name"}
+_HELM = {"valueFiles", "values", "valuesObject", "parameters", "releaseName", "skipCrds",
+         "namespace", "ignoreMissingValueFiles", "skipSchemaValidation", "skipTests",
+         "kubeVersion", "apiVersions", "passCredentials", "version"}
+_DIRECTORY = {"recurse", "include", "exclude"}
+_KUSTOMIZE = {"namePrefix", "nameSuffix", "namespace"}
+_DESTINATION = {"server", "namespace", "name"}
+_SYNC = {"automated", "syncOptions"}
+_AUTOMATED = {"prune", "selfHeal", "allowEmpty", "enabled"}
+_PARAMETER = {"name", "value", "forceString"}
+_HINTS = {  # why a known Argo CD field is not honoured, by field name
+    "sourceHydrator": "source hydration is not supported",
+    "retry": "gitops-ray retries failed auto-syncs with its own backoff (settings: retry)",
+    "managedNamespaceMetadata": "namespace metadata is not managed; put the Namespace in git",
+    "operation": "gitops-ray starts syncs from syncPolicy or the CLI",
+    "fileParameters": "--set-file is not supported; use valueFiles",
+    "jsonnet": "Jsonnet is not supported",
+    "images": "kustomize image overrides are not supported; set images in kustomization.yaml",
+}
+_EMPTY: tuple[object, ...] = (None, "", [], {}, False)
+
+
+@dataclass
+class _Context:
+    """Where the Application came from, and the warnings collected while reading it."""
+
+    where: str
+    warnings: list[str] = field(default_factory=list)
+
+    def error(self, message: str) -> ConfigError:
+        return ConfigError(f"{self.where}: {message}")
+
+    def warn(self, message: str) -> None:
+        self.warnings.append(f"{self.where}: {message}")
+
+
+# -- typed field access -------------------------------------------------------------------
+
+def _mapping(value: object, path: str, ctx: _Context) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ctx.error(f"{path} must be a mapping")
+    return value
+
+
+def _string(data: Mapping[str, Any], key: str, path: str, ctx: _Context,
+            default: str = "") -> str:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ctx.error(f"{path}.{key} must be a string (quote it in YAML)")
+    return value
+
+
+def _bool(data: Mapping[str, Any], key: str, path: str, ctx: _Context,
+          default: bool = False) -> bool:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ctx.error(f"{path}.{key} must be true or false")
+    return value
+
+
+def _strings(data: Mapping[str, Any], key: str, path: str, ctx: _Context) -> tuple[str, ...]:
+    value = data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ctx.error(f"{path}.{key} must be a list of strings")
+    return tuple(value)
+
+
+def _list(data: Mapping[str, Any], key: str, path: str, ctx: _Context) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ctx.error(f"{path}.{key} must be a list")
+    return value
+
+
+def _warn_unknown(data: Mapping[str, Any], known: set[str], path: str, ctx: _Context, *,
+                  quiet_if_empty: bool = False) -> None:
+    """Warn about each key not in ``known`` (optionally only if it holds a value)."""
+    for key in sorted(set(data) - known, key=str):
+        if quiet_if_empty and data[key] in _EMPTY:
+            continue
+        full = f"{path}.{key}" if path else str(key)
+        ctx.warn(f"{full} is ignored ({_HINTS.get(str(key), 'unknown or unsupported field')})")
+
+
+# -- the Application ----------------------------------------------------------------------
+
+def parse_application(doc: Mapping[str, Any], *, origin: str = "") -> Application:
+    """Validate an ``argoproj.io/v1alpha1`` Application (see module docstring)."""
+    ctx = _Context(origin or "Application")
+    if doc.get("apiVersion") != API_VERSION or doc.get("kind") != "Application":
+        raise ctx.error(f"expected apiVersion {API_VERSION} and kind Application, got "
+                        f"{doc.get('apiVersion')!r} {doc.get('kind')!r}")
+    meta = _mapping(doc.get("metadata"), "metadata", ctx)
+    name = _name(meta, ctx)
+    if not origin:
+        ctx.where = f"Application {name}"
+    if "spec" not in doc:
+        raise ctx.error("spec is required")
+    spec = _mapping(doc.get("spec"), "spec", ctx)
+    _warn_unknown(doc, _QUIET_TOP, "", ctx)
+    _warn_unknown(spec, _SPEC, "spec", ctx)
+    raw_source, source_path = _pick_source(spec, ctx)
+    return Application(
+        name=name, source=_source(raw_source, source_path, ctx),
+        destination=_destination(spec.get("destination"), ctx),
+        namespace=_string(meta, "namespace", "metadata", ctx),
+        project=_string(spec, "project", "spec", ctx, default="default") or "default",
+        ignore_differences=_ignore_differences(spec, ctx),
+        sync_policy=_sync_policy(spec.get("syncPolicy"), ctx),
+        annotations=_annotations(meta, ctx), warnings=tuple(ctx.warnings))
+
+
+def _name(meta: Mapping[str, Any], ctx: _Context) -> str:
+    name = _string(meta, "name", "metadata", ctx)
+    if not name:
+        raise ctx.error("metadata.name is required")
+    if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
+        raise ctx.error(f"metadata.name {name!r} is not a valid name (lowercase letters, "
+                        "digits, '-' and '.', at most 253 characters)")
+    return name
+
+
+def _annotations(meta: Mapping[str, Any], ctx: _Context) -> dict[str, str]:
+    annotations = _mapping(meta.get("annotations"), "metadata.annotations", ctx)
+    for key, value in annotations.items():
+        if not isinstance(value, str):
+            raise ctx.error(f"metadata.annotations[{key!r}] must be a string")
+    return dict(annotations)
+
+
+def _pick_source(spec: Mapping[str, Any], ctx: _Context) -> tuple[object, str]:
+    """``spec.source``; a one-entry ``spec.sources`` is the same thing."""
+    sources = _list(spec, "sources", "spec", ctx)
+    if "sources" in spec and spec.get("source") is None:
+        if len(sources) == 1:
+            return sources[0], "spec.sources[0]"
+        if sources:
+            raise ctx.error(f"spec.sources: multi-source Applications ({len(sources)} "
+                            "sources) are not supported; use a single spec.source")
+    elif sources:
+        ctx.warn("spec.sources is ignored (multi-source Applications are not supported); "
+                 "rendering spec.source, whereas Argo CD would render spec.sources")
+    if spec.get("source") is None:
+        raise ctx.error("spec.source is required")
+    return spec["source"], "spec.source"
+
+
+def _source(raw: object, path: str, ctx: _Context) -> AppSource:
+    data = _mapping(raw, path, ctx)
+    _warn_unknown(data, _SOURCE, path, ctx)
+    repo_url = _string(data, "repoURL", path, ctx)
+    if not repo_url:
+        raise ctx.error(f"{path}.repoURL is required")
+    chart = _string(data, "chart", path, ctx)
+    if chart:
+        ctx.warn(f"{path}.chart: charts from a Helm repository are not supported (the app "
+                 f"will fail to render); vendor the chart into the repo and set {path}.path")
+    _plugin(data.get("plugin"), path, ctx)
+    source = AppSource(
+        repo_url=repo_url, path=_source_path(data, path, ctx),
+        target_revision=_string(data, "targetRevision", path, ctx) or "HEAD", chart=chart,
+        helm=_helm(data.get("helm"), f"{path}.helm", ctx),
+        directory=_directory(data.get("directory"), f"{path}.directory", ctx),
+        kustomize=_kustomize(data.get("kustomize"), f"{path}.kustomize", ctx))
+    _single_type(source, path, ctx)
+    return source
+
+
+def _source_path(data: Mapping[str, Any], path: str, ctx: _Context) -> str:
+    value = _string(data, "path", path, ctx) or "."
+    if value.startswith("/"):
+        raise ctx.error(f"{path}.path {value!r} must be relative to the repository root")
+    normal = posixpath.normpath(value)
+    if normal == ".." or normal.startswith("../"):
+        raise ctx.error(f"{path}.path {value!r} points outside the repository")
+    return value
+
+
+def _plugin(raw: object, path: str, ctx: _Context) -> None:
+    if raw is None:
+        return
+    name = _string(_mapping(raw, f"{path}.plugin", ctx), "name", f"{path}.plugin", ctx)
+    if name != "gitops-ray":
+        ctx.warn(f"{path}.plugin ({name or 'discovered'}) is ignored: gitops-ray renders "
+                 "the path itself as Helm, Kustomize or plain manifests")
+
+
+def _single_type(source: AppSource, path: str, ctx: _Context) -> None:
+    kinds = [k for k, v in (("Kustomize", source.kustomize), ("Helm", source.helm),
+                            ("Directory", source.directory)) if v is not None]
+    if len(kinds) > 1:
+        raise ctx.error(f"multiple application sources defined: {','.join(kinds)} (set only "
+                        f"one of {path}.helm, {path}.kustomize, {path}.directory)")
+
+
+# -- source types -------------------------------------------------------------------------
+
+def _helm(raw: object, path: str, ctx: _Context) -> HelmSource | None:
+    if raw is None:
+        return None
+    data = _mapping(raw, path, ctx)
+    _warn_unknown(data, _HELM, path, ctx, quiet_if_empty=True)
+    if _string(data, "version", path, ctx) not in ("", "v3"):
+        ctx.warn(f"{path}.version is ignored (charts are rendered with helm v3)")
+    helm = HelmSource(
+        value_files=_strings(data, "valueFiles", path, ctx),
+        values=_values_text(data, path, ctx), values_object=_values_object(data, path, ctx),
+        parameters=_parameters(data, path, ctx),
+        release_name=_string(data, "releaseName", path, ctx),
+        skip_crds=_bool(data, "skipCrds", path, ctx),
+        namespace=_string(data, "namespace", path, ctx),
+        ignore_missing_value_files=_bool(data, "ignoreMissingValueFiles", path, ctx),
+        skip_schema_validation=_bool(data, "skipSchemaValidation", path, ctx),
+        skip_tests=_bool(data, "skipTests", path, ctx),
+        kube_version=_string(data, "kubeVersion", path, ctx),
+        api_versions=_strings(data, "apiVersions", path, ctx))
+    if helm.values and helm.values_object is not None:
+        ctx.warn(f"{path}.values is ignored because {path}.valuesObject is set (as in Argo CD)")
+    return None if helm == HelmSource() else helm
+
+
+def _values_text(data: Mapping[str, Any], path: str, ctx: _Context) -> str:
+    """``helm.values``: a string holding a YAML mapping, checked now for a precise error."""
+    text = _string(data, "values", path, ctx)
+    try:
+        parsed = yaml.safe_load(text) if text.strip() else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark
+        line = f" line {mark.line + 1}" if mark else ""
+        raise ctx.error(f"{path}.values is not valid YAML ({e.problem}{line})") from e
+    if parsed is not None and not isinstance(parsed, dict):
+        raise ctx.error(f"{path}.values must hold a YAML mapping of values")
+    return text
+
+
+def _values_object(data: Mapping[str, Any], path: str, ctx: _Context) -> dict[str, Any] | None:
+    value = data.get("valuesObject")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ctx.error(f"{path}.valuesObject must be a mapping")
+    return value
+
+
+def _parameters(data: Mapping[str, Any], path: str,
+                ctx: _Context) -> tuple[tuple[str, str, bool], ...]:
+    out = []
+    for i, raw in enumerate(_list(data, "parameters", path, ctx)):
+        where = f"{path}.parameters[{i}]"
+        item = _mapping(raw, where, ctx)
+        _warn_unknown(item, _PARAMETER, where, ctx)
+        name = _string(item, "name", where, ctx)
+        if not name:
+            raise ctx.error(f"{where}.name is required")
+        out.append((name, _string(item, "value", where, ctx),
+                    _bool(item, "forceString", where, ctx)))
+    return tuple(out)
+
+
+def _directory(raw: object, path: str, ctx: _Context) -> DirectorySource | None:
+    if raw is None:
+        return None
+    data = _mapping(raw, path, ctx)
+    _warn_unknown(data, _DIRECTORY, path, ctx, quiet_if_empty=True)
+    directory = DirectorySource(recurse=_bool(data, "recurse", path, ctx),
+                                include=_glob(data, "include", path, ctx),
+                                exclude=_glob(data, "exclude", path, ctx))
+    return None if directory == DirectorySource() else directory
+
+
+def _glob(data: Mapping[str, Any], key: str, path: str, ctx: _Context) -> str:
+    pattern = _string(data, key, path, ctx)
+    try:
+        compile_glob(pattern)
+    except GlobError as e:
+        raise ctx.error(f"{path}.{key}: {e}") from e
+    return pattern
+
+
+def _kustomize(raw: object, path: str, ctx: _Context) -> KustomizeSource | None:
+    if raw is None:
+        return None
+    data = _mapping(raw, path, ctx)
+    _warn_unknown(data, _KUSTOMIZE, path, ctx, quiet_if_empty=True)
+    kustomize = KustomizeSource(name_prefix=_string(data, "namePrefix", path, ctx),
+                                name_suffix=_string(data, "nameSuffix", path, ctx),
+                                namespace=_string(data, "namespace", path, ctx))
+    return None if kustomize == KustomizeSource() else kustomize
+
+
+# -- destination, sync policy, ignore rules -----------------------------------------------
+
+def _destination(raw: object, ctx: _Context) -> Destination:
+    data = _mapping(raw, "spec.destination", ctx)
+    _warn_unknown(data, _DESTINATION, "spec.destination", ctx)
+    dest = Destination(namespace=_string(data, "namespace", "spec.destination", ctx),
+                       server=_string(data, "server", "spec.destination", ctx),
+                       name=_string(data, "name", "spec.destination", ctx))
+    if dest.server and dest.name:
+        raise ctx.error("spec.destination can't have both name and server defined")
+    if dest.server not in ("", IN_CLUSTER_SERVER) or dest.name not in ("", "in-cluster"):
+        ctx.warn(f"spec.destination {dest.server or dest.name!r} is ignored: gitops-ray "
+                 "deploys to the cluster it is connected to")
+    return dest
+
+
+def _sync_policy(raw: object, ctx: _Context) -> SyncPolicy:
+    path = "spec.syncPolicy"
+    data = _mapping(raw, path, ctx)
+    _warn_unknown(data, _SYNC, path, ctx)
+    options = _strings(data, "syncOptions", path, ctx)
+    if data.get("automated") is None:
+        return SyncPolicy(sync_options=options)
+    auto = _mapping(data["automated"], f"{path}.automated", ctx)
+    _warn_unknown(auto, _AUTOMATED, f"{path}.automated", ctx)
+    where = f"{path}.automated"
+    return SyncPolicy(automated=_bool(auto, "enabled", where, ctx, default=True),
+                      prune=_bool(auto, "prune", where, ctx),
+                      self_heal=_bool(auto, "selfHeal", where, ctx),
+                      allow_empty=_bool(auto, "allowEmpty", where, ctx),
+                      sync_options=options)
+
+
+def _ignore_differences(spec: Mapping[str, Any], ctx: _Context) -> tuple[dict[str, Any], ...]:
+    rules = _list(spec, "ignoreDifferences", "spec", ctx)
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict):
+            raise ctx.error(f"spec.ignoreDifferences[{i}] must be a mapping")
+    return tuple(dict(rule) for rule in rules)
+
+
+# -- app-of-apps and flags ----------------------------------------------------------------
+
+def load_applications(root: Path, path: str) -> list[Application]:
+    """Every Application in ``path`` (a directory, walked recursively, or one file).
+
+    Other documents are ignored; two Applications with the same name are an error.
+    """
+    root = root.resolve()
+    target = _apps_path(root, path)
+    files = [target] if target.is_file() else [
+        f for f in walk_files(target, recurse=True) if f.name.endswith(MANIFEST_SUFFIXES)]
+    found: list[tuple[str, Application]] = []
+    for file in files:
+        found += _applications_in(file, root)
+    _check_unique_names(found)
+    return [app for _, app in found]
+
+
+def _apps_path(root: Path, path: str) -> Path:
+    try:
+        target = safe_path(root, path)
+        if target.is_dir():
+            check_no_escaping_symlinks(root, target)
+    except SourceError as e:
+        raise ConfigError(f"applications path {path!r}: {e}") from e
+    if not target.exists():
+        raise ConfigError(f"applications path {path!r} does not exist in the repository")
+    return target
+
+
+def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
+    relative = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
+    try:
+        docs = file_documents(file, origin=relative)
+    except RenderError as e:
+        raise ConfigError(str(e)) from e
+    found = []
+    for doc in docs:
+        body = doc.body
+        if isinstance(body, dict) and body.get("kind") == "ApplicationSet":
+            log.warning("ApplicationSets are not supported; ignoring", file=doc.where)
+        if isinstance(body, dict) and body.get("kind") == "Application" and \
+                body.get("apiVersion") == API_VERSION:
+            origin = _app_origin(doc, len(docs))
+            found.append((origin, parse_application(body, origin=origin)))
+    return found
+
+
+def _app_origin(doc: Doc, count: int) -> str:
+    return doc.origin if count == 1 else f"{doc.origin}:{doc.line} (document {doc.index})"
+
+
+def _check_unique_names(found: Sequence[tuple[str, Application]]) -> None:
+    seen: dict[str, str] = {}
+    for origin, app in found:
+        if app.name in seen:
+            raise ConfigError(f"duplicate Application name {app.name!r}: {seen[app.name]} "
+                              f"and {origin}")
+        seen[app.name] = origin
+
+
+def application_from_flags(*, name: str, repo_url: str, revision: str = "HEAD",
+                           path: str = ".", dest_namespace: str = "default",
+                           project: str = "default", helm: HelmSource | None = None,
+                           directory: DirectorySource | None = None,
+                           kustomize: KustomizeSource | None = None,
+                           sync_policy: SyncPolicy | None = None,
+                           ignore_differences: Sequence[Mapping[str, Any]] = ()
+                           ) -> Application:
+    """One app from CLI flags (``--repo --revision --path --dest-namespace``)."""
+    if not name:
+        raise ConfigError("an app built from flags needs a name (--name)")
+    if not repo_url:
+        raise ConfigError(f"app {name}: --repo is required")
+    if Path(path).is_absolute() or posixpath.normpath(path).startswith(".."):
+        raise ConfigError(f"app {name}: --path {path!r} must be relative to the repository "
+                          "root and stay inside it")
+    source = AppSource(repo_url=repo_url, path=path or ".", target_revision=revision or "HEAD",
+                       helm=helm, directory=directory, kustomize=kustomize)
+    _single_type(source, "source", _Context(f"app {name}"))
+    return Application(name=name, source=source, destination=Destination(dest_namespace),
+                       project=project, sync_policy=sync_policy or SyncPolicy(),
+                       ignore_differences=tuple(dict(r) for r in ignore_differences))

@@ -1,0 +1,170 @@
+"""Helm charts stored in the config repo, rendered with ``helm template`` as Argo CD does.
+
+The command line mirrors Argo CD's (``util/helm/cmd.go``), so a chart renders the same
+objects under both tools:
+
+    helm template <chart dir> --name-template <release> --namespace <ns>
+        --kube-version <v> [--set k=v]... [--set-string k=v]... [--values f]...
+        [--values <values/valuesObject>] [--api-versions v]... [--include-crds]
+        [--skip-schema-validation] [--skip-tests]
+
+* release = ``helm.releaseName`` or the app name; namespace = ``helm.namespace`` or
+  ``destination.namespace`` (Helm only uses it for ``.Release.Namespace``; the render
+  stage sets the default namespace on objects afterwards, like Argo CD's controller);
+* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root),
+  may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; http(s) URLs
+  are passed to helm unchanged;
+* ``valuesObject`` wins over ``values``; either is written to a private temp file;
+* parameter values get unescaped commas escaped (``a,b`` stays one value) unless they
+  look like a Helm list ``{a,b}``, exactly as Argo CD's ``cleanSetParameters``;
+* CRDs from ``crds/`` are included unless ``skipCrds``;
+* a "missing in charts/ directory" failure triggers ``helm dependency build`` in a scratch
+  copy of the checkout and one more try, as Argo CD does for ``file://`` dependencies.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+from gitops_ray.errors import RenderError, SourceError
+from gitops_ray.render.apps import Application, HelmSource
+from gitops_ray.render.documents import Doc, parse_yaml
+from gitops_ray.render.tools import ToolResult, run_tool, scratch_copy, tool_error
+from gitops_ray.safepath import safe_path
+
+MISSING_DEPENDENCY = ("found in Chart.yaml, but missing in charts/ directory",
+                      "found in requirements.yaml, but missing in charts")
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+HINT = "install helm v3 or pass --helm PATH"
+
+
+@dataclass(frozen=True)
+class HelmRun:
+    """Everything ``helm template`` needs besides the chart directory."""
+
+    release: str
+    namespace: str
+    kube_version: str
+    api_versions: tuple[str, ...]
+    value_files: tuple[str, ...]  # absolute paths or URLs, in order
+    extra_values: str  # path of the values/valuesObject file, or ""
+    helm: HelmSource
+
+
+def template_args(chart_dir: str, run: HelmRun) -> list[str]:
+    """The ``helm template`` arguments, in Argo CD's order (pure, for unit tests)."""
+    args = ["template", chart_dir, "--name-template", run.release]
+    if run.namespace:
+        args += ["--namespace", run.namespace]
+    if run.kube_version:
+        args += ["--kube-version", run.kube_version]
+    for flag, force in (("--set", False), ("--set-string", True)):
+        for name, value in _parameters(run.helm, force_string=force):
+            args += [flag, f"{name}={escape_set_value(value)}"]
+    for path in (*run.value_files, *([run.extra_values] if run.extra_values else [])):
+        args += ["--values", path]
+    for version in run.api_versions:
+        args += ["--api-versions", version]
+    args += [] if run.helm.skip_crds else ["--include-crds"]
+    args += ["--skip-schema-validation"] if run.helm.skip_schema_validation else []
+    return args + (["--skip-tests"] if run.helm.skip_tests else [])
+
+
+def _parameters(helm: HelmSource, *, force_string: bool) -> list[tuple[str, str]]:
+    """Parameters of one kind; a repeated name keeps its last value (Argo CD uses a map)."""
+    chosen = {name: value for name, value, force in helm.parameters if force == force_string}
+    return list(chosen.items())
+
+
+def escape_set_value(value: str) -> str:
+    """Escape commas helm would split on, unless the value is a ``{a,b}`` list."""
+    if value.startswith("{") and value.endswith("}"):
+        return value
+    return _UNESCAPED_COMMA.sub(r"\\,", value)
+
+
+def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
+                       ignore_missing: bool) -> str | None:
+    """Absolute path (or URL) of a value file; ``None`` if missing and ignored."""
+    if urlparse(value_file).scheme in ("http", "https"):
+        return value_file
+    joined = value_file.lstrip("/") if value_file.startswith("/") else \
+        posixpath.join(app_path, value_file)
+    relative = posixpath.normpath(joined)
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"helm value file {value_file!r} resolves outside the repository")
+    try:
+        path = safe_path(repo_root, relative)
+    except SourceError as e:
+        raise RenderError(f"helm value file {value_file!r}: {e}") from e
+    if path.is_file():
+        return str(path)
+    if ignore_missing:
+        return None
+    raise RenderError(f"helm value file {value_file!r} ({relative}) does not exist")
+
+
+def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: str | Path,
+                kube_version: str, api_versions: Sequence[str]) -> list[Doc]:
+    """Run ``helm template`` for ``app``'s chart at ``app_dir`` and decode its output."""
+    helm = app.source.helm or HelmSource()
+    chart = app_dir.relative_to(repo_root).as_posix()
+    what = f"helm template {chart}"
+    with tempfile.TemporaryDirectory(prefix="gitops-ray-values-") as tmp:
+        run = HelmRun(
+            release=helm.release_name or app.name,
+            namespace=helm.namespace or app.destination.namespace,
+            kube_version=helm.kube_version or kube_version,
+            api_versions=helm.api_versions or tuple(api_versions),
+            value_files=_value_files(repo_root, chart, helm),
+            extra_values=_write_extra_values(helm, Path(tmp)), helm=helm)
+        replace = {run.extra_values: "spec.source.helm.values"} if run.extra_values else {}
+        out = _template(str(helm_bin), repo_root, chart, run, what=what, replace=replace)
+    return parse_yaml(out, origin=what, helm_sources=True)
+
+
+def _value_files(repo_root: Path, chart: str, helm: HelmSource) -> tuple[str, ...]:
+    resolved = (resolve_value_file(repo_root, chart, f,
+                                   ignore_missing=helm.ignore_missing_value_files)
+                for f in helm.value_files)
+    return tuple(f for f in resolved if f is not None)
+
+
+def _write_extra_values(helm: HelmSource, directory: Path) -> str:
+    """Write ``valuesObject`` (preferred, as in Argo CD) or ``values``; return the path."""
+    if helm.values_object is not None:
+        text = yaml.safe_dump(helm.values_object, sort_keys=False)
+    elif helm.values.strip():
+        text = helm.values
+    else:
+        return ""
+    path = directory / "values.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def _template(helm_bin: str, repo_root: Path, chart: str, run: HelmRun, *, what: str,
+              replace: dict[str, str]) -> str:
+    local = chart if chart == "." else f"./{chart}"  # never mistaken for repo/chart
+    result = _helm(helm_bin, template_args(local, run), repo_root, what)
+    if result.returncode != 0 and any(m in result.stderr for m in MISSING_DEPENDENCY):
+        with scratch_copy(repo_root) as copy:
+            built = _helm(helm_bin, ["dependency", "build", local], copy, what)
+            if built.returncode != 0:
+                raise tool_error(f"helm dependency build {chart}", built)
+            result = _helm(helm_bin, template_args(local, run), copy, what)
+    if result.returncode != 0:
+        raise tool_error(what, result, replace=replace)
+    return result.stdout
+
+
+def _helm(helm_bin: str, args: list[str], cwd: Path, what: str) -> ToolResult:
+    return run_tool([helm_bin, *args], what=what, hint=HINT, cwd=cwd)

@@ -1,0 +1,128 @@
+"""Plain manifests: a directory of ``.yaml``/``.yml``/``.json`` files, as Argo CD reads it.
+
+The rules are Argo CD's (``reposerver/repository`` ``findManifests``), so a directory that
+Argo CD renders renders the same here:
+
+* files are visited in lexical order; subdirectories only with ``directory.recurse``;
+* ``exclude`` then ``include`` globs are matched on the path relative to the app directory;
+* YAML files hold any number of documents, JSON files exactly one object;
+* a YAML file that fails to decode is an error only if it looks like a manifest (mentions
+  ``apiVersion:``, ``kind:`` and ``metadata:``) or also holds real objects; otherwise it is
+  some other YAML (CI config, Helm values) and is skipped, with a log line;
+* a symlinked file must resolve inside the repository; dangling links and links to
+  non-files are skipped.
+
+Deliberate differences: ``.git`` and ``.gitops-ray`` (pod-shape settings, read by
+``render.shapes``) directories are never walked, and ``.jsonnet`` files are an error
+rather than evaluated, so no object silently goes missing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import structlog
+
+from gitops_ray.errors import RenderError
+from gitops_ray.render.apps import DirectorySource
+from gitops_ray.render.documents import (
+    Doc,
+    is_object,
+    looks_like_manifest,
+    parse_json,
+    parse_yaml,
+    read_text,
+)
+from gitops_ray.render.globs import glob_matches
+
+log = structlog.get_logger(__name__)
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+SKIPPED_DIRS = frozenset({".git", ".gitops-ray"})
+
+
+def render_directory(app_dir: Path, repo_root: Path,
+                     options: DirectorySource | None = None) -> list[Doc]:
+    """The documents of every selected file under ``app_dir`` (both paths resolved)."""
+    docs: list[Doc] = []
+    for path in manifest_files(app_dir, repo_root, options or DirectorySource()):
+        docs += file_documents(path, origin=path.relative_to(repo_root).as_posix())
+    return docs
+
+
+def manifest_files(app_dir: Path, repo_root: Path, options: DirectorySource) -> list[Path]:
+    """The files Argo CD would read, in its order (see the module docstring)."""
+    selected = []
+    for path in walk_files(app_dir, recurse=options.recurse):
+        relative = path.relative_to(app_dir).as_posix()
+        if not is_selected(relative, options):
+            continue
+        if path.name.endswith(".jsonnet"):
+            raise RenderError(f"{_rel(path, repo_root)}: Jsonnet is not supported; render it "
+                              "to YAML or exclude it with spec.source.directory.exclude")
+        if _readable_inside(path, repo_root):
+            selected.append(path)
+    return selected
+
+
+def walk_files(directory: Path, *, recurse: bool) -> Iterator[Path]:
+    """Files (and symlinks) under ``directory`` in lexical path order, like Go's Walk."""
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.is_dir(follow_symlinks=False):
+            if recurse and entry.name not in SKIPPED_DIRS:
+                yield from walk_files(Path(entry.path), recurse=recurse)
+        else:
+            yield Path(entry.path)
+
+
+def is_selected(relative: str, options: DirectorySource) -> bool:
+    """Manifest suffix, not excluded, and included (when ``include`` is set)."""
+    if not relative.endswith((*MANIFEST_SUFFIXES, ".jsonnet")):
+        return False
+    if options.exclude and glob_matches(options.exclude, relative):
+        return False
+    return not options.include or glob_matches(options.include, relative)
+
+
+def _readable_inside(path: Path, repo_root: Path) -> bool:
+    if not path.is_symlink():
+        return path.is_file()
+    target = path.resolve()
+    if not target.is_relative_to(repo_root):
+        raise RenderError(f"{_rel(path, repo_root)}: symlink points outside the repository")
+    if not target.is_file():
+        log.warning("skipping symlink to a missing or non-regular file",
+                    file=_rel(path, repo_root))
+        return False
+    return True
+
+
+def file_documents(path: Path, *, origin: str) -> list[Doc]:
+    """The documents of one manifest file, or ``[]`` for YAML that is not a manifest."""
+    text = read_text(path, origin=origin)
+    if path.name.endswith(".json"):
+        return parse_json(text, origin=origin)
+    try:
+        docs = parse_yaml(text, origin=origin)
+    except RenderError:
+        if looks_like_manifest(text):
+            raise
+        log.info("skipping YAML file that is not a Kubernetes manifest", file=origin)
+        return []
+    if _all_objects(docs) or looks_like_manifest(text) or any(is_object(d.body) for d in docs):
+        return docs
+    log.info("skipping YAML file that is not a Kubernetes manifest", file=origin)
+    return []
+
+
+def _all_objects(docs: list[Doc]) -> bool:
+    return all(d.body is None or is_object(d.body) for d in docs)
+
+
+def _rel(path: Path, repo_root: Path) -> str:
+    try:
+        return path.relative_to(repo_root).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,138 @@
+"""``render_app``: one Application plus a checkout in, the app's desired objects out.
+
+The steps, each a small function so they can be read (and tested) on their own:
+
+1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
+   symlinks that escape it;
+2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
+   ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
+   Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
+3. render (plain files, ``helm template`` or ``kubectl kustomize``) into documents;
+4. validate them into objects (empty documents dropped, lists expanded);
+5. set or clear namespaces like Argo CD's controller (``scope``);
+6. refuse two objects with the same group, kind, namespace and name: Argo CD keeps the
+   last one with a warning; here it is an error naming both files, because which copy
+   wins depends on file order and is never what the author meant;
+7. expand Ray pod shapes (``render.shapes``).
+
+Every failure is a :class:`RenderError` (``ConfigError`` for bad Application fields)
+prefixed with ``app <name>:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray.render.apps import Application, AppSource
+from gitops_ray.render.documents import Doc, located_manifests
+from gitops_ray.render.helm import render_helm
+from gitops_ray.render.kustomize import find_kustomization, render_kustomize
+from gitops_ray.render.manifests import render_directory
+from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
+from gitops_ray.render.shapes import expand_pod_shapes
+from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+from gitops_ray.types import Manifest, ResourceKey
+
+HELM, KUSTOMIZE, DIRECTORY = "Helm", "Kustomize", "Directory"
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The external programs and cluster facts a render may use."""
+
+    helm_bin: str | Path = "helm"
+    kubectl_bin: str = "kubectl"
+    kube_version: str = "1.36.3"
+    api_versions: tuple[str, ...] = ()
+
+
+def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
+               kubectl_bin: str = "kubectl", kube_version: str = "1.36.3",
+               api_versions: Sequence[str] = (),
+               is_namespaced: IsNamespaced | None = None) -> list[Manifest]:
+    """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
+
+    ``is_namespaced(apiVersion, kind)`` comes from the caller's discovery; without it a
+    table of well-known cluster-scoped kinds is used.
+    """
+    tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
+    try:
+        return _render(app, root.resolve(), tools, is_namespaced)
+    except (SourceError, RenderError) as e:
+        raise RenderError(f"app {app.name}: {e}") from e
+    except ConfigError as e:
+        raise ConfigError(f"app {app.name}: {e}") from e
+
+
+def _render(app: Application, root: Path, tools: Tools,
+            is_namespaced: IsNamespaced | None) -> list[Manifest]:
+    if app.source.chart:
+        raise RenderError(f"spec.source.chart {app.source.chart!r} comes from a Helm "
+                          "repository, which is not supported; vendor the chart into the "
+                          "config repo and point spec.source.path at it")
+    app_dir = app_directory(root, app.source.path)
+    check_no_escaping_symlinks(root, app_dir)
+    docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
+    located = located_manifests(docs)
+    manifests = apply_default_namespace([obj for _, obj in located],
+                                        app.destination.namespace, lookup=is_namespaced)
+    check_unique([where for where, _ in located], manifests)
+    return expand_pod_shapes(manifests, repo_root=root, app_dir=app_dir)
+
+
+def app_directory(root: Path, path: str) -> Path:
+    """The app's directory inside ``root``; it must exist and be a directory."""
+    if Path(path).is_absolute():
+        raise RenderError(f"spec.source.path {path!r} must be relative to the repository root")
+    directory = safe_path(root, path or ".")
+    if not directory.exists():
+        raise RenderError(f"spec.source.path {path!r} does not exist in the repository")
+    if not directory.is_dir():
+        raise RenderError(f"spec.source.path {path!r} is not a directory")
+    return directory
+
+
+def source_type(source: AppSource, app_dir: Path) -> str:
+    """Helm, Kustomize or Directory, decided as Argo CD decides it."""
+    explicit = [kind for kind, options in ((KUSTOMIZE, source.kustomize), (HELM, source.helm),
+                                           (DIRECTORY, source.directory)) if options is not None]
+    if len(explicit) > 1:
+        raise ConfigError(f"multiple application sources defined: {','.join(explicit)}")
+    if explicit:
+        return explicit[0]
+    if find_kustomization(app_dir) is not None:
+        return KUSTOMIZE
+    return HELM if (app_dir / "Chart.yaml").is_file() else DIRECTORY
+
+
+def check_unique(origins: Sequence[str], manifests: Sequence[Manifest]) -> None:
+    """Raise, naming both places, if two objects share group, kind, namespace and name."""
+    seen: dict[ResourceKey, str] = {}
+    for where, obj in zip(origins, manifests, strict=True):
+        key = ResourceKey.of(obj)
+        if key in seen:
+            raise RenderError(f"{key} is defined twice: {seen[key]} and {where}")
+        seen[key] = where
+
+
+def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
+    del tools
+    return render_directory(app_dir, root, app.source.directory)
+
+
+def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
+    return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
+                       kube_version=tools.kube_version, api_versions=tools.api_versions)
+
+
+def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
+    return render_kustomize(app, repo_root=root, app_dir=app_dir,
+                            kubectl_bin=tools.kubectl_bin)
+
+
+RENDERERS: dict[str, Callable[[Application, Path, Path, Tools], list[Doc]]] = {
+    DIRECTORY: _directory, HELM: _helm, KUSTOMIZE: _kustomize,
+}
