@@ -1,0 +1,54 @@
+"""Assess one live object: Argo CD's generic rules around a check chosen by kind.
+
+The order is Argo CD's (``controller/health.go`` then gitops-engine ``GetResourceHealth``):
+an object marked ``argocd.argoproj.io/ignore-healthcheck: "true"`` does not count, an
+object being deleted is Progressing whatever its kind, and only then does the kind's own
+check run. A kind without a check yields ``None``: it is live but does not count towards
+the app's health. Checks are total functions (see ``fields``), so there is no error path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import partial
+
+from gitops_ray.health.builtin import CHECKS
+from gitops_ray.health.fields import dig, mapping
+from gitops_ray.health.ray import raycluster_health, rayjob_health, rayservice_health
+from gitops_ray.health.status import Health, HealthStatus
+from gitops_ray.types import Manifest, split_api_version
+
+IGNORE_HEALTHCHECK = "argocd.argoproj.io/ignore-healthcheck"
+
+Check = Callable[[Manifest], Health]
+
+RAY_CHECKS: dict[str, Check] = {
+    "RayJob": rayjob_health,
+    "RayService": rayservice_health,
+}
+
+
+def assess(obj: Manifest | None, *, events: Sequence[Manifest] = ()) -> Health | None:
+    """Health of a live object (``None`` = missing); ``None`` when it has no health check.
+
+    ``events`` are Events that may concern the object; only the RayCluster check reads them.
+    """
+    if obj is None:
+        return Health(HealthStatus.MISSING, "Resource does not exist in the cluster")
+    if mapping(dig(obj, "metadata", "annotations")).get(IGNORE_HEALTHCHECK) == "true":
+        return None
+    if dig(obj, "metadata", "deletionTimestamp"):
+        return Health(HealthStatus.PROGRESSING, "Pending deletion")
+    check = check_for(obj, events=events)
+    return check(obj) if check else None
+
+
+def check_for(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Check | None:
+    """The health check for the object's API group and kind, if there is one."""
+    group, _ = split_api_version(str(obj.get("apiVersion", "")))
+    kind = str(obj.get("kind", ""))
+    if group != "ray.io":
+        return CHECKS.get((group, kind))
+    if kind == "RayCluster":
+        return partial(raycluster_health, events=events)
+    return RAY_CHECKS.get(kind)

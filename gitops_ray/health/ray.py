@@ -1,0 +1,217 @@
+"""Health of KubeRay objects (RayCluster, RayJob, RayService), which Argo CD has no check for.
+
+The rules read what the KubeRay operator actually writes (kuberay.md §1, §3, §6):
+
+* nothing is trustworthy until the operator has written a status for the current
+  ``metadata.generation``; a spec the operator rejects gets no status at all, only a
+  Warning Event (``InvalidRayClusterSpec``), which is the one way to tell "rejected" from
+  "not reconciled yet";
+* conditions first (``ReplicaFailure`` has no ``RayCluster`` prefix;
+  ``RayClusterProvisioned`` stays True once set), the deprecated ``status.state`` only for
+  operators that run without status conditions;
+* workers still pending while the autoscaler scales are normal: they show up in the
+  message as ``ready/desired`` but never make a cluster Degraded.
+
+``argocd/health/ray.io_*.lua`` implement the same rules with the same messages for Argo CD
+(tests run both on the same fixtures); only the Event rule is Python-only, because Argo
+CD's Lua sees the object alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from gitops_ray.health.fields import (
+    condition,
+    describe,
+    dig,
+    is_true,
+    mapping,
+    number,
+    objects,
+    status,
+    text,
+)
+from gitops_ray.health.status import Health, HealthStatus
+from gitops_ray.types import Manifest
+
+OPERATOR = "ray.io/kuberay-operator"
+"""The only ``spec.managedBy`` value (besides none) under which KubeRay reconciles a cluster."""
+
+REJECTION_REASONS = ("InvalidRayClusterSpec", "InvalidRayClusterMetadata")
+"""Reasons of the Warning Events KubeRay emits instead of a status for an invalid cluster."""
+
+JOB_FAILURES = ("Failed", "ValidationFailed")
+"""``jobDeploymentStatus`` values that are final failures."""
+
+SERVICE_OUTAGES = ("ZeroServeEndpoints", "InitializingTimeout")
+"""Reasons of ``Ready=False`` that mean the RayService does not serve and will not by itself."""
+
+
+def raycluster_health(obj: Manifest, events: Sequence[Manifest] = ()) -> Health:
+    """Health of a RayCluster; ``events`` may hold Events about it (others are ignored)."""
+    owner = text(dig(obj, "spec", "managedBy"))
+    if owner and owner != OPERATOR:
+        return Health(HealthStatus.UNKNOWN,
+                      f"RayCluster is managed by {owner}, not by the KubeRay operator")
+    pending = _unobserved(obj)
+    if pending is not None:
+        rejection = _rejection(obj, events)
+        return Health(HealthStatus.DEGRADED, rejection) if rejection else pending
+    if objects(status(obj).get("conditions")):
+        return _cluster_conditions_health(obj)
+    return _cluster_state_health(obj)
+
+
+def _unobserved(obj: Manifest) -> Health | None:
+    """Progressing while the operator has not reported on the current generation."""
+    if not status(obj):
+        return Health(HealthStatus.PROGRESSING, "Waiting for the KubeRay operator to report status")
+    generation = number(dig(obj, "metadata", "generation"))
+    observed = number(status(obj).get("observedGeneration"))
+    if generation is not None and observed is not None and observed < generation:
+        return Health(HealthStatus.PROGRESSING, "Waiting for the KubeRay operator to observe "
+                      f"generation {generation} (observed {observed})")
+    return None
+
+
+def _cluster_conditions_health(obj: Manifest) -> Health:
+    if is_true(condition(obj, "RayClusterSuspended")):
+        return Health(HealthStatus.SUSPENDED, "RayCluster is suspended")
+    if is_true(condition(obj, "RayClusterSuspending")):
+        return Health(HealthStatus.PROGRESSING, "RayCluster is suspending")
+    failure = condition(obj, "ReplicaFailure")
+    if is_true(failure):
+        return Health(HealthStatus.DEGRADED, describe(failure) or "ReplicaFailure")
+    if not is_true(condition(obj, "RayClusterProvisioned")):
+        return Health(HealthStatus.PROGRESSING,
+                      "Waiting for all Ray pods to be running and ready" + _workers(obj))
+    head = condition(obj, "HeadPodReady")
+    if not is_true(head):
+        return Health(HealthStatus.DEGRADED, _joined("Head pod is not ready", describe(head)))
+    return Health(HealthStatus.HEALTHY, "RayCluster is ready" + _workers(obj))
+
+
+def _cluster_state_health(obj: Manifest) -> Health:
+    """Fallback for operators without status conditions: the deprecated ``status.state``."""
+    state = text(status(obj).get("state"))
+    if state == "suspended":
+        return Health(HealthStatus.SUSPENDED, "RayCluster is suspended")
+    if state == "ready":
+        return Health(HealthStatus.HEALTHY, "RayCluster is ready" + _workers(obj))
+    if state == "failed":
+        return Health(HealthStatus.DEGRADED,
+                      _joined("RayCluster failed", text(status(obj).get("reason"))))
+    return Health(HealthStatus.PROGRESSING,
+                  "Waiting for the RayCluster to become ready" + _workers(obj))
+
+
+def _workers(obj: Manifest) -> str:
+    """`` (ready/desired workers ready)`` when the operator reports a desired worker count."""
+    desired = number(status(obj).get("desiredWorkerReplicas"))
+    if desired is None or desired <= 0:
+        return ""
+    ready = number(status(obj).get("readyWorkerReplicas")) or 0
+    return f" ({ready}/{desired} workers ready)"
+
+
+def _joined(summary: str, detail: str) -> str:
+    return f"{summary}: {detail}" if detail else summary
+
+
+def _rejection(obj: Manifest, events: Sequence[Manifest]) -> str:
+    """``"reason: message"`` of the latest Warning Event rejecting this cluster, or ``""``."""
+    latest = max((e for e in events if _rejects(e, obj)), key=_event_time, default=None)
+    if latest is None:
+        return ""
+    return _joined(text(latest.get("reason")), text(latest.get("message") or latest.get("note")))
+
+
+def _rejects(event: Manifest, obj: Manifest) -> bool:
+    """A Warning rejecting ``obj`` (core/v1 ``involvedObject`` or events.k8s.io ``regarding``)."""
+    about = mapping(event.get("involvedObject") or event.get("regarding"))
+    meta = mapping(obj.get("metadata"))
+    uids = (text(about.get("uid")), text(meta.get("uid")))
+    return (event.get("type") == "Warning" and event.get("reason") in REJECTION_REASONS
+            and about.get("kind") == "RayCluster" and about.get("name") == meta.get("name")
+            and text(about.get("namespace")) == text(meta.get("namespace"))
+            and (not all(uids) or uids[0] == uids[1]))
+
+
+def _event_time(event: Manifest) -> str:
+    """RFC 3339 timestamps in UTC sort as strings."""
+    return text(event.get("eventTime") or event.get("lastTimestamp")
+                or event.get("firstTimestamp") or dig(event, "metadata", "creationTimestamp"))
+
+
+def rayjob_health(obj: Manifest) -> Health:
+    """Health of a RayJob from ``status.jobDeploymentStatus``.
+
+    Complete (the Ray job SUCCEEDED or was STOPPED) is Healthy, Failed and ValidationFailed
+    are Degraded, Suspended is Suspended, everything else is on its way.
+    """
+    phase = text(status(obj).get("jobDeploymentStatus"))
+    if not phase:
+        return Health(HealthStatus.PROGRESSING, "Waiting for the KubeRay operator to start the job")
+    message = _job_message(obj, phase)
+    if phase == "Complete":
+        return Health(HealthStatus.HEALTHY, message)
+    if phase in JOB_FAILURES:
+        return Health(HealthStatus.DEGRADED, message)
+    if phase == "Suspended":
+        return Health(HealthStatus.SUSPENDED, message)
+    return Health(HealthStatus.PROGRESSING, message)
+
+
+def _job_message(obj: Manifest, phase: str) -> str:
+    """``RayJob is <phase>[, Ray job <jobStatus>][: <message or reason>]``."""
+    job = text(status(obj).get("jobStatus"))
+    summary = f"RayJob is {phase}" + (f", Ray job {job}" if job else "")
+    return _joined(summary, text(status(obj).get("message")) or text(status(obj).get("reason")))
+
+
+def rayservice_health(obj: Manifest) -> Health:
+    """Health of a RayService: its conditions, else the older ``serviceStatus``."""
+    pending = _unobserved(obj)
+    if pending is not None:
+        return pending
+    if objects(status(obj).get("conditions")):
+        return _service_conditions_health(obj)
+    return _service_status_health(obj)
+
+
+def _service_conditions_health(obj: Manifest) -> Health:
+    if is_true(condition(obj, "Suspended")):
+        return Health(HealthStatus.SUSPENDED, "RayService is suspended")
+    if is_true(condition(obj, "Suspending")):
+        return Health(HealthStatus.PROGRESSING, "RayService is suspending")
+    ready = condition(obj, "Ready")
+    if not is_true(ready) and text(dig(ready, "reason")) in SERVICE_OUTAGES:
+        return Health(HealthStatus.DEGRADED, _joined("RayService is not serving", describe(ready)))
+    for kind, summary in (("UpgradeInProgress", "Upgrade in progress"),
+                          ("RollbackInProgress", "Rollback in progress")):
+        change = condition(obj, kind)
+        if is_true(change):
+            return Health(HealthStatus.PROGRESSING, _joined(summary, describe(change)))
+    if is_true(ready):
+        return Health(HealthStatus.HEALTHY, "RayService is ready" + _endpoints(obj))
+    return Health(HealthStatus.PROGRESSING,
+                  _joined("Waiting for the RayService to be ready", describe(ready)))
+
+
+def _service_status_health(obj: Manifest) -> Health:
+    """Fallback for operators before conditions (KubeRay < 1.3): ``serviceStatus``."""
+    service = text(status(obj).get("serviceStatus"))
+    if service == "Running":
+        return Health(HealthStatus.HEALTHY, "RayService is ready" + _endpoints(obj))
+    if service.startswith("FailedTo"):
+        return Health(HealthStatus.DEGRADED, f"RayService is {service}")
+    return Health(HealthStatus.PROGRESSING,
+                  _joined("Waiting for the RayService to be ready", service))
+
+
+def _endpoints(obj: Manifest) -> str:
+    count = number(status(obj).get("numServeEndpoints"))
+    if count is None or count <= 0:
+        return ""
+    return f" ({count} serve endpoint{'' if count == 1 else 's'})"
