@@ -35,9 +35,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from gitops_ray.cli import diff, render, sync
+    from gitops_ray.cli import diff, render, run, sync
 
-    for module in (render, diff, sync):
+    for module in (render, diff, sync, run):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -77,8 +77,10 @@ class Pipeline:
         self.builtin_rules = builtin_rules
         self.jq_timeout = jq_timeout
         self._live = live or self._get
-        self._renders: dict[tuple[str, str], list[Manifest]] = {}
-        self._predictions: dict[tuple[str, str], Manifest] = {}
+        # Latest entry per app spec / per object only: a long-running controller must not
+        # grow with every commit or every resourceVersion it has ever seen.
+        self._renders: dict[str, tuple[str, list[Manifest]]] = {}
+        self._predictions: dict[ResourceKey, tuple[tuple[str, str], Manifest]] = {}
         self._lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------
@@ -92,16 +94,18 @@ class Pipeline:
         """The commit SHA and the rendered manifests (cached per SHA and source spec)."""
         if local is not None:
             return "local", self._render_at(app, local)
+        spec = repr(app.source) + app.destination.namespace + app.name
+        with self._lock:
+            cached = self._renders.get(spec)
+        if cached is not None and revision == cached[0]:
+            return cached  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
                                         revision or app.source.target_revision)
-        cache_key = (checkout.sha, repr(app.source) + app.destination.namespace + app.name)
-        with self._lock:
-            cached = self._renders.get(cache_key)
-        if cached is None:
-            cached = self._render_at(app, checkout.root)
+        if cached is None or cached[0] != checkout.sha:
+            cached = (checkout.sha, self._render_at(app, checkout.root))
             with self._lock:
-                self._renders[cache_key] = cached
-        return checkout.sha, cached
+                self._renders[spec] = cached
+        return cached
 
     def _render_at(self, app: Application, root: Path) -> list[Manifest]:
         return render_app(app, root, helm_bin=self.tools.helm_bin,
@@ -165,17 +169,19 @@ class Pipeline:
         body = prepare(obj, live, rules)
         body["metadata"].pop("resourceVersion", None)
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        cache_key = (digest, str(live["metadata"].get("resourceVersion")))
+        version = (digest, str(live["metadata"].get("resourceVersion")))
+        key = ResourceKey.of(obj)
         with self._lock:
-            if cache_key in self._predictions:
-                return self._predictions[cache_key]
+            cached = self._predictions.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
         try:
             predicted = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
                                         dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
         with self._lock:
-            self._predictions[cache_key] = predicted
+            self._predictions[key] = (version, predicted)
         return predicted
 
 

@@ -263,12 +263,18 @@ class AppSourceSpec:
 
 @dataclass(frozen=True)
 class RepoCredential:
-    """Credentials for repositories whose URL starts with ``url``."""
+    """Credentials for repositories whose URL starts with ``url``.
+
+    Files are read when git needs them (so a rotated token is picked up); inline
+    ``password`` is for tests and environments without files.
+    """
 
     url: str
     username: str = ""
     password: Secret = field(default_factory=lambda: Secret(""))
+    password_file: str = ""
     ssh_key_file: str = ""
+    known_hosts_file: str = ""
     secret: str = ""  # Secret name in controlNamespace (keys username/password/sshPrivateKey)
 
 
@@ -424,21 +430,27 @@ def _applications(items: object, where: str) -> tuple[Manifest, ...]:
 
 def _credentials(items: object, where: str) -> tuple[RepoCredential, ...]:
     allowed = {"url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
-               "secret"}
-    out = []
-    for i, item in enumerate(_list(items, "credentials", where)):
-        at = f"{where}: credentials[{i}]"
-        fields = _mapping(item, at, allowed)
-        if not fields.get("url"):
-            raise ConfigError(f"{at}: url (a repository URL prefix) is required")
-        password = fields.get("password") or _read_secret(
-            fields.get("passwordFile") or fields.get("tokenFile"), at)
-        if not (password or fields.get("sshKeyFile") or fields.get("secret")):
-            raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile or secret")
-        out.append(RepoCredential(
-            str(fields["url"]), str(fields.get("username") or ""), Secret(str(password)),
-            str(fields.get("sshKeyFile") or ""), str(fields.get("secret") or "")))
+               "knownHostsFile", "secret"}
+    out = [_credential(_mapping(item, f"{where}: credentials[{i}]", allowed),
+                       f"{where}: credentials[{i}]")
+           for i, item in enumerate(_list(items, "credentials", where))]
     return tuple(sorted(out, key=lambda c: -len(c.url)))
+
+
+def _credential(fields: dict[str, Any], at: str) -> RepoCredential:
+    if not fields.get("url"):
+        raise ConfigError(f"{at}: url (a repository URL prefix) is required")
+    password_file = str(fields.get("passwordFile") or fields.get("tokenFile") or "")
+    for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile")):
+        _read_secret(path, at)  # fail at start-up, not at the first fetch
+    if not (fields.get("password") or password_file or fields.get("sshKeyFile")
+            or fields.get("secret")):
+        raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile or secret")
+    return RepoCredential(
+        str(fields["url"]), str(fields.get("username") or ""),
+        Secret(str(fields.get("password") or "")), password_file,
+        str(fields.get("sshKeyFile") or ""), str(fields.get("knownHostsFile") or ""),
+        str(fields.get("secret") or ""))
 
 
 def _webhook_secret(s: dict[str, Any], where: str) -> Secret:

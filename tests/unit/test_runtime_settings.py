@@ -117,7 +117,7 @@ def test_secrets_are_read_from_files_and_never_printed(tmp_path: Path) -> None:
     s = load_settings(path, env={})
     assert s.webhook_secret.reveal() == "s3cr3t-hook"
     assert s.credentials[0].url == "https://github.com/org/"  # longest prefix first
-    assert s.credentials[1].password.reveal() == "s3cr3t-token"
+    assert s.credentials[1].password_file == str(tmp_path / "token")
     assert "s3cr3t" not in repr(s) and "s3cr3t" not in str(s)
 
 
@@ -136,6 +136,10 @@ def test_missing_secret_file_is_a_clear_error(tmp_path: Path) -> None:
 def test_credentials_need_something_to_authenticate_with(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"credentials\[0\]: give"):
         load_settings(write(tmp_path, {"credentials": [{"url": "https://x/"}]}), env={})
+    with pytest.raises(ConfigError, match=r"credentials\[0\]: cannot read"):
+        load_settings(write(tmp_path, {"credentials": [{"url": "https://x/",
+                                                        "sshKeyFile": "/nonexistent"}]}),
+                      env={})
     with pytest.raises(ConfigError, match="unknown key 'token'"):
         load_settings(write(tmp_path, {"credentials": [{"url": "https://x/", "token": "t"}]}),
                       env={})

@@ -1,0 +1,64 @@
+"""``gitops-ray run``: the long-running controller teams deploy.
+
+Every flag is generated from :data:`gitops_ray.runtime.settings.OPTIONS`, so the flag,
+its ``GITOPS_RAY_*`` variable and its key in the ``--config`` file can never drift apart.
+Precedence is file < environment < flags; the settings module reads the environment
+itself (click's automatic variables are turned off here so there is one reader only).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gitops_ray.runtime.settings import OPTIONS, Option, load_settings
+
+
+def _dest(key: str) -> str:
+    return "opt_" + key.replace(".", "__")
+
+
+def _flag(option: Option) -> Any:
+    """A click option for one setting; ``None`` (not given) unless set on the command line."""
+    assert option.flag_name is not None
+    name = option.flag_name
+    if "/" in name:
+        return click.option(name, _dest(option.key), default=None, help=option.help,
+                            allow_from_autoenv=False)
+    return click.option(name, _dest(option.key), default=None, metavar="VALUE",
+                        help=f"{option.help} [env: {option.env}; default: "
+                             f"{option.default!r}]", allow_from_autoenv=False)
+
+
+def settings_options(func: Any) -> Any:
+    for option in reversed([o for o in OPTIONS if o.flag_name]):
+        func = _flag(option)(func)
+    return func
+
+
+@click.command("run", context_settings={"max_content_width": 100})
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="GITOPS_RAY_CONFIG", allow_from_autoenv=False,
+              help="Settings file (YAML). [env: GITOPS_RAY_CONFIG]")
+@settings_options
+def run_command(config_file: Path | None, **flags: Any) -> None:
+    """Keep the configured apps in sync continuously (auto-sync, self-heal, webhooks).
+
+    Secrets are never taken as flags: the webhook secret comes from
+    --webhook-secret-file or GITOPS_RAY_WEBHOOK_SECRET, repository credentials from files
+    or Secrets named in the settings file.
+    """
+    from gitops_ray.runtime.logs import configure_logging
+    from gitops_ray.runtime.runner import Runtime
+
+    given = {o.key: flags.get(_dest(o.key)) for o in OPTIONS if o.flag_name}
+    settings = load_settings(config_file, env=os.environ, flags=given)
+    configure_logging(settings.log_format, settings.log_level)
+    sys.exit(Runtime(settings).run())
+
+
+COMMANDS = [run_command]

@@ -1,0 +1,315 @@
+"""One refresh of one app, as the controller runs it: resolve, compare, decide, maybe sync.
+
+Why this is separate from the wiring (:mod:`gitops_ray.runtime.runner`): this is the
+behaviour worth reading and testing (what happens on a poll, a webhook or a watch
+event); threads, sockets and signals are not.
+
+A refresh:
+
+1. resolves the app's revision with a cheap ``ls-remote``-style call; the pipeline only
+   fetches and renders when the commit changed (renders are cached by SHA + spec);
+2. compares against the watch cache (no per-object GET when nothing changed);
+3. publishes sync status and health as metrics (every replica does);
+4. **on the leader only**: asks :mod:`gitops_ray.reconcile.autosync` what to do, syncs
+   through the shared :class:`~gitops_ray.reconcile.reconciler.Reconciler` (with fresh
+   reads, see :meth:`LiveCache.fresh`), records the operation with the counters the
+   next decision needs, requeues itself when a backoff is pending, posts Events, and
+   writes the status record only when it changed (a no-op cycle writes nothing).
+
+Followers compare too, so their render and dry-run caches are warm when they take over,
+but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
+a running write to finish before it returns, so the lease is not given up mid-sync.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import structlog
+
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import KubeError
+from gitops_ray.reconcile.autosync import (
+    Action,
+    AutoSyncSettings,
+    Decision,
+    LastOperation,
+    Observed,
+    decide,
+    operation_fields,
+    source_key,
+)
+from gitops_ray.reconcile.pipeline import Comparison
+from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
+from gitops_ray.reconcile.status import status_of
+from gitops_ray.render.apps import Application
+from gitops_ray.runtime.catalog import Catalog
+from gitops_ray.runtime.logs import redact_url
+from gitops_ray.runtime.metrics import AppState, Metrics
+from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
+from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.sync.events import post_event
+from gitops_ray.sync.records import AppRecord, record_name
+from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
+from gitops_ray.types import Manifest, ResourceKey
+
+_log = structlog.get_logger(__name__)
+STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
+               "targetRevision", "destinationNamespace", "error", "autoSync")
+Requeue = Callable[[str, float], None]
+CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
+
+
+def fingerprint(status: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a status that is worth a write when it changes (not ``comparedAt``)."""
+    return {k: status.get(k) for k in STATUS_KEYS}
+
+
+def app_of_event(obj: Manifest) -> str | None:
+    """The app named by an object's tracking annotation, if it refers to the object itself."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    parsed = parse_tracking_id(str(annotations.get(TRACKING_ANNOTATION, "")))
+    if parsed is None or parsed.key.name != ResourceKey.of(obj).name:
+        return None
+    return parsed.app
+
+
+class Controller:
+    """Refreshes apps; syncs and records only while leading."""
+
+    def __init__(self, *, reconciler: Reconciler, cache: LiveCache, catalog: Catalog,
+                 revisions: Revisions, metrics: Metrics, autosync: AutoSyncSettings,
+                 identity: str, requeue: Requeue, clock: Callable[[], float] = time.time
+                 ) -> None:
+        self.reconciler = reconciler
+        self.revisions = revisions
+        self.pipeline = reconciler.pipeline
+        self.store = reconciler.syncer.store
+        self.cache = cache
+        self.catalog = catalog
+        self.metrics = metrics
+        self.autosync = autosync
+        self.identity = identity
+        self._requeue = requeue
+        self._clock = clock
+        self._leading = False
+        self._writes = 0
+        self._cond = threading.Condition()
+        self._last_ops: dict[str, LastOperation] = {}
+        self._written: dict[str, dict[str, Any]] = {}
+
+    # -- leadership ------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        return self._leading
+
+    def start_leading(self) -> None:
+        """Load what the previous leader recorded, then allow writes."""
+        records = self._records()
+        with self._cond:
+            self._last_ops = {n: op for n, r in records.items()
+                              if (op := LastOperation.from_status(r.status)) is not None}
+            self._written = {n: fingerprint(r.status) for n, r in records.items()}
+            self._leading = True
+        self.metrics.leader.set(1)
+
+    def stop_leading(self, timeout: float) -> bool:
+        """Forbid new writes and wait up to ``timeout`` for running ones to finish."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._leading = False
+            while self._writes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        self.metrics.leader.set(0)
+        return True
+
+    @contextlib.contextmanager
+    def _write_guard(self) -> Iterator[bool]:
+        with self._cond:
+            allowed = self._leading
+            self._writes += allowed
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._cond:
+                    self._writes -= 1
+                    self._cond.notify_all()
+
+    def _records(self) -> dict[str, AppRecord]:
+        try:
+            return self.store.list_apps()
+        except KubeError as e:
+            _log.warning("records_not_loaded", error=str(e))
+            return {}
+
+    # -- triggers --------------------------------------------------------------------
+
+    def app_for_event(self, obj: Manifest) -> str | None:
+        """The managed app a watch event is about, or ``None``."""
+        app = app_of_event(obj)
+        return app if app is not None and self.catalog.get(app) is not None else None
+
+    # -- one refresh -----------------------------------------------------------------
+
+    def refresh(self, name: str, reason: str) -> None:
+        """Refresh one app (the work queue guarantees one refresh per app at a time)."""
+        app = self.catalog.get(name)
+        if app is None:
+            return
+        log = _log.bind(app=name, trigger=reason)
+        started, result = time.monotonic(), "success"
+        try:
+            self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else RECENT)
+        except GitOpsRayError as e:
+            result = "error"
+            self._failed(app, e, log)
+        finally:
+            self.metrics.reconciles.labels(name, result).inc()
+            self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
+
+    def _refresh(self, app: Application, log: Any, max_age: float) -> None:
+        sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
+                                     max_age=max_age)
+        comparison = self.pipeline.compare(app, revision=sha)
+        self._publish(app.name, comparison)
+        log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
+        with self._write_guard() as leading:
+            if not leading:
+                return
+            observed = observe(app, comparison)
+            decision = self._decide(app, observed)
+            if decision.action is Action.SYNC:
+                self._sync(app, comparison, observed, decision, log)
+                return
+            if decision.action is Action.WAIT:
+                log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
+                self._requeue(app.name, decision.wait)
+            self._save(app.name, status_of(comparison), decision)
+
+    def _decide(self, app: Application, observed: Observed) -> Decision:
+        return decide(app.sync_policy, observed, self._last_ops.get(app.name),
+                      now=self._clock(), settings=self.autosync)
+
+    def _publish(self, name: str, comparison: Comparison) -> None:
+        health = comparison.health.status.value if comparison.health else "Unknown"
+        last = self.metrics.apps.get(name).last_sync
+        self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))
+
+    # -- sync ------------------------------------------------------------------------
+
+    def _sync(self, app: Application, before: Comparison, observed: Observed,
+              decision: Decision, log: Any) -> None:
+        log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
+                 kind=decision.trigger, resources=len(decision.only or before.desired))
+        started = time.monotonic()
+        with self.cache.fresh():
+            outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
+                                           only=decision.only, before=before)
+        result = outcome.result
+        fields = operation_fields(decision, observed, self.identity)
+        self._record_operation(app.name, fields, decision)
+        self._last_ops[app.name] = LastOperation(
+            result.revision, result.phase, result.finished_at or self._clock(),
+            observed.source_key, decision.self_heal_attempts, decision.attempt)
+        self._account(app.name, outcome, decision, time.monotonic() - started)
+        log.info("sync_finished", phase=result.phase, message=result.message,
+                 revision=result.revision[:12], kind=decision.trigger)
+        self._after_sync(app, outcome)
+
+    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
+        def change(record: AppRecord) -> None:
+            for op in (record.status.get("operation"), *record.status.get("history", [])[:1]):
+                if isinstance(op, dict):
+                    op.update(fields)
+            record.status["autoSync"] = _auto_sync_status(decision)
+
+        self._written[name] = fingerprint(self.store.update(name, change).status)
+
+    def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
+                 seconds: float) -> None:
+        result = outcome.result
+        self.metrics.syncs.labels(name, result.phase, decision.trigger).inc()
+        self.metrics.sync_seconds.labels(name).observe(seconds)
+        state = self.metrics.apps.get(name)
+        self.metrics.apps.set(name, AppState(state.sync_status, state.health_status,
+                                             self._clock()))
+        if decision.only is not None:
+            for res in result.resources:
+                if res.action in ("configured", "created"):
+                    self.metrics.drift_corrections.labels(name, res.key.kind).inc()
+        summary = ", ".join(f"{r.key} {r.action}" for r in result.resources
+                            if r.action != "unchanged") or "no changes"
+        self._event(name, reason="SyncSucceeded" if result.ok else "SyncFailed",
+                    message=f"{decision.trigger} to {result.revision[:12]}: "
+                            f"{result.message or summary}", warning=not result.ok)
+
+    def _after_sync(self, app: Application, outcome: SyncOutcome) -> None:
+        """Publish the post-sync comparison and requeue if a retry or heal is now pending."""
+        after = outcome.after or outcome.before
+        self._publish(app.name, after)
+        follow_up = self._decide(app, observe(app, after))
+        if follow_up.action in (Action.WAIT, Action.SYNC):
+            self._requeue(app.name, follow_up.wait)
+
+    # -- status and errors -----------------------------------------------------------
+
+    def _save(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
+        """Write the status record if what it says changed."""
+        fields = {**fields, "autoSync": _auto_sync_status(decision)}
+        if self._written.get(name) == fingerprint(fields):
+            return
+        record = self.store.update(name, lambda r: r.status.update(fields))
+        self._written[name] = fingerprint(record.status)
+
+    def _failed(self, app: Application, error: GitOpsRayError, log: Any) -> None:
+        if error.stage == "source":
+            self.metrics.fetch_errors.labels(app.name).inc()
+        log.warning("refresh_failed", stage=error.stage, error=str(error),
+                    repo=redact_url(app.source.repo_url))
+        state = self.metrics.apps.get(app.name)
+        self.metrics.apps.set(app.name, AppState("Unknown", state.health_status,
+                                                 state.last_sync))
+        with self._write_guard() as leading:
+            if leading:
+                self._save_error(app.name, f"{error.stage}: {error}")
+
+    def _save_error(self, name: str, message: str) -> None:
+        previous = self._written.get(name) or {}
+        if previous.get("error") == message:
+            return
+        try:
+            record = self.store.update(name, lambda r: r.status.update(
+                {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
+        except KubeError as e:
+            _log.warning("status_not_saved", app=name, error=str(e))
+            return
+        self._written[name] = fingerprint(record.status)
+        self._event(name, reason="ComparisonError", message=message, warning=True)
+
+    def _event(self, name: str, *, reason: str, message: str, warning: bool = False) -> None:
+        """An Event on the app's record ConfigMap (``kubectl get events -n <control ns>``)."""
+        stub = {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": record_name(name), "namespace": self.store.namespace}}
+        post_event(self.store.kube, stub, reason=reason, message=f"app {name}: {message}",
+                   warning=warning)
+
+
+def observe(app: Application, comparison: Comparison) -> Observed:
+    """Reduce a comparison to the policy's input."""
+    wanted = {ResourceKey.of(o) for o in comparison.desired}
+    out = comparison.out_of_sync
+    return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
+                    frozenset(k for k in out if k not in wanted), len(comparison.desired))
+
+
+def _auto_sync_status(decision: Decision) -> dict[str, Any]:
+    return {"action": decision.action.value, "reason": decision.reason}

@@ -1,0 +1,302 @@
+"""``gitops-ray run``: wire settings into a running controller, and shut it down cleanly.
+
+Why one object owns every thread: start-up and shutdown order is where controllers lose
+data. Start: HTTP (probes answer at once), timers and the scheduler, the first catalog
+load, then leader election. SIGTERM: stop polling, stop leading (waiting for a running
+sync to finish, bounded by ``shutdownTimeout``), **release the lease** so a replica
+takes over immediately instead of after the lease duration, drain the workers, stop the
+watches and the HTTP servers. Losing the lease (renewal failed) exits with status 1, as
+client-go controllers do, so Kubernetes restarts the pod as a clean follower.
+
+Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
+
+* an APScheduler interval job per app (``interval`` + up to ``jitter``), and one for the
+  app-of-apps sources;
+* a watch event on a managed object: a debounced refresh of its app;
+* a backoff that is due (self-heal, retry);
+* a push webhook: an immediate refresh of the apps whose repo and revision match. A
+  follower that receives one refreshes locally *and* forwards it, unchanged, to the
+  leader's advertised URL (read from the Lease), so it does not matter which replica
+  the Service picked.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import signal
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from gitops_ray.kube import Kube
+from gitops_ray.kube.leader import LeaderElector, LeaseSettings
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.runtime.catalog import Catalog
+from gitops_ray.runtime.controller import Controller
+from gitops_ray.runtime.credentials import git_source
+from gitops_ray.runtime.inline import parse_inline
+from gitops_ray.runtime.metrics import Metrics
+from gitops_ray.runtime.queue import Timers, WorkQueue
+from gitops_ray.runtime.revisions import Revisions
+from gitops_ray.runtime.server import HttpServers, Request, Response, Routes, group_routes
+from gitops_ray.runtime.settings import Settings
+from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.runtime.webhook import (
+    Push,
+    WebhookRejected,
+    authenticate,
+    parse_push,
+    provider_of,
+)
+from gitops_ray.sync.engine import Syncer
+from gitops_ray.sync.records import RecordStore
+from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
+CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
+LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
+FORWARDED_HEADER = "x-gitops-ray-forwarded"
+_FORWARD_HEADERS = ("content-type", "x-github-event", "x-hub-signature-256", "x-gitlab-event",
+                    "x-gitlab-token", "x-github-delivery")
+
+
+class Runtime:
+    """The running controller: every component, started and stopped in order."""
+
+    def __init__(self, settings: Settings, *, kube: Kube | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self.kube = kube or Kube.connect(settings.kubeconfig or None, settings.context or None)
+        self.kube.hooks.append(self.metrics.observe_request)
+        self.stopping = threading.Event()
+        self.ready = threading.Event()
+        self.exit_code = 0
+        self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
+        self.queue = WorkQueue(self._work, workers=settings.workers)
+        self.timers = Timers(lambda key: self.queue.submit(key, "due"))
+        self.controller = self._controller()
+        self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
+        self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
+        self.elector = self._elector()
+        self.http = HttpServers(group_routes(self._routes()))
+        self._threads: list[threading.Thread] = []
+
+    def _controller(self) -> Controller:
+        s = self.settings
+        store = RecordStore(self.kube, s.control_namespace)
+        source = git_source(s, self.kube)
+        pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
+                            live=self.cache.get)
+        syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
+        return Controller(
+            reconciler=Reconciler(pipeline, syncer), cache=self.cache,
+            catalog=Catalog(source, s.app_sources, parse_inline(s.applications)),
+            revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
+            identity=s.lease.identity, requeue=self.timers.schedule)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start everything in the background (see the module docstring for the order)."""
+        self.http.start()
+        self.timers.start()
+        self.scheduler.start()
+        if self.catalog.specs:
+            self._poll(CATALOG)
+        self.queue.submit(CATALOG, "startup")
+        if self.elector is None:
+            self._start_leading()
+        else:
+            self._spawn(self._elect, "leader-election")
+        log.info("controller_started", identity=self.settings.lease.identity,
+                 leader_election=self.elector is not None, apps_sources=len(self.catalog.specs))
+
+    def run(self) -> int:
+        """Start, block until SIGTERM/SIGINT (or a lost lease), shut down; the exit code."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stopping.set())
+        self.start()
+        self.stopping.wait()
+        self.shutdown()
+        return self.exit_code
+
+    def shutdown(self) -> None:
+        log.info("controller_stopping")
+        self.stopping.set()
+        self.scheduler.shutdown(wait=False)
+        self.timers.stop()
+        for thread in self._threads:
+            thread.join(self.settings.shutdown_timeout + self.settings.lease.retry_period)
+        if self.elector is None:
+            self.controller.stop_leading(self.settings.shutdown_timeout)
+        self.queue.drain(self.settings.shutdown_timeout)
+        self.cache.stop()
+        self.http.stop()
+        log.info("controller_stopped", exit_code=self.exit_code)
+
+    def _spawn(self, target: Any, name: str) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    # -- leadership ------------------------------------------------------------------
+
+    def _elector(self) -> LeaderElector | None:
+        if not self.settings.leader_election:
+            return None
+        lease = self.settings.lease
+        if self.settings.webhook_advertise_url:
+            lease = LeaseSettings(lease.name, lease.namespace, lease.identity,
+                                  lease.lease_duration, lease.renew_deadline,
+                                  lease.retry_period,
+                                  ((LEADER_URL_ANNOTATION, self.settings.webhook_advertise_url),))
+        return LeaderElector(self.kube, lease, on_started=self._start_leading,
+                             on_stopped=self._stop_leading)
+
+    def _elect(self) -> None:
+        assert self.elector is not None
+        if self.elector.run(self.stopping):
+            self.exit_code = 1  # lost the lease: exit, be restarted as a follower
+            self.stopping.set()
+        else:
+            self.elector.release()
+
+    def _start_leading(self) -> None:
+        self.controller.start_leading()
+        for name in self.catalog.apps():
+            self.queue.submit(name, "leader-elected")
+
+    def _stop_leading(self) -> None:
+        if not self.controller.stop_leading(self.settings.shutdown_timeout):
+            log.warning("sync_still_running_at_shutdown")
+
+    # -- work ------------------------------------------------------------------------
+
+    def _work(self, key: str, reason: str) -> None:
+        if key == CATALOG:
+            self._reload_catalog(reason)
+        else:
+            self.controller.refresh(key, reason)
+
+    def _reload_catalog(self, reason: str, specs: Sequence[Any] | None = None) -> None:
+        change = self.catalog.reload(specs)
+        for spec in change.failed:
+            self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
+        for name in change.removed:
+            self._unpoll(name)
+            self.metrics.forget_app(name)
+            log.info("app_removed", app=name)
+        for name in change.touched:
+            self._poll(name)
+            self.queue.submit(name, "app-added" if name in change.added else "app-changed")
+        self.ready.set()
+
+    def _poll(self, key: str) -> None:
+        if self.settings.interval <= 0:
+            return
+        trigger = IntervalTrigger(seconds=self.settings.interval,
+                                  jitter=self.settings.jitter or None)
+        self.scheduler.add_job(self.queue.submit, trigger, args=[key, "poll"], id=key,
+                               replace_existing=True, coalesce=True, max_instances=1,
+                               misfire_grace_time=None)
+
+    def _unpoll(self, key: str) -> None:
+        if self.scheduler.get_job(key) is not None:
+            self.scheduler.remove_job(key)
+
+    def _on_watch_event(self, kind: str, obj: Manifest) -> None:
+        app = self.controller.app_for_event(obj)
+        if app is not None:
+            self.timers.schedule(app, self.settings.debounce)
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    def _routes(self) -> list[tuple[str, Routes]]:
+        listen = self.settings.listen
+        return [
+            (listen.health, {("GET", "/healthz"): self._healthz,
+                             ("GET", "/readyz"): self._readyz}),
+            (listen.metrics, {("GET", "/metrics"): self._metrics}),
+            (listen.webhook, {("POST", "/webhook"): self._webhook,
+                              ("POST", "/api/webhook"): self._webhook}),
+        ]
+
+    def _healthz(self, request: Request) -> Response:
+        alive = self.scheduler.running or self.stopping.is_set()
+        return Response() if alive else Response(500, b"scheduler stopped\n")
+
+    def _readyz(self, request: Request) -> Response:
+        if self.ready.is_set() and self.cache.synced():
+            return Response()
+        return Response(503, b"not ready: loading apps or listing watched kinds\n")
+
+    def _metrics(self, request: Request) -> Response:
+        return Response(200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
+
+    def _webhook(self, request: Request) -> Response:
+        provider = provider_of(request.headers)
+        try:
+            authenticate(provider, request.headers, request.body,
+                         self.settings.webhook_secret.reveal())
+            push = parse_push(provider, request.headers, request.body)
+        except WebhookRejected as e:
+            self.metrics.webhooks.labels(provider or "unknown", "rejected").inc()
+            log.warning("webhook_rejected", provider=provider or "unknown", reason=e.reason,
+                        status=e.status)
+            return Response(e.status, f"{e.reason}\n".encode())
+        if push is None:
+            self.metrics.webhooks.labels(provider, "ignored").inc()
+            return _json(200, {"refreshed": [], "note": "not a push event"})
+        return _json(202, self._on_push(push, request))
+
+    def _on_push(self, push: Push, request: Request) -> dict[str, Any]:
+        self.metrics.webhooks.labels(push.provider, "accepted").inc()
+        self.revisions.invalidate(push.repos)
+        specs = [s for s in self.catalog.specs if push.matches(s.repo, s.revision)]
+        if specs:
+            self.queue.submit(CATALOG, "webhook")
+        apps = sorted(n for n, a in self.catalog.apps().items()
+                      if push.matches(a.source.repo_url, a.source.target_revision))
+        for name in apps:
+            self.queue.submit(name, "webhook")
+        log.info("webhook_push", provider=push.provider, revision=push.revision,
+                 sha=push.sha[:12], apps=apps)
+        forwarded = self._forward(request) if not self.controller.leading else ""
+        return {"refreshed": apps, "appSources": len(specs), "forwardedTo": forwarded}
+
+    def _forward(self, request: Request) -> str:
+        """Hand a delivery to the leader (in the background); the leader's identity."""
+        if request.headers.get(FORWARDED_HEADER) or self.elector is None:
+            return ""
+        leader, annotations = self.elector.current_leader()
+        url = annotations.get(LEADER_URL_ANNOTATION, "")
+        if not url or leader == self.settings.lease.identity:
+            return ""
+        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_HEADERS}
+        self._spawn_forward(url, {**headers, FORWARDED_HEADER: self.settings.lease.identity},
+                            request.body)
+        return leader
+
+    def _spawn_forward(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
+        def send() -> None:
+            req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    log.info("webhook_forwarded", status=resp.status)
+            except (urllib.error.URLError, OSError) as e:
+                log.warning("webhook_not_forwarded", error=str(e))
+
+        threading.Thread(target=send, name="webhook-forward", daemon=True).start()
+
+
+def _json(status: int, doc: Mapping[str, Any]) -> Response:
+    return Response(status, json.dumps(doc).encode() + b"\n", "application/json")

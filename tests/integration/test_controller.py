@@ -1,0 +1,272 @@
+"""The controller end to end: real API server, real git, real webhooks and watches.
+
+Each test runs a :class:`Runtime` in-process (threads, real sockets) against the test
+namespace, which doubles as the control namespace. Waits use deadlines on conditions,
+never sleeps followed by assertions about time.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from gitops_ray.kube import Kube
+from gitops_ray.localcluster import LocalControlPlane
+from gitops_ray.reconcile.autosync import Backoff
+from gitops_ray.runtime.runner import Runtime
+from gitops_ray.runtime.settings import load_settings
+from gitops_ray.sync.records import RecordStore
+from tests.conftest import GitRepo
+from tests.samples import raycluster
+
+SECRET = "webhook-s3cret"
+RC_API = "ray.io/v1"
+
+
+def application(name: str, repo_url: str, namespace: str, path: str = "manifests", *,
+                self_heal: bool = False, revision: str = "HEAD") -> dict[str, Any]:
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd"},
+            "spec": {"project": "default",
+                     "source": {"repoURL": repo_url, "targetRevision": revision, "path": path},
+                     "destination": {"server": "https://kubernetes.default.svc",
+                                     "namespace": namespace},
+                     "syncPolicy": {"automated": {"prune": True, "selfHeal": self_heal}}}}
+
+
+def eventually(condition: Callable[[], Any], timeout: float = 60.0,
+               message: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{message} not met within {timeout}s"
+        time.sleep(0.1)
+
+
+class Controller:
+    """A running in-process controller and helpers to talk to it."""
+
+    def __init__(self, runtime: Runtime, kube: Kube, namespace: str) -> None:
+        self.runtime, self.kube, self.namespace = runtime, kube, namespace
+        self.url = f"http://127.0.0.1:{runtime.http.ports[0]}"
+
+    def metrics(self) -> str:
+        return requests.get(f"{self.url}/metrics", timeout=10).text
+
+    def webhook(self, payload: dict[str, Any], secret: str | None = SECRET) -> requests.Response:
+        body = json.dumps(payload).encode()
+        headers = {"X-GitHub-Event": "push", "Content-Type": "application/json"}
+        if secret is not None:
+            digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+            headers["X-Hub-Signature-256"] = f"sha256={digest}"
+        return requests.post(f"{self.url}/webhook", data=body, headers=headers, timeout=10)
+
+    def status(self, app: str) -> dict[str, Any]:
+        return RecordStore(self.kube, self.namespace).load(app).status
+
+    def live(self, name: str) -> dict[str, Any] | None:
+        return self.kube.get(RC_API, "RayCluster", name, self.namespace)
+
+
+@pytest.fixture
+def start_controller(control_plane: LocalControlPlane, kube: Kube, namespace: str,
+                     tmp_path: Path, helm_bin: Path) -> Iterator[Callable[..., Controller]]:
+    running: list[Runtime] = []
+
+    def start(settings: dict[str, Any], **flags: Any) -> Controller:
+        config = tmp_path / f"settings-{len(running)}.yaml"
+        config.write_text(yaml.safe_dump(settings))
+        base = {"kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
+                "cacheDir": str(tmp_path / f"cache-{len(running)}"), "helm": str(helm_bin),
+                "listen.metrics": "127.0.0.1:0", "listen.health": "127.0.0.1:0",
+                "listen.webhook": "127.0.0.1:0", "leaderElection.enabled": False,
+                "interval": "1h", "jitter": "0", "debounce": "100ms"}
+        loaded = load_settings(config, env={"GITOPS_RAY_WEBHOOK_SECRET": SECRET},
+                               flags={**base, **flags})
+        runtime = Runtime(loaded)
+        running.append(runtime)
+        runtime.start()
+        controller = Controller(runtime, kube, namespace)
+        eventually(lambda: requests.get(f"{controller.url}/readyz", timeout=5).ok,
+                   message="readyz")
+        return controller
+
+    yield start
+    for runtime in running:
+        runtime.shutdown()
+
+
+def push_payload(repo: GitRepo, sha: str) -> dict[str, Any]:
+    return {"ref": "refs/heads/main", "after": sha,
+            "repository": {"clone_url": repo.url, "default_branch": "main"}}
+
+
+def with_version(rc: dict[str, Any], version: str) -> dict[str, Any]:
+    out = copy.deepcopy(rc)
+    out["spec"]["rayVersion"] = version
+    return out
+
+
+def ray_version(controller: Controller, name: str) -> str | None:
+    live = controller.live(name)
+    return live["spec"]["rayVersion"] if live else None
+
+
+def test_webhook_push_is_applied_and_forgeries_are_rejected(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    rc = raycluster("hooked")
+    git_repo.commit({"apps/hooked.yaml": application("hooked", git_repo.url, namespace),
+                     "manifests/rc.yaml": rc})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    eventually(lambda: ray_version(ctl, "hooked") == "2.52.0", message="first sync")
+
+    sha = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    forged = ctl.webhook(push_payload(git_repo, sha), secret="guess")
+    unsigned = ctl.webhook(push_payload(git_repo, sha), secret=None)
+    assert (forged.status_code, unsigned.status_code) == (401, 401)
+    assert SECRET not in forged.text
+
+    accepted = ctl.webhook(push_payload(git_repo, sha))
+    assert accepted.status_code == 202
+    assert accepted.json()["refreshed"] == ["hooked"]
+    eventually(lambda: ray_version(ctl, "hooked") == "2.53.0", message="webhook sync")
+    eventually(lambda: ctl.status("hooked").get("revision") == sha, message="status")
+
+    metrics = ctl.metrics()
+    assert 'gitops_ray_webhook_requests_total{provider="github",result="rejected"} 2.0' in metrics
+    assert 'gitops_ray_webhook_requests_total{provider="github",result="accepted"} 1.0' in metrics
+    assert 'gitops_ray_sync_total{app="hooked",phase="Succeeded",trigger="auto-sync"} 2.0' \
+        in metrics
+    assert 'gitops_ray_app_info{app="hooked",health_status=' in metrics
+    assert 'gitops_ray_k8s_requests_total{code="200",verb="apply"}' in metrics
+
+
+def test_polling_applies_a_commit_without_a_webhook(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    rc = raycluster("polled")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [application("polled", git_repo.url, namespace)]},
+                           interval="1s")
+    eventually(lambda: ray_version(ctl, "polled") == "2.52.0", message="first sync")
+    sha = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    eventually(lambda: ray_version(ctl, "polled") == "2.53.0", message="polled sync")
+    eventually(lambda: ctl.status("polled").get("revision") == sha, message="status")
+
+
+def manual_edit(kube: Kube, namespace: str, name: str, version: str) -> None:
+    kube.patch(RC_API, "RayCluster", name, namespace, {"spec": {"rayVersion": version}},
+               content_type="application/merge-patch+json", field_manager="kubectl-edit")
+
+
+def test_manual_edit_is_healed_through_the_watch(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("healed")})
+    ctl = start_controller({"applications": [
+        application("healed", git_repo.url, namespace, self_heal=True)]})  # polls hourly
+    eventually(lambda: ray_version(ctl, "healed") == "2.52.0", message="first sync")
+    get_requests = ctl.runtime.kube.stats[("get", 200)]
+
+    manual_edit(kube, namespace, "healed", "2.0.0")
+    eventually(lambda: ray_version(ctl, "healed") == "2.52.0", message="self-heal")
+    history = eventually(lambda: [op for op in ctl.status("healed").get("history", [])
+                                  if op.get("trigger") == "self-heal"], message="history")
+    assert history[0]["selfHealAttempts"] == 1
+    assert {r["key"] for r in history[0]["resources"]} == {
+        f"ray.io/RayCluster:{namespace}/healed"}
+    assert "gitops_ray_drift_corrections_total" in ctl.metrics()
+    assert ctl.runtime.kube.stats[("get", 200)] > get_requests  # fresh reads around the sync
+
+
+def test_self_heal_backs_off_when_something_keeps_reverting(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    backoff = Backoff(0.5, 2.0, 4.0)
+    git_repo.commit({"manifests/rc.yaml": raycluster("tug")})
+    ctl = start_controller(
+        {"applications": [application("tug", git_repo.url, namespace, self_heal=True)],
+         "selfHeal": {"backoff": {"initial": backoff.initial, "factor": backoff.factor,
+                                  "cap": backoff.cap}}})
+    eventually(lambda: ray_version(ctl, "tug") == "2.52.0", message="first sync")
+
+    def heals() -> list[dict[str, Any]]:
+        ops = ctl.status("tug").get("history", [])
+        return [op for op in reversed(ops) if op.get("trigger") == "self-heal"]
+
+    def fight() -> bool:  # another controller that reverts us whenever it can
+        if ray_version(ctl, "tug") != "9.9.9":
+            manual_edit(kube, namespace, "tug", "9.9.9")
+        return len(heals()) >= 4
+
+    eventually(fight, timeout=120, message="four self-heals")
+    ops = heals()
+    attempts = [op["selfHealAttempts"] for op in ops]
+    assert attempts == list(range(attempts[0], attempts[0] + len(ops)))
+    for before, after in itertools.pairwise(ops):
+        # The policy never started a heal before the backoff after the previous one.
+        waited = after["startedAt"] - before["finishedAt"]
+        assert waited >= backoff.delay(before["selfHealAttempts"])
+
+
+def test_unreachable_repo_does_not_stop_the_others_and_recovers(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str,
+        tmp_path: Path) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("good")})
+    missing = tmp_path / "later"
+    missing_url = (missing / "remote.git").as_uri()
+    ctl = start_controller({"applications": [
+        application("broken", missing_url, namespace),
+        application("good", git_repo.url, namespace)]}, interval="1s", workers="2")
+    eventually(lambda: ray_version(ctl, "good") == "2.52.0", message="good app synced")
+    error = eventually(lambda: ctl.status("broken").get("error"), message="error recorded")
+    assert error.startswith("source:")
+    assert 'gitops_ray_source_fetch_errors_total{app="broken"}' in ctl.metrics()
+
+    later = GitRepo(missing)
+    later.commit({"manifests/rc.yaml": raycluster("recovered")})
+    eventually(lambda: ray_version(ctl, "recovered") == "2.52.0", message="recovery")
+    eventually(lambda: ctl.status("broken").get("error") == "", message="error cleared")
+
+
+def test_noop_refresh_makes_no_object_reads_and_metrics_move(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
+    ctl = start_controller({"applications": [application("probed", git_repo.url, namespace)]})
+    eventually(lambda: ctl.status("probed").get("sync") == "Synced", message="sync")
+    assert requests.get(f"{ctl.url}/healthz", timeout=5).status_code == 200
+    series = 'gitops_ray_reconcile_total{app="probed",result="success"}'
+    assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
+
+    def refresh() -> None:
+        before = _count(ctl.metrics(), series)
+        ctl.runtime.queue.submit("probed", "test")
+        eventually(lambda: _count(ctl.metrics(), series) > before, message="reconcile counter")
+
+    refresh()  # warms the dry-run cache for the object as it is now
+    requests_seen: list[tuple[str, str]] = []
+    ctl.runtime.kube.hooks.append(lambda verb, res, code, s: requests_seen.append((verb, res)))
+    refresh()
+    assert ("get", "rayclusters") not in requests_seen  # served by the watch cache
+    assert ("apply", "rayclusters") not in requests_seen  # dry-run cached by resourceVersion
+
+
+def _count(metrics: str, series: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith(series):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
