@@ -19,6 +19,7 @@ does, so ``helm: {}`` does not force the Helm renderer onto a Kustomize director
 
 from __future__ import annotations
 
+import logging
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 import yaml
 
 from gitops_ray.errors import ConfigError, RenderError, SourceError
@@ -44,7 +44,7 @@ from gitops_ray.render.globs import GlobError, compile_glob
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 
-log = structlog.get_logger(__name__)
+log = logging.getLogger(__name__)  # stdlib: see render.manifests
 
 API_VERSION = "argoproj.io/v1alpha1"
 IN_CLUSTER_SERVER = "https://kubernetes.default.svc"
@@ -435,7 +435,7 @@ def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
     for doc in docs:
         body = doc.body
         if isinstance(body, dict) and body.get("kind") == "ApplicationSet":
-            log.warning("ApplicationSets are not supported; ignoring", file=doc.where)
+            log.warning("%s: ApplicationSets are not supported; ignoring it", doc.where)
         if isinstance(body, dict) and body.get("kind") == "Application" and \
                 body.get("apiVersion") == API_VERSION:
             origin = _app_origin(doc, len(docs))

@@ -19,11 +19,10 @@ rather than evaluated, so no object silently goes missing.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
-
-import structlog
 
 from gitops_ray.errors import RenderError
 from gitops_ray.render.apps import DirectorySource
@@ -37,7 +36,9 @@ from gitops_ray.render.documents import (
 )
 from gitops_ray.render.globs import glob_matches
 
-log = structlog.get_logger(__name__)
+# stdlib logging, not structlog: unconfigured, it writes warnings to stderr and drops info,
+# so `gitops-ray render` (an Argo CD plugin) never gets log lines in its YAML on stdout.
+log = logging.getLogger(__name__)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 SKIPPED_DIRS = frozenset({".git", ".gitops-ray"})
@@ -93,8 +94,8 @@ def _readable_inside(path: Path, repo_root: Path) -> bool:
     if not target.is_relative_to(repo_root):
         raise RenderError(f"{_rel(path, repo_root)}: symlink points outside the repository")
     if not target.is_file():
-        log.warning("skipping symlink to a missing or non-regular file",
-                    file=_rel(path, repo_root))
+        log.warning("skipping %s: symlink to a missing or non-regular file",
+                    _rel(path, repo_root))
         return False
     return True
 
@@ -109,11 +110,11 @@ def file_documents(path: Path, *, origin: str) -> list[Doc]:
     except RenderError:
         if looks_like_manifest(text):
             raise
-        log.info("skipping YAML file that is not a Kubernetes manifest", file=origin)
+        log.info("skipping %s: YAML that is not a Kubernetes manifest", origin)
         return []
     if _all_objects(docs) or looks_like_manifest(text) or any(is_object(d.body) for d in docs):
         return docs
-    log.info("skipping YAML file that is not a Kubernetes manifest", file=origin)
+    log.info("skipping %s: YAML that is not a Kubernetes manifest", origin)
     return []
 
 
