@@ -83,9 +83,10 @@ class Controller:
 
     def __init__(self, *, reconciler: Reconciler, cache: LiveCache, catalog: Catalog,
                  revisions: Revisions, metrics: Metrics, autosync: AutoSyncSettings,
-                 identity: str, requeue: Requeue, clock: Callable[[], float] = time.time
-                 ) -> None:
+                 identity: str, requeue: Requeue, recent: float = RECENT,
+                 clock: Callable[[], float] = time.time) -> None:
         self.reconciler = reconciler
+        self.recent = recent  # how old a resolved revision a poll or webhook accepts
         self.revisions = revisions
         self.pipeline = reconciler.pipeline
         self.store = reconciler.syncer.store
@@ -168,7 +169,7 @@ class Controller:
         log = _log.bind(app=name, trigger=reason)
         started, result = time.monotonic(), "success"
         try:
-            self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else RECENT)
+            self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
         except GitOpsRayError as e:
             result = "error"
             self._failed(app, e, log)

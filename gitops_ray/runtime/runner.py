@@ -46,7 +46,7 @@ from gitops_ray.runtime.credentials import git_source
 from gitops_ray.runtime.inline import parse_inline
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.queue import Timers, WorkQueue
-from gitops_ray.runtime.revisions import Revisions
+from gitops_ray.runtime.revisions import RECENT, Revisions
 from gitops_ray.runtime.server import HttpServers, Request, Response, Routes, group_routes
 from gitops_ray.runtime.settings import Settings
 from gitops_ray.runtime.watches import LiveCache
@@ -101,7 +101,8 @@ class Runtime:
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
             catalog=Catalog(source, s.app_sources, parse_inline(s.applications)),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
-            identity=s.lease.identity, requeue=self.timers.schedule)
+            identity=s.lease.identity, requeue=self.timers.schedule,
+            recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT)
 
     # -- lifecycle -------------------------------------------------------------------
 

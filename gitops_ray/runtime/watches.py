@@ -85,9 +85,11 @@ class KindWatch:
                 failures = 0
             except Gone:
                 version = ""
-            except KubeError as e:
+            except Exception as e:  # KubeError, or a stream cut mid-chunk (urllib3)
                 failures += 1
-                log.warning("watch_failed", kind=self.kind, error=str(e), attempt=failures)
+                if not self._stop.is_set():
+                    log.warning("watch_failed", kind=self.kind, error=str(e)[:300],
+                                attempt=failures)
                 self._stop.wait(min(MAX_BACKOFF, self.options.backoff * 2 ** (failures - 1)))
 
     def _relist(self) -> str:

@@ -124,13 +124,14 @@ def test_one_leader_writes_and_a_killed_leader_is_replaced(
     second = processes("ctl-b", config)
     eventually(second.ready, message="b ready")
     eventually(lambda: rc_version(kube, namespace) == "2.52.0", message="first sync")
-    assert last_sync_by(kube, namespace) == "ctl-a"
+    eventually(lambda: last_sync_by(kube, namespace) == "ctl-a", message="recorded by a")
 
     # A webhook that reaches the follower is forwarded to the leader, which applies it.
     sha = git_repo.commit({"manifests/rc.yaml": _version(rc, "2.53.0")})
     response = second.webhook(git_repo, sha)
     assert response.status_code == 202 and response.json()["forwardedTo"] == "ctl-a"
     eventually(lambda: rc_version(kube, namespace) == "2.53.0", message="forwarded")
+    eventually(lambda: _revision(kube, namespace) == sha, message="recorded")
     assert last_sync_by(kube, namespace) == "ctl-a"
     follower_metrics = second.metrics()
     assert "gitops_ray_leader 0.0" in follower_metrics
@@ -144,12 +145,17 @@ def test_one_leader_writes_and_a_killed_leader_is_replaced(
     eventually(lambda: lease_holder(kube, namespace) == "ctl-b", message="b takes over")
     takeover = time.monotonic() - killed_at
     eventually(lambda: rc_version(kube, namespace) == "2.54.0", message="b finishes the job")
-    assert last_sync_by(kube, namespace) == "ctl-b"
+    eventually(lambda: last_sync_by(kube, namespace) == "ctl-b", message="recorded by b")
     print(f"takeover after {takeover:.1f}s (lease duration 3s, retry 0.5s)")
 
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(60) == 0
     assert lease_holder(kube, namespace) == ""  # released on SIGTERM
+
+
+def _revision(kube: Kube, namespace: str) -> str:
+    op = RecordStore(kube, namespace).load("ha").status.get("operation") or {}
+    return str(op.get("revision", ""))
 
 
 def _version(rc: dict[str, Any], version: str) -> dict[str, Any]:
