@@ -191,4 +191,4 @@ def install_ray_crds(kubeconfig: Path, *, timeout: float = 60.0) -> None:
 def _established(kube: Kube, name: str) -> bool:
     crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
     return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in crd.get("status", {}).get("conditions", []))
+               for c in (crd.get("status") or {}).get("conditions") or [])
