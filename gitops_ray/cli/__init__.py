@@ -30,8 +30,14 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"],
                                            "auto_envvar_prefix": "GITOPS_RAY"})
 @click.version_option(__version__, prog_name="gitops-ray")
-def main() -> None:
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="warning", show_default=True,
+              help="Log level of one-shot commands (logs go to stderr).")
+def main(log_level: str) -> None:
     """Keep Ray clusters on Kubernetes in sync with git, without fighting the autoscaler."""
+    from gitops_ray.runtime.logs import configure_logging
+
+    configure_logging("auto", log_level)  # stderr: stdout stays clean for data
 
 
 def _register() -> None:
