@@ -10,7 +10,10 @@ per app would turn one push into hundreds of identical requests to the git serve
   backoff) accept any age, as Argo CD's ``CompareWithRecent`` does: drift is about the
   cluster, not about git;
 * a push webhook invalidates the pushed repository first, so the refreshes it
-  triggers see the new commit.
+  triggers see the new commit;
+* a failure is remembered for a few seconds, and nobody waits long for a call already in
+  flight, so fifty apps on an unreachable (or hanging) git server cannot occupy every
+  worker: the other apps keep being refreshed.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from gitops_ray.errors import SourceError
+from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.webhook import normalize_repo_url
 
 Resolve = Callable[[str, str], str]
 FOREVER = math.inf
 RECENT = 5.0  # seconds: how old an answer a poll or a webhook-triggered refresh accepts
+WAIT = 10.0  # seconds a refresh waits for another one's call to a slow git server
 
 
 @dataclass
@@ -33,26 +39,53 @@ class _Entry:
     lock: threading.Lock
     sha: str = ""
     at: float = -math.inf
+    error: str = ""
+    failed_at: float = -math.inf
 
 
 class Revisions:
     """A small cache in front of ``GitSource.resolve``."""
 
-    def __init__(self, resolve: Resolve, *, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(self, resolve: Resolve, *, clock: Callable[[], float] = time.monotonic,
+                 wait: float = WAIT, retry_after: float = RECENT) -> None:
         self._resolve = resolve
         self._clock = clock
+        self._wait = wait
+        self._retry_after = retry_after
         self._entries: dict[tuple[str, str], _Entry] = {}
         self._lock = threading.Lock()
 
     def resolve(self, repo: str, revision: str, *, max_age: float) -> str:
-        """The commit of ``revision``, resolved at most ``max_age`` seconds ago."""
+        """The commit of ``revision``, resolved at most ``max_age`` seconds ago.
+
+        Raises :class:`~gitops_ray.errors.SourceError` when git fails, and again without
+        asking for ``retry_after`` seconds; waits at most ``wait`` seconds for a call
+        already in flight (then answers with the last known commit, if any).
+        """
         entry = self._entry(repo, revision)
-        with entry.lock:  # single flight: later callers reuse the first one's answer
-            if not entry.sha or self._clock() - entry.at > max_age:
-                entry.sha = self._resolve(repo, revision)
-                entry.at = self._clock()
+        if not entry.lock.acquire(timeout=self._wait):
+            if entry.sha:
+                return entry.sha
+            raise SourceError(f"{redact_url(repo)}: git has not answered yet; another "
+                              "refresh is still waiting for it")
+        try:
+            return self._answer(entry, repo, revision, max_age)
+        finally:
+            entry.lock.release()
+
+    def _answer(self, entry: _Entry, repo: str, revision: str, max_age: float) -> str:
+        now = self._clock()
+        if entry.sha and now - entry.at <= max_age:
             return entry.sha
+        if entry.error and now - entry.failed_at < self._retry_after:
+            raise SourceError(entry.error)
+        try:
+            sha = self._resolve(repo, revision)
+        except SourceError as e:
+            entry.error, entry.failed_at = str(e), self._clock()
+            raise
+        entry.sha, entry.at, entry.error = sha, self._clock(), ""
+        return sha
 
     def invalidate(self, repos: Collection[str]) -> None:
         """Forget what is known about these repositories (normalised URLs, as in a push)."""
@@ -60,7 +93,7 @@ class Revisions:
             entries = [e for (r, _), e in self._entries.items() if normalize_repo_url(r) in repos]
         for entry in entries:
             with entry.lock:
-                entry.at = -math.inf
+                entry.at = entry.failed_at = -math.inf
 
     def _entry(self, repo: str, revision: str) -> _Entry:
         with self._lock:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+import pytest
+
+from gitops_ray.errors import SourceError
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.webhook import normalize_repo_url
 
@@ -82,3 +85,61 @@ def test_concurrent_callers_share_one_call() -> None:
     for t in threads:
         t.join(10)
     assert results == ["c" * 40] * 8 and calls == ["r"]
+
+
+def test_failures_are_remembered_briefly() -> None:
+    calls: list[str] = []
+    clock = Clock()
+
+    def down(repo: str, revision: str) -> str:
+        calls.append(repo)
+        raise SourceError(f"{repo}: connection refused")
+
+    revisions = Revisions(down, clock=clock, retry_after=5)
+    for _ in range(10):
+        with pytest.raises(SourceError, match="connection refused"):
+            revisions.resolve("r", "main", max_age=RECENT)
+    assert calls == ["r"]
+    clock.now += 6
+    with pytest.raises(SourceError):
+        revisions.resolve("r", "main", max_age=RECENT)
+    assert calls == ["r", "r"]
+
+
+class Hanging:
+    """A git server that answers only when released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def resolve(self, repo: str, revision: str) -> str:
+        self.entered.set()
+        self.release.wait(10)
+        return "a" * 40
+
+
+def test_a_hanging_git_server_does_not_hold_other_refreshes() -> None:
+    git = Hanging()
+    revisions = Revisions(git.resolve, wait=0.01)
+    git.release.set()
+    revisions.resolve("r", "main", max_age=RECENT)  # a known commit
+    git.release.clear()
+    git.entered.clear()
+    stuck = threading.Thread(target=revisions.resolve, args=("r", "main"),
+                             kwargs={"max_age": 0})
+    stuck.start()
+    try:
+        assert git.entered.wait(10)
+        assert revisions.resolve("r", "main", max_age=0) == "a" * 40  # last known answer
+        git.entered.clear()
+        other = threading.Thread(target=revisions.resolve, args=("new", "main"),
+                                 kwargs={"max_age": 0})
+        other.start()
+        assert git.entered.wait(10)
+        with pytest.raises(SourceError, match="not answered yet"):
+            revisions.resolve("new", "main", max_age=0)  # nothing known: fail fast
+    finally:
+        git.release.set()
+        stuck.join(10)
+        other.join(10)
