@@ -47,6 +47,10 @@ JOB_FAILURES = ("Failed", "ValidationFailed")
 SERVICE_OUTAGES = ("ZeroServeEndpoints", "InitializingTimeout")
 """Reasons of ``Ready=False`` that mean the RayService does not serve and will not by itself."""
 
+LEGACY_SERVICE_FAILURES = ("FailedToGetOrCreateRayCluster", "FailedToGetServeDeploymentStatus",
+                           "FailedToUpdateServingPodLabel", "FailedToUpdateService")
+"""``serviceStatus`` failures of KubeRay < 1.3 (later ones write only ``Running`` or nothing)."""
+
 
 def raycluster_health(obj: Manifest, events: Sequence[Manifest] = ()) -> Health:
     """Health of a RayCluster; ``events`` may hold Events about it (others are ignored)."""
@@ -204,7 +208,7 @@ def _service_status_health(obj: Manifest) -> Health:
     service = text(status(obj).get("serviceStatus"))
     if service == "Running":
         return Health(HealthStatus.HEALTHY, "RayService is ready" + _endpoints(obj))
-    if service.startswith("FailedTo"):
+    if service in LEGACY_SERVICE_FAILURES:
         return Health(HealthStatus.DEGRADED, f"RayService is {service}")
     return Health(HealthStatus.PROGRESSING,
                   _joined("Waiting for the RayService to be ready", service))
