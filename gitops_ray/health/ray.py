@@ -45,14 +45,14 @@ JOB_FAILURES = ("Failed", "ValidationFailed")
 """``jobDeploymentStatus`` values that are final failures."""
 
 SERVICE_OUTAGES = ("ZeroServeEndpoints", "InitializingTimeout")
-"""Reasons of ``Ready=False`` that mean the RayService does not serve and will not by itself."""
+"""Reasons of ``Ready=False`` meaning "serves nothing" (as opposed to "still initializing")."""
 
 LEGACY_SERVICE_FAILURES = ("FailedToGetOrCreateRayCluster", "FailedToGetServeDeploymentStatus",
                            "FailedToUpdateServingPodLabel", "FailedToUpdateService")
 """``serviceStatus`` failures of KubeRay < 1.3 (later ones write only ``Running`` or nothing)."""
 
 
-def raycluster_health(obj: Manifest, events: Sequence[Manifest] = ()) -> Health:
+def raycluster_health(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Health:
     """Health of a RayCluster; ``events`` may hold Events about it (others are ignored)."""
     owner = text(dig(obj, "spec", "managedBy"))
     if owner and owner != OPERATOR:
@@ -143,7 +143,7 @@ def _rejects(event: Manifest, obj: Manifest) -> bool:
 
 
 def _event_time(event: Manifest) -> str:
-    """RFC 3339 timestamps in UTC sort as strings."""
+    """The event's time as an RFC 3339 UTC string; such strings sort by time (to the second)."""
     return text(event.get("eventTime") or event.get("lastTimestamp")
                 or event.get("firstTimestamp") or dig(event, "metadata", "creationTimestamp"))
 
