@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import structlog
+from structlog.typing import FilteringBoundLogger
 
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import KubeError
@@ -166,7 +167,7 @@ class Controller:
         app = self.catalog.get(name)
         if app is None:
             return
-        log = _log.bind(app=name, trigger=reason)
+        log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         started, result = time.monotonic(), "success"
         try:
             self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
@@ -177,7 +178,7 @@ class Controller:
             self.metrics.reconciles.labels(name, result).inc()
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 
-    def _refresh(self, app: Application, log: Any, max_age: float) -> None:
+    def _refresh(self, app: Application, log: FilteringBoundLogger, max_age: float) -> None:
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                      max_age=max_age)
         comparison = self.pipeline.compare(app, revision=sha)
@@ -208,7 +209,7 @@ class Controller:
     # -- sync ------------------------------------------------------------------------
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
-              decision: Decision, log: Any) -> None:
+              decision: Decision, log: FilteringBoundLogger) -> None:
         log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
@@ -271,7 +272,7 @@ class Controller:
         record = self.store.update(name, lambda r: r.status.update(fields))
         self._written[name] = fingerprint(record.status)
 
-    def _failed(self, app: Application, error: GitOpsRayError, log: Any) -> None:
+    def _failed(self, app: Application, error: GitOpsRayError, log: FilteringBoundLogger) -> None:
         if error.stage == "source":
             self.metrics.fetch_errors.labels(app.name).inc()
         log.warning("refresh_failed", stage=error.stage, error=str(error),

@@ -22,13 +22,14 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import signal
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -37,7 +38,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gitops_ray.kube import Kube
-from gitops_ray.kube.leader import LeaderElector, LeaseSettings
+from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.runtime.catalog import Catalog
@@ -119,7 +120,7 @@ class Runtime:
         else:
             self._spawn(self._elect, "leader-election")
         log.info("controller_started", identity=self.settings.lease.identity,
-                 leader_election=self.elector is not None, apps_sources=len(self.catalog.specs))
+                 leader_election=self.elector is not None, app_sources=len(self.catalog.specs))
 
     def run(self) -> int:
         """Start, block until SIGTERM/SIGINT (or a lost lease), shut down; the exit code."""
@@ -144,7 +145,7 @@ class Runtime:
         self.http.stop()
         log.info("controller_stopped", exit_code=self.exit_code)
 
-    def _spawn(self, target: Any, name: str) -> None:
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
         self._threads.append(thread)
         thread.start()
@@ -156,10 +157,8 @@ class Runtime:
             return None
         lease = self.settings.lease
         if self.settings.webhook_advertise_url:
-            lease = LeaseSettings(lease.name, lease.namespace, lease.identity,
-                                  lease.lease_duration, lease.renew_deadline,
-                                  lease.retry_period,
-                                  ((LEADER_URL_ANNOTATION, self.settings.webhook_advertise_url),))
+            lease = dataclasses.replace(lease, annotations=(
+                (LEADER_URL_ANNOTATION, self.settings.webhook_advertise_url),))
         return LeaderElector(self.kube, lease, on_started=self._start_leading,
                              on_stopped=self._stop_leading)
 
@@ -188,14 +187,14 @@ class Runtime:
         else:
             self.controller.refresh(key, reason)
 
-    def _reload_catalog(self, reason: str, specs: Sequence[Any] | None = None) -> None:
-        change = self.catalog.reload(specs)
+    def _reload_catalog(self, reason: str) -> None:
+        change = self.catalog.reload()
         for spec in change.failed:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
         for name in change.removed:
             self._unpoll(name)
             self.metrics.forget_app(name)
-            log.info("app_removed", app=name)
+            log.info("app_removed", app=name, trigger=reason)
         for name in change.touched:
             self._poll(name)
             self.queue.submit(name, "app-added" if name in change.added else "app-changed")

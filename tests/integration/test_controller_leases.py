@@ -1,15 +1,19 @@
-"""Lease leader election and the watch cache against the real API server."""
+"""Lease leader election, the watch cache and repository credentials on the real API server."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
+from gitops_ray.runtime.credentials import CredentialLookup
+from gitops_ray.runtime.settings import RepoCredential
 from gitops_ray.runtime.watches import LiveCache, WatchOptions
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import Manifest
@@ -138,3 +142,24 @@ def test_fresh_block_reads_through(kube: Kube, namespace: str) -> None:
         assert kube.stats[("get", 200)] == gets + 1
     finally:
         cache.stop()
+
+
+def test_repo_credentials_from_files_and_secrets(kube: Kube, namespace: str,
+                                                 tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("file-t0ken\n")
+    kube.create({"apiVersion": "v1", "kind": "Secret",
+                 "metadata": {"name": "org-creds", "namespace": namespace},
+                 "data": {"username": base64.b64encode(b"bot").decode(),
+                          "password": base64.b64encode(b"secret-t0ken").decode()}},
+                field_manager="tests")
+    lookup = CredentialLookup([
+        RepoCredential("https://git.example.com/", username="me", password_file=str(token)),
+        RepoCredential("https://git.example.com/org/", secret="org-creds"),
+        RepoCredential("https://other.example.com/", secret="missing")], kube, namespace)
+    org = lookup("https://git.example.com/org/config.git")
+    assert org is not None and (org.username, org.token) == ("bot", "secret-t0ken")
+    plain = lookup("https://git.example.com/team/config.git")
+    assert plain is not None and (plain.username, plain.token) == ("me", "file-t0ken")
+    assert lookup("https://other.example.com/x.git") is None  # logged by name only
+    assert "t0ken" not in repr(org) + repr(plain)
