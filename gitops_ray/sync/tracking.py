@@ -60,8 +60,9 @@ def with_tracking(app: str, obj: Manifest) -> Manifest:
     """A copy of ``obj`` carrying our tracking annotation and app label."""
     out = copy.deepcopy(obj)
     meta = out.setdefault("metadata", {})
-    meta.setdefault("annotations", {})[TRACKING_ANNOTATION] = str(tracking_id_of(app, obj))
-    meta.setdefault("labels", {})[APP_LABEL] = app_label_value(app)
+    meta["annotations"] = {**(meta.get("annotations") or {}),
+                           TRACKING_ANNOTATION: str(tracking_id_of(app, obj))}
+    meta["labels"] = {**(meta.get("labels") or {}), APP_LABEL: app_label_value(app)}
     return out
 
 
