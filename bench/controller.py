@@ -132,6 +132,7 @@ class ConfigRepo:
         self.wl = wl
         self.bare = root / "remote.git"
         self.work = root / "work"
+        root.mkdir(parents=True, exist_ok=True)
         self._git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
         self._git(root, "clone", "-q", str(self.bare), str(self.work))
 
@@ -225,6 +226,9 @@ class Controller:
     interval: str = "0"
     ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    _log_offset: int = 0
+    _log_count: int = 0
 
     def argv(self) -> list[str]:
         self.ports = {name: free_port() for name in ("metrics", "health", "webhook")}
@@ -236,10 +240,12 @@ class Controller:
                 "--metrics-addr", f"127.0.0.1:{self.ports['metrics']}",
                 "--health-addr", f"127.0.0.1:{self.ports['health']}",
                 "--webhook-addr", f"127.0.0.1:{self.ports['webhook']}",
-                "--log-format", "json", "--log-level", "warning"]
+                "--log-format", "json", "--log-level", "debug"]
 
     def start(self, *, timeout: float = 600.0) -> None:
-        log = open(self.workdir / f"controller-{time.time_ns()}.log", "wb")  # noqa: SIM115
+        self.log_path = self.workdir / f"controller-{time.time_ns()}.log"
+        self._log_offset = self._log_count = 0
+        log = open(self.log_path, "wb")  # noqa: SIM115
         env = {**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": WEBHOOK_SECRET}
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)
@@ -318,9 +324,36 @@ class Controller:
         with urllib.request.urlopen(request, timeout=30) as resp:
             return int(resp.status)
 
-    def wait_reconciles(self, target: float, timeout: float) -> float:
-        """Poll ``/metrics`` until ``target`` refreshes are counted; the time it took."""
+    def refreshes_logged(self) -> int:
+        """Refreshes the controller logged so far (``app_compared``, ``refresh_failed``).
+
+        Reading the log costs the controller nothing, unlike scraping ``/metrics`` in a
+        tight loop, which would slow down the very cycle being timed.
+        """
+        assert self.log_path is not None
+        with open(self.log_path, "rb") as handle:
+            handle.seek(self._log_offset)
+            chunk = handle.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._log_offset += len(complete)
+        self._log_count += complete.count(b'"app_compared"') + complete.count(
+            b'"refresh_failed"')
+        return self._log_count
+
+    def wait_reconciles(self, target: float, timeout: float, *, logged: int | None = None
+                        ) -> float:
+        """Wait until ``target`` refreshes are counted in ``/metrics``; the time it took.
+
+        With ``logged``, first wait (reading the log) until that many refreshes were
+        logged, so ``/metrics`` is only scraped at the very end of the cycle.
+        """
         start = time.monotonic()
+        while logged is not None and self.refreshes_logged() < logged:
+            if time.monotonic() - start > timeout:
+                raise TimeoutError(f"{logged} refreshes not logged in {timeout:.0f}s")
+            if self.proc and self.proc.poll() is not None:
+                raise RuntimeError(f"controller exited: {self.log_tail()}")
+            time.sleep(0.005)
         while self.reconciles() < target:
             if time.monotonic() - start > timeout:
                 raise TimeoutError(f"{target} refreshes not reached in {timeout:.0f}s")
@@ -416,9 +449,10 @@ def noop_cycles(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
     runs = []
     for _ in range(samples):
         target = ctl.reconciles() + env.wl.apps
+        logged = ctl.refreshes_logged() + env.wl.apps
         before, own_before, cpu0 = env.api.snapshot(), ctl.requests(), cpu_seconds(ctl.pid)
         ctl.push_webhook(env.repo.url, sha)
-        wall = ctl.wait_reconciles(target, timeout=600)
+        wall = ctl.wait_reconciles(target, timeout=600, logged=logged)
         cpu = cpu_seconds(ctl.pid) - cpu0
         time.sleep(0.5)  # let trailing writes of the cycle land before counting
         requests = request_summary(delta(before, env.api.snapshot()))
@@ -526,7 +560,7 @@ def _with_controller(env: Env, samples: int, polling_samples: int,
     try:
         started = time.monotonic()
         ctl.start()
-        ctl.wait_reconciles(env.wl.apps, timeout=1800)
+        ctl.wait_reconciles(env.wl.apps, timeout=1800, logged=env.wl.apps)
         out["controller_start_to_first_cycle_s"] = time.monotonic() - started
         out["noop_cycle"] = noop_cycles(env, ctl, samples=max(3, samples // 4))
         log(f"{env.wl.clusters}: no-op cycle {_brief(out['noop_cycle'])}")
@@ -546,7 +580,7 @@ def _with_controller(env: Env, samples: int, polling_samples: int,
     polling = Controller(env.cp.kubeconfig, env.repo.url, env.workdir, interval="5s")
     try:
         polling.start()
-        polling.wait_reconciles(env.wl.apps, timeout=1800)
+        polling.wait_reconciles(env.wl.apps, timeout=1800, logged=env.wl.apps)
         out["commit_to_applied_polling_5s"] = commit_to_applied(
             env, polling, polling_samples, webhook=False, offset=samples)
         log(f"{env.wl.clusters}: commit->applied (poll 5s) "

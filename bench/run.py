@@ -141,6 +141,8 @@ def main() -> None:
                         help="latency samples per figure (webhook, drift)")
     parser.add_argument("--polling-samples", type=int, default=8)
     parser.add_argument("--skip", choices=["diff", "controller"], action="append", default=[])
+    parser.add_argument("--reuse-diff", action="store_true",
+                        help="take the diff figures from results/diff.json instead of rerunning")
     parser.add_argument("--quick", action="store_true", help="100 RayClusters, few samples")
     parser.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = parser.parse_args()
@@ -158,7 +160,9 @@ def main() -> None:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    if "diff" not in args.skip:
+    if args.reuse_diff:
+        results["diff"] = json.loads((args.out.parent / "diff.json").read_text())
+    elif "diff" not in args.skip:
         results["diff"] = diff_throughput.run(
             sizes=sizes, apps=args.apps, rounds=None, kubectl_subset=20, profile=True,
             out=args.out.parent / "diff.json", log=log)
