@@ -1,0 +1,185 @@
+"""``gitops-ray diff`` / ``render`` / ``sync`` / ``status`` end to end: real git, real helm,
+real kubectl kustomize, real API server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from click.testing import CliRunner, Result
+
+from gitops_ray.cli import main
+from gitops_ray.kube import Kube
+from gitops_ray.localcluster import LocalControlPlane
+from tests.conftest import GitRepo
+from tests.samples import raycluster
+
+
+class Cli:
+    def __init__(self, cp: LocalControlPlane, namespace: str, tmp: Path, helm: Path) -> None:
+        self.kube_args = ["--kubeconfig", str(cp.kubeconfig), "--control-namespace", namespace]
+        self.base = [*self.kube_args, "--cache-dir", str(tmp / "cache"), "--helm", str(helm)]
+        self.namespace = namespace
+
+    def __call__(self, command: str, *args: str) -> Result:
+        base = self.kube_args if command in ("status", "wait") else self.base
+        if command == "render":
+            base = self.base[4:]
+        return CliRunner().invoke(main, [command, *base, *args], catch_exceptions=False)
+
+
+@pytest.fixture
+def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path,
+        helm_bin: Path) -> Cli:
+    return Cli(control_plane, namespace, tmp_path, helm_bin)
+
+
+def app_yaml(repo: GitRepo, name: str, namespace: str, path: str, **spec: object) -> dict:
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd"},
+            "spec": {"project": "default", "destination": {"namespace": namespace},
+                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"},
+                     **spec}}
+
+
+def autoscale(cp: LocalControlPlane, namespace: str, name: str, replicas: int) -> None:
+    requests.patch(f"{cp.url}/apis/ray.io/v1/namespaces/{namespace}/rayclusters/{name}",
+                   json=[{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas",
+                          "value": replicas}], timeout=10, verify=str(cp.workdir / "ca.crt"),
+                   headers={"Authorization": f"Bearer {cp.token}",
+                            "Content-Type": "application/json-patch+json"}).raise_for_status()
+
+
+def test_plain_app_diff_sync_and_autoscaler(cli: Cli, git_repo: GitRepo,
+                                            control_plane: LocalControlPlane) -> None:
+    git_repo.commit({"apps/ray.yaml": app_yaml(git_repo, "ray", cli.namespace, "ray"),
+                     "ray/rc.yaml": raycluster("plain")})
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    before = cli("diff", *args)
+    assert before.exit_code == 1, before.output
+    assert "+++ desired/ray.io/RayCluster:" in before.output
+    assert cli("sync", *args).exit_code == 0
+    assert cli("diff", *args).exit_code == 0
+    autoscale(control_plane, cli.namespace, "plain", 6)
+    quiet = cli("diff", *args)
+    assert quiet.exit_code == 0, quiet.output  # the autoscaler's replicas are not drift
+    strict = cli("diff", *args, "--no-builtin-rules")
+    assert strict.exit_code == 1
+    assert "replicas: 6" in strict.output or "replicas: 1" in strict.output
+    report = json.loads(cli("diff", *args, "--no-builtin-rules", "-o", "json").stdout)
+    assert report[0]["status"] == "OutOfSync"
+    status = cli("status", "-o", "json")
+    assert json.loads(status.stdout)[0]["sync"] == "Synced"
+
+
+def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:
+    chart = {"Chart.yaml": "apiVersion: v2\nname: ray\nversion: 0.1.0\n",
+             "values.yaml": "workers: 2\n",
+             "templates/rc.yaml": yaml.safe_dump(raycluster("{{ .Release.Name }}-rc")).replace(
+                 "replicas: 1", "replicas: {{ .Values.workers }}")}
+    files: dict[str, object] = {f"chart/{k}": v for k, v in chart.items()}
+    files["kust/kustomization.yaml"] = "resources: [cm.yaml]\nnamePrefix: k-\n"
+    files["kust/cm.yaml"] = {"apiVersion": "v1", "kind": "ConfigMap",
+                             "metadata": {"name": "cfg"}, "data": {"a": "1"}}
+    helm_app = app_yaml(git_repo, "helm-app", cli.namespace, "chart")
+    helm_app["spec"]["source"]["helm"] = {"releaseName": "hr"}
+    files["apps/helm.yaml"] = helm_app
+    files["apps/kust.yaml"] = app_yaml(git_repo, "kust-app", cli.namespace, "kust")
+    git_repo.commit(files)
+    rendered = list(yaml.safe_load_all(cli("render", "--repo", git_repo.url, "--apps", "apps",
+                                           "--app", "helm-app").stdout))
+    assert rendered[0]["metadata"]["name"] == "hr-rc"
+    assert rendered[0]["spec"]["workerGroupSpecs"][0]["replicas"] == 2
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    assert cli("sync", *args).exit_code == 0
+    assert cli("diff", *args).exit_code == 0
+    kube = Kube.connect(cli.base[1])
+    assert kube.get("v1", "ConfigMap", "k-cfg", cli.namespace) is not None
+    assert kube.get("ray.io/v1", "RayCluster", "hr-rc", cli.namespace) is not None
+
+
+def test_ignore_rules_from_the_application(cli: Cli, git_repo: GitRepo,
+                                           control_plane: LocalControlPlane) -> None:
+    rules = [{"group": "ray.*", "kind": "Ray*", "jqPathExpressions": [
+        ".spec.workerGroupSpecs[] | select(.groupName == \"cpu\") | .replicas"]},
+        {"group": "ray.io", "kind": "RayCluster", "jsonPointers": ["/spec/missing/path"]},
+        {"kind": "RayCluster", "jqPathExpressions": [".spec.rayVersion"]},  # core group only
+        {"group": "ray.io", "kind": "RayCluster", "jqPathExpressions": [".nope[]"]}]
+    rc = raycluster("rules", autoscaling=False)
+    git_repo.commit({"apps/a.yaml": app_yaml(git_repo, "rules", cli.namespace, "ray",
+                                             ignoreDifferences=rules),
+                     "ray/rc.yaml": rc})
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    assert cli("sync", *args).exit_code == 0
+    autoscale(control_plane, cli.namespace, "rules", 4)  # group "cpu" is index 0
+    result = cli("diff", *args)
+    assert result.exit_code == 0, result.output  # jq rule with glob group/kind matched
+    assert "Cannot iterate over null" in result.output or "skipped" in result.output
+    rc["spec"]["rayVersion"] = "2.53.0"
+    git_repo.commit({"ray/rc.yaml": rc})
+    changed = cli("diff", *args)
+    assert changed.exit_code == 1  # the core-group rule does not match ray.io
+    assert "rayVersion: 2.53.0" in changed.output
+
+
+def test_invalid_jq_expression_is_a_config_error(cli: Cli, git_repo: GitRepo) -> None:
+    git_repo.commit({"apps/a.yaml": app_yaml(
+        git_repo, "badjq", cli.namespace, "ray",
+        ignoreDifferences=[{"group": "ray.io", "kind": "RayCluster",
+                            "jqPathExpressions": [".spec.workerGroupSpecs[."]}]),
+        "ray/rc.yaml": raycluster("badjq")})
+    result = cli("diff", "--repo", git_repo.url, "--apps", "apps")
+    assert result.exit_code == 2
+    assert "badjq" in result.output and ".spec.workerGroupSpecs[." in result.output
+
+
+def test_malformed_yaml_and_symlink_escape(cli: Cli, git_repo: GitRepo) -> None:
+    git_repo.commit({"ray/rc.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"
+                                    "data: {a: [1,\n"})
+    result = cli("diff", "--repo", git_repo.url, "--path", "ray", "--dest-namespace",
+                 cli.namespace)
+    assert result.exit_code == 2
+    assert "ray/rc.yaml:6" in result.output and "invalid YAML" in result.output
+    os.symlink("/etc/hostname", git_repo.work / "ray" / "host.yaml")
+    git_repo.commit({"ray/rc.yaml": yaml.safe_dump(raycluster("ok"))})
+    result = cli("diff", "--repo", git_repo.url, "--path", "ray", "--dest-namespace",
+                 cli.namespace)
+    assert result.exit_code == 2
+    assert "host.yaml" in result.output and "outside" in result.output
+
+
+def test_unreachable_repo_and_api_server(cli: Cli, tmp_path: Path, git_repo: GitRepo) -> None:
+    result = cli("diff", "--repo", (tmp_path / "nope.git").as_uri(), "--path", ".")
+    assert result.exit_code == 2
+    assert "nope.git" in result.output
+    git_repo.commit({"ray/rc.yaml": raycluster("x")})
+    bad = tmp_path / "kubeconfig"
+    bad.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9",
+                                               "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    result = CliRunner().invoke(main, ["diff", "--kubeconfig", str(bad), "--repo",
+                                       git_repo.url, "--path", "ray"])
+    assert result.exit_code == 2
+    assert "unreachable" in result.output
+
+
+def test_the_installed_command(control_plane: LocalControlPlane, git_repo: GitRepo,
+                               namespace: str, tmp_path: Path) -> None:
+    git_repo.commit({"ray/rc.yaml": raycluster("bin")})
+    exe = Path(sys.executable).parent / "gitops-ray"
+    result = subprocess.run([str(exe), "diff", "--kubeconfig", str(control_plane.kubeconfig),
+                             "--repo", git_repo.url, "--path", "ray", "--dest-namespace",
+                             namespace, "--cache-dir", str(tmp_path / "c"),
+                             "--control-namespace", namespace], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("--- live/")
