@@ -64,7 +64,8 @@ def groups_by_name(obj: dict) -> dict[str, dict]:
 
 def test_git_edits_land_and_autoscaler_values_survive(
         env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
-    rc = raycluster("ray", groups=[worker_group("cpu", replicas=1), worker_group("gpu", replicas=0)])
+    rc = raycluster("ray", groups=[worker_group("cpu", replicas=1),
+                                   worker_group("gpu", replicas=0)])
     git_repo.commit({"manifests/rc.yaml": rc})
     app = env.app(git_repo)
     first = env.reconciler.sync(app)
