@@ -468,6 +468,53 @@ def noop_cycles(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
             "runs": runs}
 
 
+def profile_noop_cycle(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:
+    """Sample the controller with py-spy during one no-op cycle; where the time goes.
+
+    Optional (``--profile``): py-spy (PyPI) samples the running process from outside, all
+    threads on CPU, at 100 Hz; the collapsed stacks go to ``out`` and the top functions by
+    own and inclusive share of samples into the results.
+    """
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        return {"not_measured": "py-spy is not installed"}
+    sha = ConfigRepo._git(env.repo.work, "rev-parse", "HEAD")
+    target = ctl.reconciles() + env.wl.apps
+    logged = ctl.refreshes_logged() + env.wl.apps
+    argv = [spy, "record", "--pid", str(ctl.pid), "--rate", "100", "--format", "raw",
+            "--output", str(out), "--nonblocking"]
+    recorder = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    ctl.push_webhook(env.repo.url, sha)
+    wall = ctl.wait_reconciles(target, timeout=600, logged=logged)
+    recorder.send_signal(signal.SIGINT)
+    recorder.wait(60)
+    return {"wall_s": wall, "stacks": str(out), **_top_frames(out)}
+
+
+def _top_frames(path: Path, top: int = 20) -> dict[str, Any]:
+    own: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    total = 0
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            if not count.isdigit():
+                continue
+            frames = [f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].rstrip(")")
+                      for f in stack.split(";") if f]
+            if not frames:
+                continue
+            total += int(count)
+            own[frames[-1]] += int(count)
+            for frame in set(frames):
+                inclusive[frame] += int(count)
+    share = (lambda n: round(n / total, 3)) if total else (lambda n: 0.0)
+    return {"on_cpu_samples": total,
+            "top_own": [(f, share(n)) for f, n in own.most_common(top)],
+            "top_inclusive": [(f, share(n)) for f, n in inclusive.most_common(top)]}
+
+
 def commit_to_applied(env: Env, ctl: Controller, samples: int, *, webhook: bool,
                       offset: int) -> dict[str, Any]:
     """Figure 3: a one-line commit until the RayCluster in the cluster carries it."""
@@ -535,7 +582,7 @@ def environment(wl: Workload, workdir: Path) -> Iterator[Env]:
 
 
 def run_size(wl: Workload, *, samples: int, polling_samples: int,
-             log: Callable[[str], None]) -> dict[str, Any]:
+             log: Callable[[str], None], profile_dir: Path | None = None) -> dict[str, Any]:
     """All controller figures for one workload size."""
     out: dict[str, Any] = {"clusters": wl.clusters, "apps": wl.apps}
     with tempfile.TemporaryDirectory(prefix="gitops-ray-bench-") as tmp, \
@@ -549,12 +596,12 @@ def run_size(wl: Workload, *, samples: int, polling_samples: int,
                            "commit_to_applied_polling_5s", "drift_to_healed", "memory"):
                 out[figure] = {"not_measured": missing}
             return out
-        out.update(_with_controller(env, samples, polling_samples, log))
+        out.update(_with_controller(env, samples, polling_samples, log, profile_dir))
     return out
 
 
 def _with_controller(env: Env, samples: int, polling_samples: int,
-                     log: Callable[[str], None]) -> dict[str, Any]:
+                     log: Callable[[str], None], profile_dir: Path | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     ctl = Controller(env.cp.kubeconfig, env.repo.url, env.workdir, interval="0")
     try:
@@ -565,6 +612,9 @@ def _with_controller(env: Env, samples: int, polling_samples: int,
         out["noop_cycle"] = noop_cycles(env, ctl, samples=max(3, samples // 4))
         log(f"{env.wl.clusters}: no-op cycle {_brief(out['noop_cycle'])}")
         out["memory"] = memory_kib(ctl.pid)
+        if profile_dir is not None:
+            out["noop_cycle_profile"] = profile_noop_cycle(
+                env, ctl, profile_dir / f"controller-noop-{env.wl.clusters}.txt")
         out["commit_to_applied_webhook"] = commit_to_applied(env, ctl, samples, webhook=True,
                                                              offset=0)
         log(f"{env.wl.clusters}: commit->applied (webhook) "

@@ -143,6 +143,8 @@ def main() -> None:
     parser.add_argument("--skip", choices=["diff", "controller"], action="append", default=[])
     parser.add_argument("--reuse-diff", action="store_true",
                         help="take the diff figures from results/diff.json instead of rerunning")
+    parser.add_argument("--profile", action="store_true",
+                        help="also sample the controller with py-spy during a no-op cycle")
     parser.add_argument("--quick", action="store_true", help="100 RayClusters, few samples")
     parser.add_argument("--out", type=Path, default=RESULTS / "bench.json")
     args = parser.parse_args()
@@ -171,7 +173,8 @@ def main() -> None:
         for size in sizes:
             wl = Workload(size, min(args.apps, size))
             results["controller"].append(controller.run_size(
-                wl, samples=args.samples, polling_samples=args.polling_samples, log=log))
+                wl, samples=args.samples, polling_samples=args.polling_samples, log=log,
+                profile_dir=args.out.parent if args.profile else None))
             args.out.write_text(json.dumps(results, indent=2))
     results["targets"] = targets(results)
     results["duration_s"] = time.monotonic() - began
