@@ -9,10 +9,11 @@ from gitops_ray.source.git import (
     Checkout,
     GitSource,
     SourceAuthError,
+    SourceTimeout,
     UnknownRevision,
     UnreachableRemote,
     redact,
 )
 
-__all__ = ["Checkout", "Credentials", "GitSource", "SourceAuthError", "UnknownRevision",
-           "UnreachableRemote", "redact"]
+__all__ = ["Checkout", "Credentials", "GitSource", "SourceAuthError", "SourceTimeout",
+           "UnknownRevision", "UnreachableRemote", "redact"]

@@ -4,8 +4,11 @@ HTTPS tokens reach git through ``GIT_ASKPASS`` (a tiny script that echoes enviro
 variables of the git process), so they never appear in ``.git/config``, in ``ps`` output
 or in error messages that echo the remote URL. SSH keys are passed with
 ``GIT_SSH_COMMAND -i <file>``; a key given as text (e.g. from a Secret in an environment
-variable) is written once to a 0600 file in the cache. :class:`Credentials` hides its
-secrets from ``repr`` so printing settings cannot leak them.
+variable) is written once to a 0600 file in the cache. Host keys are always checked:
+against the given known-hosts file, or learnt on first use into the cache. Only git's
+standard protocols are allowed, so a repository URL from an Application cannot run a
+command through ``ext::``. :class:`Credentials` hides its secrets from ``repr`` so
+printing settings cannot leak them.
 """
 
 from __future__ import annotations
@@ -14,11 +17,14 @@ import hashlib
 import os
 import shlex
 import stat
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ENV_PREFIX = "GITOPS_RAY_GIT_"
+# git's own protocols only: no ext:: (runs commands), fd::, or remote helpers from PATH.
+ALLOWED_PROTOCOLS = "https:http:ssh:git:file"
 _ASKPASS = """#!/bin/sh
 case "$1" in
   Username*) printf '%s\\n' "$GITOPS_RAY_ASKPASS_USERNAME" ;;
@@ -43,7 +49,7 @@ class Credentials:
         env = os.environ if env is None else env
         values = {k: env.get(ENV_PREFIX + k) for k in
                   ("USERNAME", "TOKEN", "SSH_KEY", "SSH_KEY_FILE", "KNOWN_HOSTS")}
-        if not any(values[k] for k in ("TOKEN", "SSH_KEY", "SSH_KEY_FILE")):
+        if not any(values[k] for k in ("TOKEN", "SSH_KEY", "SSH_KEY_FILE", "KNOWN_HOSTS")):
             return None
         return cls(username=values["USERNAME"] or "git", token=values["TOKEN"],
                    ssh_key=values["SSH_KEY"], ssh_key_file=values["SSH_KEY_FILE"],
@@ -53,44 +59,58 @@ class Credentials:
 def git_env(credentials: Credentials | None, secrets_dir: Path) -> dict[str, str]:
     """Environment for one git process: never prompts, authenticates as given."""
     env = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
-           "GCM_INTERACTIVE": "never", "GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}
-    if credentials is None:
-        return env
-    if credentials.token:
+           "GCM_INTERACTIVE": "never", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS}
+    creds = credentials or Credentials()
+    secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if creds.token:
         env.update({"GIT_ASKPASS": str(_askpass(secrets_dir)),
-                    "GITOPS_RAY_ASKPASS_USERNAME": credentials.username,
-                    "GITOPS_RAY_ASKPASS_PASSWORD": credentials.token})
-    key_file = credentials.ssh_key_file or (
-        str(_key_file(secrets_dir, credentials.ssh_key)) if credentials.ssh_key else None)
-    if key_file:
-        env["GIT_SSH_COMMAND"] = ssh_command(key_file, credentials.known_hosts_file)
+                    "GITOPS_RAY_ASKPASS_USERNAME": creds.username,
+                    "GITOPS_RAY_ASKPASS_PASSWORD": creds.token})
+    key_file = creds.ssh_key_file or (
+        str(_key_file(secrets_dir, creds.ssh_key)) if creds.ssh_key else None)
+    env["GIT_SSH_COMMAND"] = ssh_command(key_file, creds.known_hosts_file,
+                                         learnt_hosts=secrets_dir / "known_hosts")
     return env
 
 
-def ssh_command(key_file: str, known_hosts: str | None) -> str:
-    """The ``GIT_SSH_COMMAND`` for a key file (host keys pinned when a file is given)."""
-    parts = ["ssh", "-i", key_file, "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"]
+def ssh_command(key_file: str | None, known_hosts: str | None, *,
+                learnt_hosts: Path) -> str:
+    """The ``GIT_SSH_COMMAND``: batch mode, only the given key, host keys checked.
+
+    With ``known_hosts`` the host must be listed there; without, its key is learnt on first
+    use into ``learnt_hosts`` (kept in the cache, never in the user's ``~/.ssh``) and
+    checked on every later connection.
+    """
+    parts = ["ssh", "-o", "BatchMode=yes"]
+    if key_file:
+        parts += ["-i", key_file, "-o", "IdentitiesOnly=yes"]
     if known_hosts:
         parts += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
     else:
-        parts += ["-o", "StrictHostKeyChecking=accept-new"]
+        parts += ["-o", f"UserKnownHostsFile={learnt_hosts}",
+                  "-o", "StrictHostKeyChecking=accept-new"]
     return shlex.join(parts)
 
 
 def _askpass(secrets_dir: Path) -> Path:
     path = secrets_dir / "askpass.sh"
     if not path.exists():
-        secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path.write_text(_ASKPASS)
-        path.chmod(stat.S_IRWXU)
+        _write_private(path, _ASKPASS, mode=stat.S_IRWXU)
     return path
 
 
 def _key_file(secrets_dir: Path, key: str) -> Path:
-    secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = secrets_dir / f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(key if key.endswith("\n") else key + "\n")
+        _write_private(path, key if key.endswith("\n") else key + "\n", mode=0o600)
     return path
+
+
+def _write_private(path: Path, text: str, *, mode: int) -> None:
+    """Write ``text`` readable by this user only, atomically (threads may race here)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)

@@ -1,11 +1,16 @@
 """Git: resolve a revision cheaply, fetch only what changed, hand out one tree per commit.
 
 The controller asks "what does ``main`` point to now?" for every app every few minutes.
-:meth:`GitSource.resolve` answers with one ``ls-remote`` (no objects are downloaded), and
+:meth:`GitSource.resolve` answers with one ``ls-remote`` limited to branches and tags (no
+objects are downloaded, and a forge's thousands of pull-request refs are not listed), and
 :meth:`GitSource.checkout` fetches into a bare mirror per repository URL only when the
 resolved commit is not there yet, then materialises that commit's tree once, read-only by
 convention, reused until evicted. A lock per URL lets many apps share one repository
 safely from many threads.
+
+Layout under ``cache_dir``: ``repos/<sha256(url)[:16]>/mirror.git`` (bare mirror) and
+``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (askpass helper,
+SSH keys given as text, known hosts learnt on first use; mode 0700).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import tarfile
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -32,9 +37,14 @@ from gitops_ray.source.auth import Credentials, git_env
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
 _AUTH_FAILED = ("authentication failed", "could not read username", "could not read password",
-                "permission denied (publickey", "http 401", "http 403",
-                "the requested url returned error: 401", "the requested url returned error: 403",
-                "invalid username or password")
+                "permission denied (publickey", "host key verification failed", "http 401",
+                "http 403", "the requested url returned error: 401",
+                "the requested url returned error: 403", "invalid username or password")
+_TIMED_OUT = ("timed out", "timeout")
+_KILLED = "Timeout: the command"  # GitPython's stderr when kill_after_timeout fired
+# Make `git archive` write the commit's files as committed: a repository's own
+# .gitattributes must not drop files (export-ignore) or rewrite them (export-subst).
+_ARCHIVE_ATTRIBUTES = "* -export-ignore -export-subst\n"
 KEEP_TREES = 16
 
 
@@ -46,8 +56,12 @@ class UnreachableRemote(SourceError):
     """The remote could not be reached or is not a git repository."""
 
 
+class SourceTimeout(UnreachableRemote):
+    """The remote did not answer within :attr:`GitSource.timeout` seconds."""
+
+
 class UnknownRevision(SourceError):
-    """The revision names no branch, tag or commit of the repository."""
+    """The revision names no branch, tag or commit of the repository (or is ambiguous)."""
 
 
 @dataclass(frozen=True)
@@ -74,8 +88,35 @@ def redact(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
+def match_ref(refs: Mapping[str, str], revision: str) -> str | None:
+    """The commit ``revision`` names among ``ls-remote`` refs (tags peeled), if any.
+
+    Order as in Argo CD: an exact ref name, then a branch, then a tag, then ``refs/<rev>``
+    (so ``pull/12/head`` works).
+    """
+    for candidate in (f"{revision}^{{}}", revision, f"refs/heads/{revision}",
+                      f"refs/tags/{revision}^{{}}", f"refs/tags/{revision}",
+                      f"refs/{revision}^{{}}", f"refs/{revision}"):
+        if candidate in refs:
+            return refs[candidate]
+    return None
+
+
+def parse_ls_remote(output: str) -> dict[str, str]:
+    """``{ref: sha}`` from ``git ls-remote`` output."""
+    refs: dict[str, str] = {}
+    for line in output.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref:
+            refs[ref.strip()] = sha.strip().lower()
+    return refs
+
+
 class GitSource:
-    """Bare mirrors and per-commit trees under ``cache_dir``."""
+    """Bare mirrors and per-commit trees under ``cache_dir``.
+
+    ``fetches`` counts the fetches made per repository URL (observability and tests).
+    """
 
     def __init__(self, cache_dir: Path, *, credentials: CredentialLookup | None = None,
                  timeout: float = 60.0) -> None:
@@ -89,17 +130,22 @@ class GitSource:
     # -- public ----------------------------------------------------------------------
 
     def resolve(self, repo_url: str, revision: str) -> str:
-        """The commit ``revision`` points to now (a full SHA), without downloading objects."""
+        """The commit ``revision`` points to now (a full SHA), without downloading objects.
+
+        A full SHA is returned as is; a short SHA is looked up in the local mirror
+        (fetching only if it is not there) and must be unambiguous.
+        """
         revision = revision.strip() or "HEAD"
         if _FULL_SHA.match(revision):
             return revision.lower()
-        refs = self._ls_remote(repo_url)
-        for candidate in (revision, f"refs/heads/{revision}", f"refs/tags/{revision}^{{}}",
-                          f"refs/tags/{revision}"):
-            if candidate in refs:
-                return refs[candidate]
-        if _SHORT_SHA.match(revision):
-            return self._resolve_short(repo_url, revision)
+        hexish = _SHORT_SHA.match(revision) is not None
+        sha = match_ref(self._ls_remote(repo_url, revision), revision)
+        if sha is None and not hexish and revision != "HEAD":
+            sha = match_ref(self._ls_remote(repo_url, None), revision)  # e.g. pull/7/head
+        if sha is not None:
+            return sha
+        if hexish:
+            return self._resolve_short(repo_url, revision.lower())
         raise UnknownRevision(f"revision {revision!r} not found in {redact(repo_url)}")
 
     def checkout(self, repo_url: str, revision: str) -> Checkout:
@@ -107,118 +153,165 @@ class GitSource:
         sha = self.resolve(repo_url, revision)
         with self._lock(repo_url):
             mirror = self._mirror(repo_url)
-            if not self._has_commit(mirror, sha):
+            if not _has_commit(mirror, sha):
                 self._fetch(repo_url, mirror, sha)
-            if not self._has_commit(mirror, sha):
-                raise UnknownRevision(f"commit {sha} not found in {redact(repo_url)}")
-            root = self._tree(mirror, sha)
+            if not _has_commit(mirror, sha):
+                raise UnknownRevision(f"commit {sha} (revision {revision!r}) not found in "
+                                      f"{redact(repo_url)}")
+            root = _tree(mirror, sha)
         return Checkout(repo_url, revision, sha, root)
 
-    # -- git plumbing ----------------------------------------------------------------
+    def repo_dir(self, repo_url: str) -> Path:
+        """Where the mirror and trees of ``repo_url`` live."""
+        return self.cache_dir / "repos" / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
 
-    def _dir(self, repo_url: str) -> Path:
-        return self.cache_dir / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
+    # -- git plumbing ----------------------------------------------------------------
 
     def _lock(self, repo_url: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(repo_url, threading.Lock())
 
     def _run(self, repo_url: str, args: list[str], cwd: Path | None = None) -> str:
-        env = git_env(self._credentials(repo_url), self.cache_dir / ".secrets")
+        """Run a git command that talks to ``repo_url``; failures become SourceErrors."""
+        credentials = self._credentials(repo_url)
+        env = git_env(credentials, self.cache_dir / ".secrets")
         try:
             out = git.Git(str(cwd) if cwd else None).execute(
                 ["git", *args], env=env, kill_after_timeout=self.timeout,
                 stdout_as_string=True)
         except git.GitCommandError as e:
-            raise _classify(repo_url, str(e.stderr or e)) from None
+            error = _classify(repo_url, str(e.stderr or e), args[0], self.timeout)
+            raise type(error)(_scrub(str(error), credentials)) from None
         return str(out)
 
-    def _ls_remote(self, repo_url: str) -> dict[str, str]:
-        refs: dict[str, str] = {}
-        for line in self._run(repo_url, ["ls-remote", "--", repo_url]).splitlines():
-            sha, _, ref = line.partition("\t")
-            refs[ref.strip()] = sha.strip()
-        return refs
+    def _ls_remote(self, repo_url: str, revision: str | None) -> dict[str, str]:
+        """Refs of the remote: HEAD alone, branches and tags, or (``None``) every ref."""
+        if revision == "HEAD":
+            args = ["ls-remote", "--", repo_url, "HEAD"]
+        elif revision is None:
+            args = ["ls-remote", "--", repo_url]
+        else:
+            args = ["ls-remote", "--heads", "--tags", "--", repo_url]
+        return parse_ls_remote(self._run(repo_url, args))
 
     def _mirror(self, repo_url: str) -> Path:
-        mirror = self._dir(repo_url) / "mirror.git"
+        mirror = self.repo_dir(repo_url) / "mirror.git"
         if not (mirror / "HEAD").exists():
             mirror.mkdir(parents=True, exist_ok=True)
             git.Repo.init(mirror, bare=True)
+        attributes = mirror / "info" / "attributes"
+        if not attributes.exists():
+            attributes.parent.mkdir(exist_ok=True)
+            attributes.write_text(_ARCHIVE_ATTRIBUTES)
         return mirror
 
-    def _has_commit(self, mirror: Path, sha: str) -> bool:
-        try:
-            git.Git(str(mirror)).execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"])
-        except git.GitCommandError:
-            return False
-        return True
-
     def _fetch(self, repo_url: str, mirror: Path, sha: str | None = None) -> None:
+        """Fetch all branches and tags (and ``sha`` itself if no ref reaches it)."""
         self.fetches[repo_url] += 1
         self._run(repo_url, ["fetch", "--quiet", "--prune", "--no-tags", "--", repo_url,
                              "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
                   cwd=mirror)
-        if sha and not self._has_commit(mirror, sha):
-            # A commit no branch or tag points to (servers may refuse this).
+        if sha and not _has_commit(mirror, sha):
+            # Servers may refuse to send a commit no ref reaches; then it is unknown.
             with contextlib.suppress(SourceError):
                 self._run(repo_url, ["fetch", "--quiet", "--", repo_url, sha], cwd=mirror)
 
     def _resolve_short(self, repo_url: str, prefix: str) -> str:
         with self._lock(repo_url):
             mirror = self._mirror(repo_url)
-            self._fetch(repo_url, mirror)
-            try:
-                out = git.Git(str(mirror)).execute(
-                    ["git", "rev-parse", "--verify", "--quiet", f"{prefix}^{{commit}}"],
-                    stdout_as_string=True)
-            except git.GitCommandError:
-                raise UnknownRevision(f"revision {prefix!r} not found in {redact(repo_url)} "
-                                      "(or the short SHA is ambiguous)") from None
-        return str(out).strip()
+            sha = _local_commit(mirror, prefix, repo_url)
+            if sha is None:
+                self._fetch(repo_url, mirror)
+                sha = _local_commit(mirror, prefix, repo_url)
+        if sha is None:
+            raise UnknownRevision(f"revision {prefix!r} not found in {redact(repo_url)}")
+        return sha
 
-    def _tree(self, mirror: Path, sha: str) -> Path:
-        trees = mirror.parent / "trees"
-        target = trees / sha
-        if target.exists():
-            os.utime(target)
-            return target
-        trees.mkdir(exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=trees) as tmp:
-            archive = Path(tmp) / "tree.tar"
-            with open(archive, "wb") as handle:
-                git.Git(str(mirror)).execute(["git", "archive", "--format=tar", sha],
-                                             output_stream=handle)
-            extracted = Path(tmp) / "tree"
-            with tarfile.open(archive) as tar:
-                tar.extractall(extracted, filter="tar")
-            os.rename(extracted, target)
-        self._evict(trees)
+
+def _has_commit(mirror: Path, sha: str) -> bool:
+    try:
+        git.Git(str(mirror)).execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"])
+    except git.GitCommandError:
+        return False
+    return True
+
+
+def _local_commit(mirror: Path, prefix: str, repo_url: str) -> str | None:
+    """The one local commit whose SHA starts with ``prefix``; None if there is none."""
+    try:
+        out = git.Git(str(mirror)).execute(
+            ["git", "rev-parse", "--verify", f"{prefix}^{{commit}}"],
+            stdout_as_string=True)
+    except git.GitCommandError as e:
+        if "ambiguous" in str(e.stderr):
+            raise UnknownRevision(f"short SHA {prefix!r} is ambiguous in {redact(repo_url)}; "
+                                  "use more characters") from None
+        return None
+    return str(out).strip()
+
+
+def _tree(mirror: Path, sha: str) -> Path:
+    """``trees/<sha>`` next to the mirror, extracted once with ``git archive``."""
+    trees = mirror.parent / "trees"
+    target = trees / sha
+    if target.exists():
+        os.utime(target)  # recently used: evicted last
         return target
+    trees.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=trees) as tmp:
+        archive = Path(tmp) / "tree.tar"
+        with open(archive, "wb") as handle:
+            git.Git(str(mirror)).execute(["git", "archive", "--format=tar", sha],
+                                         output_stream=handle)
+        extracted = Path(tmp) / "tree"
+        with tarfile.open(archive) as tar:
+            tar.extractall(extracted, filter="tar")  # keeps symlinks for safepath to judge
+        os.rename(extracted, target)
+    _evict(trees)
+    return target
 
-    def _evict(self, trees: Path) -> None:
-        entries = sorted((p for p in trees.iterdir() if p.is_dir() and _FULL_SHA.match(p.name)),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in entries[KEEP_TREES:]:
-            shutil.rmtree(old, ignore_errors=True)
+
+def _evict(trees: Path) -> None:
+    """Keep the :data:`KEEP_TREES` most recently used trees of a repository."""
+    entries = sorted((p for p in trees.iterdir() if p.is_dir() and _FULL_SHA.match(p.name)),
+                     key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[KEEP_TREES:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
-def _classify(repo_url: str, stderr: str) -> SourceError:
-    text = stderr.lower()
+def _classify(repo_url: str, stderr: str, command: str, timeout: float) -> SourceError:
+    """The SourceError subclass for git's stderr, quoting its most telling line (redacted)."""
     where = redact(repo_url)
-    detail = _last_line(stderr, repo_url)
-    if any(marker in text for marker in _AUTH_FAILED):
-        return SourceAuthError(f"authentication to {where} failed: {detail}")
-    if "timed out" in text or "timeout" in text:
-        return UnreachableRemote(f"{where} did not answer in time: {detail}")
-    return UnreachableRemote(f"cannot read repository {where}: {detail}")
+    if _KILLED in stderr:
+        return SourceTimeout(f"{where} did not answer within {timeout:g} s (git {command})")
+    lines = _stderr_lines(stderr, repo_url)
+    if auth := _first_with(lines, _AUTH_FAILED):
+        return SourceAuthError(f"authentication to {where} failed: {auth}")
+    if slow := _first_with(lines, _TIMED_OUT):
+        return SourceTimeout(f"{where} did not answer in time: {slow}")
+    telling = [ln for ln in lines if ln.startswith(("ssh:", "fatal:", "error:"))]
+    return UnreachableRemote(f"cannot read repository {where}: "
+                             f"{_bare((telling or lines or ['git failed'])[0])}")
 
 
-def _last_line(stderr: str, repo_url: str) -> str:
-    """The most telling line of git's stderr (its ``fatal:``/``error:`` line), redacted."""
-    lines = [re.sub(r"^(stderr:\s*)?'?", "", ln.strip()).rstrip("'")
-             for ln in stderr.replace(repo_url, redact(repo_url)).splitlines()
-             if ln.strip() and not ln.strip().startswith("cmdline:")]
-    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
-    text = (fatal or lines or ["git failed"])[0]
-    return re.sub(r"^(fatal|error):\s*", "", text)[:300]
+def _stderr_lines(stderr: str, repo_url: str) -> list[str]:
+    """Git's stderr lines (as GitPython quotes them), with the URL redacted."""
+    return [re.sub(r"^(stderr:\s*)?'?", "", ln.strip()).rstrip("'")
+            for ln in stderr.replace(repo_url, redact(repo_url)).splitlines()
+            if ln.strip() and not ln.strip().startswith("cmdline:")]
+
+
+def _first_with(lines: list[str], markers: tuple[str, ...]) -> str | None:
+    line = next((ln for ln in lines if any(m in ln.lower() for m in markers)), None)
+    return None if line is None else _bare(line)
+
+
+def _bare(line: str) -> str:
+    return re.sub(r"^(fatal|error|ssh):\s*", "", line)[:300]
+
+
+def _scrub(message: str, credentials: Credentials | None) -> str:
+    """``message`` with any secret of ``credentials`` masked (belt and braces)."""
+    if credentials is not None and credentials.token:
+        message = message.replace(credentials.token, "***")
+    return message

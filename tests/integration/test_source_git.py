@@ -1,26 +1,33 @@
-"""The source stage against real git: bare repos on disk, and smart HTTP with auth."""
+"""The source stage against real git: bare repos on disk, smart HTTP and SSH with auth."""
 
 from __future__ import annotations
 
 import os
-import shutil
+import socket
 import stat
+import subprocess
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from gitops_ray.errors import SourceError
-from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+from gitops_ray.safepath import check_no_escaping_symlinks
 from gitops_ray.source import (
     Credentials,
     GitSource,
     SourceAuthError,
+    SourceTimeout,
     UnknownRevision,
     UnreachableRemote,
 )
+from gitops_ray.source import git as source_git
 from gitops_ray.source.auth import git_env
 from tests.conftest import GitRepo
-from tests.gitserver import serve_git
+from tests.gitserver import serve_git, serve_git_ssh
 
 
 @pytest.fixture
@@ -28,33 +35,48 @@ def source(tmp_path: Path) -> GitSource:
     return GitSource(tmp_path / "cache", credentials=lambda _url: None)
 
 
-def test_resolves_branches_tags_shas_and_head(source: GitSource, git_repo: GitRepo) -> None:
+# -- revisions -------------------------------------------------------------------------
+
+
+def test_resolves_branches_tags_shas_head_and_other_refs(source: GitSource,
+                                                          git_repo: GitRepo) -> None:
     first = git_repo.commit({"a.yaml": "a: 1\n"})
     git_repo.git("tag", "light")
     git_repo.git("tag", "-a", "annotated", "-m", "release")
     git_repo.git("push", "-q", "origin", "light", "annotated")
     second = git_repo.commit({"a.yaml": "a: 2\n"}, branch="main")
-    git_repo.git("push", "-q", "origin", f"{first}:refs/heads/stable")
+    git_repo.git("push", "-q", "origin", f"{first}:refs/heads/stable",
+                 f"{first}:refs/pull/7/head")
     url = git_repo.url
     assert source.resolve(url, "main") == second
+    assert source.resolve(url, "refs/heads/main") == second
     assert source.resolve(url, "HEAD") == second
+    assert source.resolve(url, "") == second  # Argo CD: empty targetRevision means HEAD
     assert source.resolve(url, "stable") == first
     assert source.resolve(url, "light") == first
     assert source.resolve(url, "annotated") == first  # peeled to the commit
+    assert source.resolve(url, "refs/tags/annotated") == first
+    assert source.resolve(url, "pull/7/head") == first  # neither branch nor tag
     assert source.resolve(url, first) == first
+    assert source.resolve(url, first.upper()) == first
     assert source.resolve(url, first[:10]) == first
     checkout = source.checkout(url, "stable")
     assert (checkout.root / "a.yaml").read_text() == "a: 1\n"
-    assert checkout.sha == first
+    assert (checkout.sha, checkout.revision, checkout.repo_url) == (first, "stable", url)
 
 
 def test_fetches_only_when_the_commit_changed(source: GitSource, git_repo: GitRepo) -> None:
     git_repo.commit({"a.yaml": "a: 1\n"})
     url = git_repo.url
     first = source.checkout(url, "main")
+    assert first.root.parent.parent == source.repo_dir(url)
+    assert source.repo_dir(url).parent == source.cache_dir / "repos"
+    fetch_head = source.repo_dir(url) / "mirror.git" / "FETCH_HEAD"
+    stamp = fetch_head.stat().st_mtime_ns
     again = source.checkout(url, "main")
     assert again.root == first.root
     assert source.fetches[url] == 1
+    assert fetch_head.stat().st_mtime_ns == stamp  # git did not fetch either
     new = git_repo.commit({"a.yaml": "a: 2\n"})
     assert source.resolve(url, "main") == new
     assert source.fetches[url] == 1  # resolving is ls-remote only
@@ -64,19 +86,115 @@ def test_fetches_only_when_the_commit_changed(source: GitSource, git_repo: GitRe
     assert (first.root / "a.yaml").read_text() == "a: 1\n"  # old trees are immutable
 
 
-def test_unknown_revision(source: GitSource, git_repo: GitRepo) -> None:
+def test_short_sha_is_resolved_locally_once_known(source: GitSource, git_repo: GitRepo) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    url = git_repo.url
+    assert source.resolve(url, sha[:8]) == sha
+    assert source.fetches[url] == 1  # the mirror had to learn about it
+    assert source.resolve(url, sha[:8]) == sha
+    assert source.checkout(url, sha[:8]).sha == sha
+    assert source.fetches[url] == 1
+
+
+def test_ambiguous_short_sha_is_an_error(source: GitSource, git_repo: GitRepo) -> None:
+    shas = _many_commits(git_repo.bare, 1500)
+    prefixes = Counter(s[:4] for s in shas)
+    prefix = next(p for p, n in sorted(prefixes.items()) if n > 1)
+    with pytest.raises(UnknownRevision, match=f"short SHA '{prefix}' is ambiguous"):
+        source.resolve(git_repo.url, prefix)
+    one = next(s for s in shas if s.startswith(prefix))
+    assert source.resolve(git_repo.url, one[:12]) == one
+
+
+def test_unknown_revisions(source: GitSource, git_repo: GitRepo) -> None:
     git_repo.commit({"a.yaml": "a: 1\n"})
-    with pytest.raises(UnknownRevision, match="revision 'v9' not found"):
+    with pytest.raises(UnknownRevision, match=r"revision 'v9' not found in file://"):
         source.checkout(git_repo.url, "v9")
-    with pytest.raises(UnknownRevision):
+    with pytest.raises(UnknownRevision, match="revision 'abcdef1' not found"):
         source.checkout(git_repo.url, "abcdef1")
+    with pytest.raises(UnknownRevision, match=f"commit {'0' * 40} .* not found"):
+        source.checkout(git_repo.url, "0" * 40)
+
+
+# -- trees -----------------------------------------------------------------------------
+
+
+def test_tree_is_the_commit_as_committed(source: GitSource, git_repo: GitRepo) -> None:
+    # A repository's .gitattributes must not drop (export-ignore) or rewrite (export-subst)
+    # files when the tree is materialised: Argo CD checks out, it does not archive.
+    sha = git_repo.commit({".gitattributes": "dropped.yaml export-ignore\n"
+                                             "subst.yaml export-subst\n",
+                           "dropped.yaml": "a: 1\n", "subst.yaml": "v: $Format:%H$\n"})
+    root = source.checkout(git_repo.url, sha).root
+    assert (root / "dropped.yaml").read_text() == "a: 1\n"
+    assert (root / "subst.yaml").read_text() == "v: $Format:%H$\n"
+
+
+def test_committed_symlinks_are_kept_for_path_checks(source: GitSource, git_repo: GitRepo,
+                                                     tmp_path: Path) -> None:
+    git_repo.write({"apps/ray.yaml": "kind: RayCluster\n"})
+    os.symlink("ray.yaml", git_repo.work / "apps" / "inner.yaml")
+    git_repo.commit({})
+    root = source.checkout(git_repo.url, "main").root
+    assert (root / "apps" / "inner.yaml").read_text() == "kind: RayCluster\n"
+    check_no_escaping_symlinks(root, root)
+    os.symlink("/etc/passwd", git_repo.work / "apps" / "passwd.yaml")
+    git_repo.commit({})
+    root = source.checkout(git_repo.url, "main").root
+    assert (root / "apps" / "passwd.yaml").is_symlink()
+    with pytest.raises(SourceError, match=r"symlink 'apps/passwd\.yaml' points outside"):
+        check_no_escaping_symlinks(root, root)
+
+
+def test_old_trees_are_evicted(source: GitSource, git_repo: GitRepo,
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(source_git, "KEEP_TREES", 2)
+    roots = [source.checkout(git_repo.url, git_repo.commit({"a": str(i)})).root
+             for i in range(3)]
+    assert [r.exists() for r in roots] == [False, True, True]
+
+
+def test_concurrent_checkouts_share_one_fetch(source: GitSource, git_repo: GitRepo) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    with ThreadPoolExecutor(8) as pool:
+        checkouts = list(pool.map(lambda _: source.checkout(git_repo.url, "main"), range(16)))
+    assert {c.sha for c in checkouts} == {sha}
+    assert len({c.root for c in checkouts}) == 1
+    assert source.fetches[git_repo.url] == 1
+
+
+# -- remotes that fail -----------------------------------------------------------------
 
 
 def test_unreachable_remotes(source: GitSource, tmp_path: Path) -> None:
     with pytest.raises(UnreachableRemote, match="does not appear to be a git repository"):
         source.resolve((tmp_path / "missing.git").as_uri(), "main")
-    with pytest.raises(UnreachableRemote, match=r"127\.0\.0\.1"):
-        source.resolve("http://127.0.0.1:9/repo.git", "main")
+    with pytest.raises(UnreachableRemote, match=r"cannot read repository http://127\.0\.0\.1"):
+        source.resolve(f"http://127.0.0.1:{_closed_port()}/repo.git", "main")
+
+
+def test_userinfo_in_the_url_is_redacted(source: GitSource) -> None:
+    port = _closed_port()
+    with pytest.raises(UnreachableRemote) as err:
+        source.resolve(f"http://ci:pa55word@127.0.0.1:{port}/repo.git", "main")
+    assert "pa55word" not in str(err.value)
+    assert f"http://127.0.0.1:{port}/repo.git" in str(err.value)
+
+
+def test_a_remote_that_never_answers_times_out(tmp_path: Path) -> None:
+    source = GitSource(tmp_path / "cache", credentials=lambda _u: None, timeout=1)
+    with _silent_server() as port, pytest.raises(SourceTimeout, match="did not answer"):
+        source.resolve(f"http://127.0.0.1:{port}/repo.git", "main")
+
+
+def test_command_running_transports_are_refused(source: GitSource, tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    with pytest.raises(UnreachableRemote, match="transport 'ext' not allowed"):
+        source.resolve(f"ext::sh -c touch% {marker}", "main")
+    assert not marker.exists()
+
+
+# -- HTTPS token -----------------------------------------------------------------------
 
 
 def test_https_token_auth_over_smart_http(git_repo: GitRepo, tmp_path: Path) -> None:
@@ -89,50 +207,135 @@ def test_https_token_auth_over_smart_http(git_repo: GitRepo, tmp_path: Path) -> 
         assert good.checkout(url, "main").sha == sha
         for creds in (Credentials(username="ci", token="wrong"), None):
             bad = GitSource(tmp_path / "bad", credentials=lambda _u, c=creds: c)
-            with pytest.raises(SourceAuthError) as err:
+            with pytest.raises(SourceAuthError, match="authentication to http://127") as err:
                 bad.resolve(url, "main")
             assert token not in str(err.value)
             assert "wrong" not in str(err.value)
-    # The token is stored nowhere on disk (not in the mirror's config, not in a URL).
-    for path in (tmp_path / "good").rglob("*"):
-        if path.is_file() and path.stat().st_size < 1_000_000:
-            assert token.encode() not in path.read_bytes(), path
+    _assert_not_on_disk(tmp_path / "good", token)
 
 
-def test_credentials_never_show_in_repr_and_keys_are_private(tmp_path: Path) -> None:
+# -- SSH key ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ssh_key(tmp_path: Path) -> Path:
+    pytest.importorskip("paramiko")
+    return _keygen(tmp_path / "id_ed25519")
+
+
+def test_ssh_key_file_auth(git_repo: GitRepo, tmp_path: Path, ssh_key: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    with serve_git_ssh(git_repo.bare.parent, authorized_key=_pub(ssh_key)) as server:
+        known = tmp_path / "known_hosts"
+        known.write_text(server.known_hosts_line)
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: Credentials(
+            ssh_key_file=str(ssh_key), known_hosts_file=str(known)))
+        url = server.url(git_repo.bare.name)
+        assert source.resolve(url, "main") == sha
+        assert (source.checkout(url, "main").root / "a.yaml").read_text() == "a: 1\n"
+
+
+def test_ssh_key_from_text_learns_the_host_key(git_repo: GitRepo, tmp_path: Path,
+                                               ssh_key: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    key_text = ssh_key.read_text()
+    with serve_git_ssh(git_repo.bare.parent, authorized_key=_pub(ssh_key)) as server:
+        source = GitSource(tmp_path / "cache",
+                           credentials=lambda _u: Credentials(ssh_key=key_text))
+        assert source.checkout(server.url(git_repo.bare.name), "main").sha == sha
+        learnt = (tmp_path / "cache" / ".secrets" / "known_hosts").read_text()
+        assert server.known_hosts_line.split()[2] in learnt
+    secrets = tmp_path / "cache" / ".secrets"
+    assert stat.S_IMODE(secrets.stat().st_mode) == 0o700
+    keys = list(secrets.glob("key-*"))
+    assert len(keys) == 1 and stat.S_IMODE(keys[0].stat().st_mode) == 0o600
+
+
+def test_ssh_wrong_key_is_an_auth_error(git_repo: GitRepo, tmp_path: Path,
+                                        ssh_key: Path) -> None:
+    git_repo.commit({"a.yaml": "a: 1\n"})
+    other = _keygen(tmp_path / "other")
+    with serve_git_ssh(git_repo.bare.parent, authorized_key=_pub(ssh_key)) as server:
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: Credentials(
+            ssh_key=other.read_text()))
+        with pytest.raises(SourceAuthError, match=r"Permission denied \(publickey\)") as err:
+            source.resolve(server.url(git_repo.bare.name), "main")
+    assert "PRIVATE KEY" not in str(err.value)
+
+
+def test_ssh_unknown_host_key_is_refused(git_repo: GitRepo, tmp_path: Path,
+                                         ssh_key: Path) -> None:
+    git_repo.commit({"a.yaml": "a: 1\n"})
+    with serve_git_ssh(git_repo.bare.parent, authorized_key=_pub(ssh_key)) as server:
+        pinned = tmp_path / "known_hosts"
+        pinned.write_text(f"[127.0.0.1]:{server.port} {_pub(_keygen(tmp_path / 'imposter'))}")
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: Credentials(
+            ssh_key_file=str(ssh_key), known_hosts_file=str(pinned)))
+        with pytest.raises(SourceAuthError, match="Host key verification failed"):
+            source.resolve(server.url(git_repo.bare.name), "main")
+
+
+def test_credentials_never_show_in_repr_or_commands(tmp_path: Path) -> None:
     creds = Credentials(token="tok-123", ssh_key="-----BEGIN KEY-----\nabc\n")
     assert "tok-123" not in repr(creds) and "abc" not in repr(creds)
     env = git_env(creds, tmp_path / "secrets")
-    key_file = Path(env["GIT_SSH_COMMAND"].split()[2])
-    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert "IdentitiesOnly=yes" in env["GIT_SSH_COMMAND"]
-    assert "tok-123" not in env["GIT_SSH_COMMAND"]
+    assert "tok-123" not in env["GIT_SSH_COMMAND"] and "abc" not in env["GIT_SSH_COMMAND"]
+    assert "tok-123" not in (tmp_path / "secrets" / "askpass.sh").read_text()
+    pinned = git_env(Credentials(known_hosts_file="/kh"), tmp_path / "secrets")
+    assert "UserKnownHostsFile=/kh" in pinned["GIT_SSH_COMMAND"]
+    assert "StrictHostKeyChecking=yes" in pinned["GIT_SSH_COMMAND"]
     assert Credentials.from_env({"GITOPS_RAY_GIT_TOKEN": "t"}) == Credentials(token="t")
+    assert Credentials.from_env({"GITOPS_RAY_GIT_SSH_KEY_FILE": "/k"}) == Credentials(
+        ssh_key_file="/k")
+    assert Credentials.from_env({"GITOPS_RAY_GIT_KNOWN_HOSTS": "/kh"}) == Credentials(
+        known_hosts_file="/kh")
     assert Credentials.from_env({}) is None
 
 
-@pytest.mark.skipif(shutil.which("sshd") is None, reason="needs openssh-server (sshd)")
-def test_ssh_key_auth_is_configured(tmp_path: Path) -> None:  # pragma: no cover - env
-    env = git_env(Credentials(ssh_key_file="/k"), tmp_path)
-    assert env["GIT_SSH_COMMAND"].startswith("ssh -i /k")
+# -- helpers ---------------------------------------------------------------------------
 
 
-def test_paths_cannot_escape_the_repository(tmp_path: Path) -> None:
-    root = tmp_path / "repo"
-    (root / "apps").mkdir(parents=True)
-    (root / "apps" / "ok.yaml").write_text("a: 1")
-    os.symlink("ok.yaml", root / "apps" / "inner-link.yaml")
-    os.symlink("/etc/passwd", root / "apps" / "passwd.yaml")
-    (tmp_path / "outside").mkdir()
-    os.symlink(tmp_path / "outside", root / "outdir")
-    assert safe_path(root, "apps") == (root / "apps").resolve()
-    with pytest.raises(SourceError, match="escapes the repository"):
-        safe_path(root, "../outside")
-    with pytest.raises(SourceError, match="absolute"):
-        safe_path(root, "/etc")
-    with pytest.raises(SourceError, match="symlink that points outside"):
-        safe_path(root, "outdir")
-    with pytest.raises(SourceError, match=r"symlink 'apps/passwd\.yaml' points outside"):
-        check_no_escaping_symlinks(root, root / "apps")
-    os.unlink(root / "apps" / "passwd.yaml")
-    check_no_escaping_symlinks(root, root / "apps")  # a link inside the repo is fine
+def _many_commits(bare: Path, count: int) -> list[str]:
+    """``count`` commits on branch ``many`` via fast-import (deterministic SHAs)."""
+    stream = []
+    for i in range(count):
+        message = f"commit {i}\n"
+        parent = f"from :{i}\n" if i else ""
+        stream.append(f"commit refs/heads/many\nmark :{i + 1}\n"
+                      f"committer t <t@example.com> {1_700_000_000 + i} +0000\n"
+                      f"data {len(message)}\n{message}{parent}\n")
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=bare, check=True,
+                   input="".join(stream).encode())
+    return subprocess.run(["git", "rev-list", "many"], cwd=bare, check=True,
+                          capture_output=True, text=True).stdout.split()
+
+
+def _keygen(path: Path) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test", "-f",
+                    str(path)], check=True)
+    return path
+
+
+def _pub(key: Path) -> str:
+    return key.with_suffix(".pub").read_text()
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _silent_server() -> Iterator[int]:
+    """A TCP listener on 127.0.0.1 that accepts connections and never says a word."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield int(listener.getsockname()[1])  # the kernel completes handshakes (backlog)
+
+
+def _assert_not_on_disk(directory: Path, secret: str) -> None:
+    for path in directory.rglob("*"):
+        if path.is_file() and path.stat().st_size < 1_000_000:
+            assert secret.encode() not in path.read_bytes(), path
+
