@@ -1,4 +1,5 @@
 # The two commands a user needs: `make demo` (try it) and `make test` (run the tests).
+# `make bench` runs the benchmarks (bench/README.md).
 # Everything they need is installed here: Python deps into .venv, and kube-apiserver,
 # etcd, kube-controller-manager and helm built from the Go module proxy into
 # ~/.cache/gitops-ray (first run only).
@@ -29,6 +30,12 @@ test: lint tools
 
 dev-cluster: tools
 	$(PY) -m gitops_ray.localcluster
+
+demo: tools
+	$(PY) examples/demo.py
+
+bench: tools
+	$(PY) -m bench.run
 
 clean:
 	rm -rf $(VENV)
