@@ -85,7 +85,7 @@ def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
     """Resolve the app options into applications (see module docstring)."""
     local: Path | None = opts.get("local_dir")
     if local is not None:
-        root = repo_root_of(local)
+        root = repo_root_of(local, opts.get("source_path"))
         app = application_from_flags(
             name=opts.get("app_name") or local.resolve().name, repo_url=str(root),
             revision="local", path=str(local.resolve().relative_to(root)) or ".",
@@ -110,12 +110,18 @@ def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
     return Selection(chosen, revision=opts.get("revision"))
 
 
-def repo_root_of(directory: Path) -> Path:
+def repo_root_of(directory: Path, source_path: str | None = None) -> Path:
     """The repository root of ``directory``.
 
-    That is the nearest ancestor holding ``.git``, else the outermost one holding
-    ``.gitops-ray/`` (an app may override that config), else the directory itself.
+    ``source_path`` (Argo CD's ``ARGOCD_APP_SOURCE_PATH``, the app's path in the repo)
+    decides when given; else the nearest ancestor holding ``.git``, else the outermost one
+    holding ``.gitops-ray/`` (an app may override that config), else the directory itself.
     """
+    if source_path and source_path.strip("/") not in ("", "."):
+        depth = len(Path(source_path.strip("/")).parts)
+        resolved = directory.resolve()
+        if resolved.parts[-depth:] == Path(source_path.strip("/")).parts:
+            return resolved.parents[depth - 1]
     start = directory.resolve()
     chain = (start, *start.parents)
     for candidate in chain:

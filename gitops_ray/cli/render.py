@@ -2,7 +2,8 @@
 
 Needs no cluster, so it doubles as an Argo CD Config Management Plugin ``generate``
 command: run in the app's directory with ``--local .``, it prints the manifests Argo CD
-should apply (``ARGOCD_APP_NAME`` and ``ARGOCD_APP_NAMESPACE`` fill name and namespace).
+should apply (``ARGOCD_APP_NAME`` and ``ARGOCD_APP_NAMESPACE`` fill name and namespace,
+``ARGOCD_APP_SOURCE_PATH`` locates the repository root for ``.gitops-ray/``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def render_command(**opts: Any) -> None:
     """Print the rendered manifests of the selected apps as a YAML stream."""
     if opts.get("local_dir") is not None:
         opts["app_name"] = opts.get("app_name") or os.environ.get("ARGOCD_APP_NAME")
+        opts["source_path"] = os.environ.get("ARGOCD_APP_SOURCE_PATH")
         if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
             opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
     source = GitSource(opts.get("cache_dir") or DEFAULT_CACHE)
