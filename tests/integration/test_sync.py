@@ -205,3 +205,6 @@ def test_status_is_persisted(env: Env, git_repo: GitRepo) -> None:
     assert record.status["revision"] == outcome.before.revision
     assert record.status["history"][0]["phase"] == "Succeeded"
     assert [e.name for e in record.inventory] == ["st"]
+    events, _ = env.kube.list("v1", "Event", env.namespace)
+    reasons = {(e["involvedObject"]["name"], e["reason"]) for e in events}
+    assert ("st", "ResourceCreated") in reasons
