@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gitops_ray.diff import managed, pointers
-from gitops_ray.diff.globs import GlobError, compile_glob
 from gitops_ray.diff.jqrule import (
     JqExpression,
     JqSkip,
@@ -36,6 +35,7 @@ from gitops_ray.diff.jqrule import (
 from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
 from gitops_ray.diff.ray import BUILTIN_RULES
 from gitops_ray.errors import ConfigError
+from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.types import Manifest, ResourceKey
 
 RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpressions",

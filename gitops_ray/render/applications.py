@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.render.apps import (
     Application,
     AppSource,
@@ -40,7 +41,6 @@ from gitops_ray.render.apps import (
     SyncPolicy,
 )
 from gitops_ray.render.documents import Doc
-from gitops_ray.render.globs import GlobError, compile_glob
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 

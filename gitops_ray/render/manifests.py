@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gitops_ray.errors import RenderError
+from gitops_ray.globs import glob_matches
 from gitops_ray.render.apps import DirectorySource
 from gitops_ray.render.documents import (
     Doc,
@@ -34,7 +35,6 @@ from gitops_ray.render.documents import (
     parse_yaml,
     read_text,
 )
-from gitops_ray.render.globs import glob_matches
 
 # stdlib logging, not structlog: unconfigured, it writes warnings to stderr and drops info,
 # so `gitops-ray render` (an Argo CD plugin) never gets log lines in its YAML on stdout.

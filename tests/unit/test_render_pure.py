@@ -7,9 +7,9 @@ import json
 import pytest
 
 from gitops_ray.errors import RenderError
+from gitops_ray.globs import GlobError, compile_glob, glob_matches
 from gitops_ray.render.apps import HelmSource
 from gitops_ray.render.documents import parse_json, parse_yaml, to_manifests
-from gitops_ray.render.globs import GlobError, compile_glob, glob_matches
 from gitops_ray.render.helm import HelmRun, escape_set_value, template_args
 from gitops_ray.render.scope import apply_default_namespace
 from tests.samples import raycluster

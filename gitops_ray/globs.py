@@ -1,11 +1,14 @@
-"""Glob patterns for the ``group`` and ``kind`` of an ignore rule, as Argo CD matches them.
+"""Glob patterns as Argo CD matches them (``github.com/gobwas/glob``, no separators).
 
-Argo CD matches these two fields with ``github.com/gobwas/glob`` compiled without
-separators, so ``*`` also matches ``.`` and the empty string (``group: "*"`` matches the
-core group too). The syntax is gobwas's: ``*``, ``?``, ``[a-z]``, ``[!a-z]``,
-``{alt1,alt2}`` and backslash escapes; matching is case-sensitive. Argo logs and treats an
-invalid pattern as "no match"; we report it at load instead, because a rule that can
-never match is a mistake the user wants to hear about.
+Two stages use them: ``diff`` for the ``group``/``kind`` of ignore rules, ``render`` for
+``directory.include``/``exclude`` (matched on the path relative to the app directory).
+Both stay independent of each other, so the one implementation lives here. Compiled
+without separators, ``*`` also matches ``.``, ``/`` and the empty string (``group: "*"``
+matches the core group too; ``*.yaml`` matches ``sub/x.yaml``). The syntax is gobwas's:
+``*``, ``?``, ``[a-z]``, ``[!a-z]``, ``{alt1,alt2}`` and backslash escapes; matching is
+case-sensitive. Argo logs and treats an invalid pattern as "no match"; we report it at
+load instead, because a pattern that can never match is a mistake the user wants to hear
+about.
 """
 
 from __future__ import annotations
@@ -26,8 +29,16 @@ def compile_glob(pattern: str) -> Callable[[str], bool]:
     """A matcher for ``pattern``; literal patterns compare by equality."""
     if not _SPECIAL.intersection(pattern):
         return pattern.__eq__
-    regex = re.compile(_translate(pattern, 0, in_terms=False)[0], re.DOTALL)
+    try:
+        regex = re.compile(_translate(pattern, 0, in_terms=False)[0], re.DOTALL)
+    except re.error as e:  # e.g. a reversed range such as [z-a]
+        raise GlobError(f"glob {pattern!r}: {e}") from e
     return lambda text: regex.fullmatch(text) is not None
+
+
+def glob_matches(pattern: str, text: str) -> bool:
+    """Whether the whole of ``text`` matches ``pattern``."""
+    return compile_glob(pattern)(text)
 
 
 def _translate(pattern: str, pos: int, *, in_terms: bool) -> tuple[str, int]:
