@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.diff import AppDiff, RuleSet, compare, compile_rules
+from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess
 from gitops_ray.kube import Kube, KubeError, UnknownKind
@@ -81,6 +81,8 @@ class Pipeline:
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, tuple[str, list[Manifest]]] = {}
         self._predictions: dict[ResourceKey, tuple[tuple[str, str], Manifest]] = {}
+        self._tracked: dict[str, tuple[tuple[str, bytes], list[Manifest]]] = {}
+        self._diffs: dict[ResourceKey, tuple[tuple[object, str], ResourceDiff]] = {}
         self._lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------
@@ -122,7 +124,8 @@ class Pipeline:
                 local: Path | None = None) -> Comparison:
         """Render and diff one app against the cluster."""
         sha, rendered = self.render(app, revision=revision, local=local)
-        desired = [with_tracking(app.name, o) for o in rendered]
+        memo = None if local is not None else (sha, hashlib.sha256(repr(app).encode()).digest())
+        desired = self._desired(app, rendered, memo)
         rules = self.rules(app)
         diffs, live_by_key = [], {}
         for obj in desired:
@@ -130,8 +133,7 @@ class Pipeline:
             live = self._live_of(obj)
             if live is not None:
                 live_by_key[key] = live
-            predicted = self._predict(obj, live, rules) if live is not None else None
-            diffs.append(compare(desired=obj, predicted=predicted, live=live, rules=rules))
+            diffs.append(self._diff(key, obj, live, rules, memo))
         for live in self._extraneous(app, {ResourceKey.of(o) for o in desired}):
             live_by_key[ResourceKey.of(live)] = live
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
@@ -139,6 +141,37 @@ class Pipeline:
         health = aggregate(assess(live_by_key.get(ResourceKey.of(o))) for o in desired)
         return Comparison(app, sha, desired, app_diff, live_by_key, health,
                           list(app.warnings) + list(app_diff.warnings))
+
+    def _desired(self, app: Application, rendered: list[Manifest],
+                 memo: tuple[str, bytes] | None) -> list[Manifest]:
+        """Git's objects with our tracking id (cached with the render they come from)."""
+        with self._lock:
+            hit = self._tracked.get(app.name)
+        if memo is not None and hit is not None and hit[0] == memo:
+            return hit[1]
+        desired = [with_tracking(app.name, o) for o in rendered]
+        if memo is not None:
+            with self._lock:
+                self._tracked[app.name] = (memo, desired)
+        return desired
+
+    def _diff(self, key: ResourceKey, obj: Manifest, live: Manifest | None, rules: RuleSet,
+              memo: tuple[str, bytes] | None) -> ResourceDiff:
+        """Diff one object; reused while the commit, the app and the live version stay put.
+
+        That is what makes a no-op refresh cheap: no dry run, no normalisation, no diff.
+        """
+        version = (memo, str((live or {}).get("metadata", {}).get("resourceVersion", "")))
+        with self._lock:
+            hit = self._diffs.get(key)
+        if memo is not None and hit is not None and hit[0] == version:
+            return hit[1]
+        predicted = self._predict(obj, live, rules) if live is not None else None
+        result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+        if memo is not None:
+            with self._lock:
+                self._diffs[key] = (version, result)
+        return result
 
     # -- cluster reads ---------------------------------------------------------------
 

@@ -16,6 +16,9 @@ How it stays correct:
   holds what we manage, not every ConfigMap in the cluster. A miss falls back to a GET:
   that covers objects that exist but are not labelled yet (adopted on first sync) and
   objects that do not exist (they are OutOfSync anyway);
+* objects are handed out without copying (copying every RayCluster on every refresh
+  was most of a no-op cycle's cost); the pipeline and the syncer never modify live
+  objects, and a watch event replaces an object rather than changing it in place;
 * :meth:`LiveCache.fresh` makes lookups in the calling thread bypass the cache. A sync
   reads and re-compares through it, so the status written right after a sync reflects
   the objects just written, not a watch event that has not arrived yet.
@@ -24,7 +27,6 @@ How it stays correct:
 from __future__ import annotations
 
 import contextlib
-import copy
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -68,9 +70,9 @@ class KindWatch:
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Manifest | None:
+        """The cached object itself, not a copy: callers must treat it as read-only."""
         with self._lock:
-            obj = self._objects.get((namespace, name))
-        return copy.deepcopy(obj) if obj is not None else None
+            return self._objects.get((namespace, name))
 
     def __len__(self) -> int:
         return len(self._objects)
