@@ -49,7 +49,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.machine import summary
+from bench.machine import code_revision, summary
 from bench.workload import EDIT_MANAGER, RAY_VERSION, Workload, one_line_change, repo_files
 
 CONTROL_NAMESPACE = "gitops-ray"
@@ -468,6 +468,25 @@ def noop_cycles(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
             "runs": runs}
 
 
+def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(spy).exists():
+        return None
+    argv = [spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
+            "--output", str(out), "--nonblocking"]
+    recorder = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)
+    return recorder
+
+
+def _stop(recorder: subprocess.Popen[bytes]) -> None:
+    recorder.send_signal(signal.SIGINT)
+    try:
+        recorder.wait(60)
+    except subprocess.TimeoutExpired:
+        recorder.kill()
+
+
 def profile_noop_cycle(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:
     """Sample the controller with py-spy during one no-op cycle; where the time goes.
 
@@ -475,21 +494,26 @@ def profile_noop_cycle(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:
     threads on CPU, at 100 Hz; the collapsed stacks go to ``out`` and the top functions by
     own and inclusive share of samples into the results.
     """
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-    if not Path(spy).exists():
-        return {"not_measured": "py-spy is not installed"}
     sha = ConfigRepo._git(env.repo.work, "rev-parse", "HEAD")
     target = ctl.reconciles() + env.wl.apps
     logged = ctl.refreshes_logged() + env.wl.apps
-    argv = [spy, "record", "--pid", str(ctl.pid), "--rate", "100", "--format", "raw",
-            "--output", str(out), "--nonblocking"]
-    recorder = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(1.0)
+    recorder = _py_spy(ctl.pid, out)
+    if recorder is None:
+        return {"not_measured": "py-spy is not installed"}
     ctl.push_webhook(env.repo.url, sha)
     wall = ctl.wait_reconciles(target, timeout=600, logged=logged)
-    recorder.send_signal(signal.SIGINT)
-    recorder.wait(60)
+    _stop(recorder)
     return {"wall_s": wall, "stacks": str(out), **_top_frames(out)}
+
+
+def profile_commit(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:
+    """The same during one commit -> applied (webhook)."""
+    recorder = _py_spy(ctl.pid, out)
+    if recorder is None:
+        return {"not_measured": "py-spy is not installed"}
+    figure = commit_to_applied(env, ctl, 1, webhook=True, offset=env.wl.apps // 2)
+    _stop(recorder)
+    return {**figure, "stacks": str(out), **_top_frames(out)}
 
 
 def _top_frames(path: Path, top: int = 20) -> dict[str, Any]:
@@ -584,7 +608,9 @@ def environment(wl: Workload, workdir: Path) -> Iterator[Env]:
 def run_size(wl: Workload, *, samples: int, polling_samples: int,
              log: Callable[[str], None], profile_dir: Path | None = None) -> dict[str, Any]:
     """All controller figures for one workload size."""
-    out: dict[str, Any] = {"clusters": wl.clusters, "apps": wl.apps}
+    out: dict[str, Any] = {"clusters": wl.clusters, "apps": wl.apps,
+                           "load_average_at_start": list(os.getloadavg()),
+                           "code": code_revision()}
     with tempfile.TemporaryDirectory(prefix="gitops-ray-bench-") as tmp, \
             environment(wl, Path(tmp)) as env:
         missing = command_available("sync")
@@ -597,6 +623,7 @@ def run_size(wl: Workload, *, samples: int, polling_samples: int,
                 out[figure] = {"not_measured": missing}
             return out
         out.update(_with_controller(env, samples, polling_samples, log, profile_dir))
+        out["load_average_at_end"] = list(os.getloadavg())
     return out
 
 
@@ -615,6 +642,8 @@ def _with_controller(env: Env, samples: int, polling_samples: int,
         if profile_dir is not None:
             out["noop_cycle_profile"] = profile_noop_cycle(
                 env, ctl, profile_dir / f"controller-noop-{env.wl.clusters}.txt")
+            out["commit_profile"] = profile_commit(
+                env, ctl, profile_dir / f"controller-commit-{env.wl.clusters}.txt")
         out["commit_to_applied_webhook"] = commit_to_applied(env, ctl, samples, webhook=True,
                                                              offset=0)
         log(f"{env.wl.clusters}: commit->applied (webhook) "

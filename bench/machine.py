@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 
@@ -59,7 +60,21 @@ def machine_info() -> dict[str, Any]:
         "go": _tool_version(["go", "version"]),
         "kubectl": _tool_version(["kubectl", "version", "--client"]),
         "load_average_1_5_15m": list(os.getloadavg()),
+        "code": code_revision(),
     }
+
+
+def code_revision() -> dict[str, Any]:
+    """The commit measured, and whether gitops_ray/ had uncommitted changes (shared tree)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                             check=False)
+        return out.stdout.strip()
+
+    return {"commit": git("rev-parse", "HEAD"),
+            "gitops_ray_dirty": bool(git("status", "--porcelain", "--", "gitops_ray"))}
 
 
 def quantile(values: Sequence[float], q: float) -> float:
