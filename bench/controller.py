@@ -407,6 +407,14 @@ def head_image(obj: Manifest) -> str:
     return str(obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"])
 
 
+def _env_is(name: str, value: str) -> Callable[[Manifest], bool]:
+    return lambda obj: head_env(obj, name) == value
+
+
+def _image_is(image: str) -> Callable[[Manifest], bool]:
+    return lambda obj: head_image(obj) == image
+
+
 # -- the figures --------------------------------------------------------------------------
 
 
@@ -547,8 +555,7 @@ def commit_to_applied(env: Env, ctl: Controller, samples: int, *, webhook: bool,
         index = _spread(env.wl, k + offset)
         name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
         value = f"bench-{'w' if webhook else 'p'}-{k}-{secrets.token_hex(3)}"
-        watcher = Watcher(env.kube, ns, name, lambda o, v=value: head_env(
-            o, "CONFIG_REVISION") == v)
+        watcher = Watcher(env.kube, ns, name, _env_is("CONFIG_REVISION", value))
         sha = env.repo.change_one_line(index, value)
         t0 = time.monotonic()
         if webhook:
@@ -570,7 +577,7 @@ def drift_to_healed(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
         name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
         live = env.kube.get("ray.io/v1", "RayCluster", name, ns)
         original = head_image(live)
-        watcher = Watcher(env.kube, ns, name, lambda o, img=original: head_image(o) == img)
+        watcher = Watcher(env.kube, ns, name, _image_is(original))
         env.kube.patch("ray.io/v1", "RayCluster", name, ns, [
             {"op": "replace", "path": "/spec/headGroupSpec/template/spec/containers/0/image",
              "value": f"rayproject/ray:{RAY_VERSION}-drift-{k}"}],

@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def _fmt(figure: dict[str, Any] | None, key: str, unit: str = "s") -> str:
     return "-"
 
 
-_FIGURES = [
+_FIGURES: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("1 cold sync wall", lambda c: _fmt(c.get("cold_sync"), "wall_s")),
     ("1 cold sync API requests", lambda c: str(
         (c.get("cold_sync") or {}).get("api_requests", {}).get("total", "-"))),
