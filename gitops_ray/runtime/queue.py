@@ -14,15 +14,16 @@ same time. So:
   never refreshed twice at once: a request for an app that is running is remembered and
   runs once more right after (so no trigger is lost), and requests for an app already
   waiting are merged. A slow or failing app occupies one worker; the others go on.
+  Urgent requests are served first.
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import structlog
@@ -98,73 +99,106 @@ class Timers:
                 self._fire(key)
 
 
+URGENT, NORMAL = 0, 1
+
+
 @dataclass
 class _Slot:
     reason: str
+    priority: int
     running: bool = False
-    again: str = ""  # reason of a request that arrived while running
+    again: tuple[str, int] | None = None  # a request that arrived while running
 
 
 class WorkQueue:
-    """A bounded pool that runs ``work(app, reason)``, never twice at once for one app."""
+    """A bounded pool that runs ``work(app, reason)``, never twice at once for one app.
+
+    Urgent requests (drift seen by a watch, a due backoff, an app a push touched) go
+    before normal ones (polls, bulk refreshes), so a webhook that refreshes a hundred apps
+    does not delay the self-heal of the one that drifted.
+    """
 
     def __init__(self, work: Callable[[str, str], None], *, workers: int) -> None:
         self._work = work
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="refresh")
         self._slots: dict[str, _Slot] = {}
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
+        self._heap: list[tuple[int, int, str]] = []
+        self._order = itertools.count()
+        self._cond = threading.Condition()
         self._closed = False
+        for i in range(workers):
+            threading.Thread(target=self._worker, name=f"refresh-{i}", daemon=True).start()
 
-    def submit(self, app: str, reason: str) -> None:
+    def submit(self, app: str, reason: str, *, urgent: bool = False) -> None:
         """Ask for a refresh of ``app`` (merged with a waiting one, queued after a running one)."""
-        with self._lock:
+        priority = URGENT if urgent else NORMAL
+        with self._cond:
             if self._closed:
                 return
             slot = self._slots.get(app)
             if slot is None:
-                self._slots[app] = _Slot(reason)
-                self._pool.submit(self._run, app)
+                self._slots[app] = _Slot(reason, priority)
+                self._push(priority, app)
             elif slot.running:
-                slot.again = slot.again or reason
+                slot.again = min(slot.again or (reason, priority), (reason, priority),
+                                 key=lambda r: r[1])
+            elif priority < slot.priority:
+                slot.reason, slot.priority = reason, priority
+                self._push(priority, app)  # the older entry is skipped when popped
 
     def busy(self) -> set[str]:
         """Apps queued or running."""
-        with self._lock:
+        with self._cond:
             return set(self._slots)
 
-    def _run(self, app: str) -> None:
-        with self._lock:
-            slot = self._slots[app]
-            if self._closed:
-                del self._slots[app]
+    def _push(self, priority: int, app: str) -> None:
+        heapq.heappush(self._heap, (priority, next(self._order), app))
+        self._cond.notify()
+
+    def _next(self) -> tuple[str, _Slot] | None:
+        """The most urgent waiting app (called with the lock held); ``None`` when closed."""
+        while not self._closed:
+            while self._heap:
+                priority, _, app = heapq.heappop(self._heap)
+                slot = self._slots.get(app)
+                if slot is not None and not slot.running and slot.priority == priority:
+                    slot.running = True
+                    return app, slot
+            self._cond.wait()
+        return None
+
+    def _worker(self) -> None:
+        while True:
+            with self._cond:
+                picked = self._next()
+            if picked is None:
                 return
-            slot.running = True
-        try:
-            self._work(app, slot.reason)
-        except Exception:  # a bug in one refresh must not kill the worker
-            log.exception("refresh_crashed", app=app)
-        finally:
-            self._finish(app, slot)
+            app, slot = picked
+            try:
+                self._work(app, slot.reason)
+            except Exception:  # a bug in one refresh must not kill the worker
+                log.exception("refresh_crashed", app=app)
+            finally:
+                self._finish(app, slot)
 
     def _finish(self, app: str, slot: _Slot) -> None:
-        with self._lock:
+        with self._cond:
             if slot.again and not self._closed:
-                self._slots[app] = _Slot(slot.again)
-                self._pool.submit(self._run, app)
+                reason, priority = slot.again
+                self._slots[app] = _Slot(reason, priority)
+                self._push(priority, app)
             else:
                 del self._slots[app]
-            self._idle.notify_all()
+            self._cond.notify_all()
 
     def drain(self, timeout: float) -> bool:
         """Stop accepting work and wait up to ``timeout`` for running refreshes to end."""
         deadline = time.monotonic() + timeout
-        with self._lock:
+        with self._cond:
             self._closed = True
+            self._cond.notify_all()
             while any(s.running for s in self._slots.values()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._idle.wait(left)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+                self._cond.wait(left)
         return True

@@ -83,7 +83,7 @@ class Runtime:
         self.exit_code = 0
         self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
         self.queue = WorkQueue(self._work, workers=settings.workers)
-        self.timers = Timers(lambda key: self.queue.submit(key, "due"))
+        self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
         self.controller = self._controller()
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
         self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
@@ -264,10 +264,11 @@ class Runtime:
         specs = [s for s in self.catalog.specs if push.matches(s.repo, s.revision)]
         if specs:
             self.queue.submit(CATALOG, "webhook")
-        apps = sorted(n for n, a in self.catalog.apps().items()
-                      if push.matches(a.source.repo_url, a.source.target_revision))
-        for name in apps:
-            self.queue.submit(name, "webhook")
+        matching = {n: a for n, a in self.catalog.apps().items()
+                    if push.matches(a.source.repo_url, a.source.target_revision)}
+        apps = sorted(matching)
+        for name in apps:  # apps whose directory the push changed go first
+            self.queue.submit(name, "webhook", urgent=push.touches(matching[name].source.path))
         log.info("webhook_push", provider=push.provider, revision=push.revision,
                  sha=push.sha[:12], apps=apps)
         forwarded = self._forward(request) if not self.controller.leading else ""

@@ -53,6 +53,7 @@ class Push:
     revision: str  # branch or tag name
     default_branch: str
     sha: str = ""
+    changed: frozenset[str] = frozenset()  # files the pushed commits touched, when listed
 
     def matches(self, repo_url: str, target_revision: str) -> bool:
         """Whether an app on ``repo_url`` at ``target_revision`` should refresh."""
@@ -62,6 +63,14 @@ class Push:
         if target in ("", "HEAD"):
             return bool(self.default_branch) and self.revision == self.default_branch
         return target == self.revision
+
+
+    def touches(self, path: str) -> bool:
+        """Whether the push changed a file under ``path`` (an app's ``source.path``)."""
+        prefix = path.strip().strip("/")
+        if prefix in ("", "."):
+            return bool(self.changed)
+        return any(f == prefix or f.startswith(prefix + "/") for f in self.changed)
 
 
 def normalize_repo_url(url: str) -> str:
@@ -129,7 +138,7 @@ def _github_push(payload: dict[str, Any]) -> Push:
     repo = _dict(payload.get("repository"))
     return Push("github", _urls(repo, _GITHUB_URL_KEYS), strip_ref(payload["ref"]),
                 str(repo.get("default_branch") or repo.get("master_branch") or ""),
-                str(payload.get("after") or ""))
+                str(payload.get("after") or ""), _changed(payload))
 
 
 def _gitlab_push(payload: dict[str, Any]) -> Push:
@@ -137,7 +146,19 @@ def _gitlab_push(payload: dict[str, Any]) -> Push:
     urls = _urls(project, _GITLAB_URL_KEYS) | _urls(repo, _GITLAB_URL_KEYS)
     return Push("gitlab", urls, strip_ref(payload["ref"]),
                 str(project.get("default_branch") or ""),
-                str(payload.get("checkout_sha") or payload.get("after") or ""))
+                str(payload.get("checkout_sha") or payload.get("after") or ""),
+                _changed(payload))
+
+
+def _changed(payload: dict[str, Any]) -> frozenset[str]:
+    """Files added, modified or removed by the pushed commits (both providers list them)."""
+    commits = payload.get("commits")
+    files: set[str] = set()
+    for commit in commits if isinstance(commits, list) else []:
+        for key in ("added", "modified", "removed"):
+            names = commit.get(key) if isinstance(commit, dict) else None
+            files.update(f.strip("/") for f in names or [] if isinstance(f, str))
+    return frozenset(files)
 
 
 def _dict(value: object) -> dict[str, Any]:

@@ -143,3 +143,30 @@ def test_drain_stops_accepting_work() -> None:
     assert queue.drain(10)
     queue.submit("late", "poll")
     assert ran == [] and not queue.busy()
+
+
+def test_urgent_requests_go_first() -> None:
+    gate = threading.Event()
+    order: list[str] = []
+    done = threading.Event()
+
+    def work(app: str, reason: str) -> None:
+        if app == "blocker":
+            gate.wait(10)
+            return
+        order.append(f"{app}:{reason}")
+        if len(order) == 4:
+            done.set()
+
+    queue = WorkQueue(work, workers=1)
+    queue.submit("blocker", "poll")  # the order below holds whether or not it started
+    queue.submit("a", "poll")
+    queue.submit("b", "poll")
+    queue.submit("drifted", "due", urgent=True)
+    queue.submit("b", "webhook", urgent=True)  # a waiting request is promoted
+    queue.submit("c", "poll")
+    gate.set()
+    assert done.wait(10)
+    assert order == ["drifted:due", "b:webhook", "a:poll", "c:poll"]
+    queue.drain(10)
+

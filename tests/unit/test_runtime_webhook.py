@@ -123,3 +123,17 @@ def test_malformed_push_is_a_bad_request() -> None:
     assert info.value.status == 400
     with pytest.raises(WebhookRejected):
         parse_push("github", headers, b'{"no": "ref"}')
+
+
+def test_changed_files_say_which_apps_a_push_touched() -> None:
+    payload = {**GITHUB_PUSH, "commits": [
+        {"added": ["teams/a/rc.yaml"], "modified": [], "removed": []},
+        {"added": [], "modified": ["README.md"], "removed": ["teams/b/old.yaml"]}]}
+    headers, body = github(payload)
+    push = parse_push("github", headers, body)
+    assert push is not None
+    assert push.touches("teams/a") and push.touches("teams/b/") and push.touches(".")
+    assert not push.touches("teams/c") and not push.touches("teams/a-other")
+    bare_headers, bare_body = github(GITHUB_PUSH)  # no file lists: nothing is "touched"
+    bare = parse_push("github", bare_headers, bare_body)
+    assert bare is not None and not bare.touches(".")
