@@ -12,6 +12,8 @@ How it stays correct:
   ends or fails is resumed from the last version seen (bookmarks included), and
   ``410 Gone`` (version too old) triggers a relist. A relist reports what changed while
   we were away as synthetic events, so no drift is missed;
+* a kind is watched cluster-wide; where RBAC allows only some namespaces, per namespace
+  (a lookup never waits on a watch that cannot list);
 * only objects carrying our app label are watched (``gitops-ray.io/app``), so the cache
   holds what we manage, not every ConfigMap in the cluster. A miss falls back to a GET:
   that covers objects that exist but are not labelled yet (adopted on first sync) and
@@ -33,7 +35,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from gitops_ray.kube import Gone, Kube, KubeError, UnknownKind
+from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest
@@ -55,14 +57,17 @@ class WatchOptions:
 
 
 class KindWatch:
-    """List+watch of one (apiVersion, kind) across all namespaces, into a dict."""
+    """List+watch of one (apiVersion, kind), in one namespace or all, into a dict."""
 
-    def __init__(self, kube: Kube, api_version: str, kind: str, *, options: WatchOptions,
-                 on_event: EventHandler, stop: threading.Event,
+    def __init__(self, kube: Kube, api_version: str, kind: str, namespace: str | None, *,
+                 options: WatchOptions, on_event: EventHandler, stop: threading.Event,
                  metrics: Metrics | None = None) -> None:
         self.kube, self.api_version, self.kind = kube, api_version, kind
+        self.namespace = namespace
         self.options = options
-        self.synced = threading.Event()
+        self.synced = threading.Event()  # the first list succeeded
+        self.settled = threading.Event()  # the first list was answered, either way
+        self.forbidden = False  # RBAC denies listing here: the thread has stopped
         self._on_event = on_event
         self._stop = stop
         self._metrics = metrics
@@ -77,6 +82,11 @@ class KindWatch:
     def __len__(self) -> int:
         return len(self._objects)
 
+    def ready(self, wait: float) -> bool:
+        """Whether lookups can be served from memory (waits up to ``wait`` for a first list)."""
+        self.settled.wait(wait)
+        return self.synced.is_set()
+
     def run(self) -> None:
         """Keep the dict current until stopped (runs in its own thread)."""
         version, failures = "", 0
@@ -87,7 +97,13 @@ class KindWatch:
                 failures = 0
             except Gone:
                 version = ""
+            except Forbidden:
+                self.forbidden = True
+                self.settled.set()
+                log.info("watch_forbidden", kind=self.kind, namespace=self.namespace or "*")
+                return
             except Exception as e:  # KubeError, or a stream cut mid-chunk (urllib3)
+                self.settled.set()
                 failures += 1
                 if not self._stop.is_set():
                     log.warning("watch_failed", kind=self.kind, error=str(e)[:300],
@@ -95,7 +111,7 @@ class KindWatch:
                 self._stop.wait(min(MAX_BACKOFF, self.options.backoff * 2 ** (failures - 1)))
 
     def _relist(self) -> str:
-        items, version = self.kube.list(self.api_version, self.kind,
+        items, version = self.kube.list(self.api_version, self.kind, self.namespace,
                                         label_selector=self.options.label_selector)
         fresh = {_key(o): o for o in items}
         with self._lock:
@@ -104,6 +120,7 @@ class KindWatch:
             self._metrics.relists.labels(self.kind).inc()
         self._report_changes(old, fresh)
         self.synced.set()
+        self.settled.set()
         log.debug("watch_listed", kind=self.kind, objects=len(fresh))
         return version
 
@@ -116,7 +133,8 @@ class KindWatch:
             self._emit("DELETED", old[key])
 
     def _stream(self, version: str) -> str:
-        for event in self.kube.watch(self.api_version, self.kind, resource_version=version,
+        for event in self.kube.watch(self.api_version, self.kind, self.namespace,
+                                     resource_version=version,
                                      label_selector=self.options.label_selector,
                                      timeout_seconds=self.options.timeout):
             if self._stop.is_set():
@@ -161,15 +179,15 @@ class LiveCache:
         self.options = options
         self._on_event = on_event
         self._metrics = metrics
-        self._watches: dict[tuple[str, str], KindWatch] = {}
+        self._watches: dict[tuple[str, str, str | None], KindWatch] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._local = threading.local()
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         if not getattr(self._local, "fresh", False):
-            watch = self._watch(api_version, kind)
-            if watch is not None and watch.synced.wait(self.options.sync_wait):
+            watch = self._watch_for(api_version, kind, namespace)
+            if watch is not None and watch.ready(self.options.sync_wait):
                 cached = watch.get(namespace, name)
                 if cached is not None:
                     return cached
@@ -194,17 +212,32 @@ class LiveCache:
         """Whether every watch has completed its first list (for ``/readyz``)."""
         with self._lock:
             watches = list(self._watches.values())
-        return all(w.synced.is_set() for w in watches)
+        return all(w.synced.is_set() or w.forbidden for w in watches)
 
     def kinds(self) -> list[str]:
         with self._lock:
-            return sorted(f"{a}/{k}" for a, k in self._watches)
+            return sorted(f"{a}/{k}" + (f" in {ns}" if ns else "")
+                          for a, k, ns in self._watches)
 
     def stop(self) -> None:
         self._stop.set()
 
-    def _watch(self, api_version: str, kind: str) -> KindWatch | None:
-        key = (api_version, kind)
+    def _watch_for(self, api_version: str, kind: str, namespace: str) -> KindWatch | None:
+        """The watch that can serve an object of ``kind`` in ``namespace``.
+
+        Cluster-wide, or, where RBAC only grants namespaces (the chart's
+        ``rbac.clusterWide: false``), one per namespace.
+        """
+        cluster = self._watch(api_version, kind, None)
+        if cluster is None:
+            return None
+        cluster.settled.wait(self.options.sync_wait)
+        if not cluster.forbidden:
+            return cluster
+        return self._watch(api_version, kind, namespace) if namespace else None
+
+    def _watch(self, api_version: str, kind: str, namespace: str | None) -> KindWatch | None:
+        key = (api_version, kind, namespace)
         with self._lock:
             watch = self._watches.get(key)
         if watch is not None:
@@ -215,16 +248,15 @@ class LiveCache:
             return None  # CRD not installed (yet): plain GETs until it is
         return self._start(key)
 
-    def _start(self, key: tuple[str, str]) -> KindWatch:
+    def _start(self, key: tuple[str, str, str | None]) -> KindWatch:
         with self._lock:
             if key in self._watches:
                 return self._watches[key]
-            watch = KindWatch(self.kube, key[0], key[1], options=self.options,
-                              on_event=self._on_event, stop=self._stop,
-                              metrics=self._metrics)
+            watch = KindWatch(self.kube, *key, options=self.options, on_event=self._on_event,
+                              stop=self._stop, metrics=self._metrics)
             self._watches[key] = watch
         threading.Thread(target=watch.run, name=f"watch-{key[1]}", daemon=True).start()
-        log.info("watch_started", kind=key[1], api_version=key[0])
+        log.info("watch_started", kind=key[1], api_version=key[0], namespace=key[2] or "*")
         return watch
 
     def _fetch(self, api_version: str, kind: str, namespace: str, name: str

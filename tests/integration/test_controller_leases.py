@@ -9,9 +9,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
+from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.runtime.credentials import CredentialLookup
 from gitops_ray.runtime.settings import RepoCredential
 from gitops_ray.runtime.watches import LiveCache, WatchOptions
@@ -163,3 +165,54 @@ def test_repo_credentials_from_files_and_secrets(kube: Kube, namespace: str,
     assert plain is not None and (plain.username, plain.token) == ("me", "file-t0ken")
     assert lookup("https://other.example.com/x.git") is None  # logged by name only
     assert "t0ken" not in repr(org) + repr(plain)
+
+
+def limited_kube(kube: Kube, control_plane: LocalControlPlane, namespace: str,
+                 tmp_path: Path) -> Kube:
+    """A client whose RBAC only covers ConfigMaps in ``namespace`` (chart: clusterWide off)."""
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "limited", "namespace": namespace}}, field_manager="tests")
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                 "metadata": {"name": "limited", "namespace": namespace},
+                 "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                            "verbs": ["get", "list", "watch"]}]}, field_manager="tests")
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                 "metadata": {"name": "limited", "namespace": namespace},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": "limited"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "limited",
+                               "namespace": namespace}]}, field_manager="tests")
+    token = kube.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/limited/token",
+                      body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"expirationSeconds": 3600}})["status"]["token"]
+    config = tmp_path / "limited.kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "limited",
+        "clusters": [{"name": "cp", "cluster": {
+            "server": control_plane.url,
+            "certificate-authority": str(control_plane.workdir / "ca.crt")}}],
+        "users": [{"name": "limited", "user": {"token": token}}],
+        "contexts": [{"name": "limited", "context": {"cluster": "cp", "user": "limited"}}]}))
+    return Kube.connect(str(config))
+
+
+def test_watches_fall_back_to_namespaces_where_rbac_is_namespaced(
+        kube: Kube, control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> None:
+    limited = limited_kube(kube, control_plane, namespace, tmp_path)
+    kube.create(configmap(namespace, "scoped", "1"), field_manager="tests")
+    events: list[str] = []
+    cache = LiveCache(limited, on_event=lambda t, o: events.append(o["metadata"]["name"]),
+                      options=WatchOptions(timeout=5))
+    try:
+        got = cache.get("v1", "ConfigMap", namespace, "scoped")
+        assert got is not None and got["data"] == {"v": "1"}
+        assert cache.kinds() == ["v1/ConfigMap", f"v1/ConfigMap in {namespace}"]
+        assert cache.synced()
+        before = dict(limited.stats)
+        assert cache.get("v1", "ConfigMap", namespace, "scoped") is not None
+        assert dict(limited.stats) == before  # served by the namespace's watch
+        kube.patch("v1", "ConfigMap", "scoped", namespace, {"data": {"v": "2"}},
+                   content_type="application/merge-patch+json")
+        eventually(lambda: "scoped" in events[1:])
+    finally:
+        cache.stop()
