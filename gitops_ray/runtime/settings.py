@@ -371,10 +371,12 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _convert(key: str, value: object, where: str) -> Any:
+    option = _BY_KEY[key]
     try:
-        return _BY_KEY[key].convert(value)
+        return option.convert(value)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"{where}: {key}: {e}") from e
+        names = " / ".join(n for n in (option.flag_name, option.env) if n)
+        raise ConfigError(f"{where}: {key} ({names}): {e}") from e
 
 
 def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:

@@ -73,9 +73,10 @@ def test_unknown_key_suggests_the_right_one(tmp_path: Path) -> None:
 
 
 def test_bad_values_name_the_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"interval: expected a duration"):
+    with pytest.raises(ConfigError, match=r"interval \(--interval / GITOPS_RAY_INTERVAL\): "
+                                          r"expected a duration"):
         load_settings(write(tmp_path, {"interval": "soon"}), env={})
-    with pytest.raises(ConfigError, match=r"log.format: expected one of"):
+    with pytest.raises(ConfigError, match=r"log.format .*: expected one of"):
         load_settings(env={"GITOPS_RAY_LOG_FORMAT": "xml"})
     with pytest.raises(ConfigError, match=r"controlNamespace"):
         load_settings(flags={"controlNamespace": "Not_A_Namespace"}, env={})
