@@ -81,8 +81,8 @@ class Pipeline:
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, tuple[str, list[Manifest]]] = {}
         self._predictions: dict[ResourceKey, tuple[tuple[str, str], Manifest]] = {}
-        self._tracked: dict[str, tuple[tuple[str, bytes], list[Manifest]]] = {}
-        self._diffs: dict[ResourceKey, tuple[tuple[object, str], ResourceDiff]] = {}
+        self._tracked: dict[str, tuple[str, list[Manifest], list[tuple[Manifest, str]]]] = {}
+        self._diffs: dict[ResourceKey, tuple[tuple[str, str], ResourceDiff]] = {}
         self._lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------
@@ -124,16 +124,17 @@ class Pipeline:
                 local: Path | None = None) -> Comparison:
         """Render and diff one app against the cluster."""
         sha, rendered = self.render(app, revision=revision, local=local)
-        memo = None if local is not None else (sha, hashlib.sha256(repr(app).encode()).digest())
-        desired = self._desired(app, rendered, memo)
+        tracked = self._desired(app, sha, rendered, cacheable=local is None)
+        desired = [obj for obj, _ in tracked]
         rules = self.rules(app)
+        rules_digest = _digest(app.ignore_differences)
         diffs, live_by_key = [], {}
-        for obj in desired:
+        for obj, digest in tracked:
             key = ResourceKey.of(obj)
             live = self._live_of(obj)
             if live is not None:
                 live_by_key[key] = live
-            diffs.append(self._diff(key, obj, live, rules, memo))
+            diffs.append(self._diff(key, obj, live, rules, digest + rules_digest))
         for live in self._extraneous(app, {ResourceKey.of(o) for o in desired}):
             live_by_key[ResourceKey.of(live)] = live
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
@@ -142,35 +143,39 @@ class Pipeline:
         return Comparison(app, sha, desired, app_diff, live_by_key, health,
                           list(app.warnings) + list(app_diff.warnings))
 
-    def _desired(self, app: Application, rendered: list[Manifest],
-                 memo: tuple[str, bytes] | None) -> list[Manifest]:
-        """Git's objects with our tracking id (cached with the render they come from)."""
+    def _desired(self, app: Application, sha: str, rendered: list[Manifest], *,
+                 cacheable: bool) -> list[tuple[Manifest, str]]:
+        """Git's objects with our tracking id, each with a digest of its content.
+
+        Computed once per render (not per refresh), so a new commit that changes one
+        object out of a thousand costs one dry run and one diff, not a thousand.
+        """
         with self._lock:
             hit = self._tracked.get(app.name)
-        if memo is not None and hit is not None and hit[0] == memo:
-            return hit[1]
-        desired = [with_tracking(app.name, o) for o in rendered]
-        if memo is not None:
+        if cacheable and hit is not None and hit[0] == sha and hit[1] is rendered:
+            return hit[2]
+        tracked = [(o, _digest(o)) for o in (with_tracking(app.name, r) for r in rendered)]
+        if cacheable:
             with self._lock:
-                self._tracked[app.name] = (memo, desired)
-        return desired
+                self._tracked[app.name] = (sha, rendered, tracked)
+        return tracked
 
     def _diff(self, key: ResourceKey, obj: Manifest, live: Manifest | None, rules: RuleSet,
-              memo: tuple[str, bytes] | None) -> ResourceDiff:
-        """Diff one object; reused while the commit, the app and the live version stay put.
+              content: str) -> ResourceDiff:
+        """Diff one object, or reuse the last diff of it.
 
-        That is what makes a no-op refresh cheap: no dry run, no normalisation, no diff.
+        Reused while its desired content, the app's ignore rules and the live
+        ``resourceVersion`` stay the same: no dry run, no normalisation, no diff.
         """
-        version = (memo, str((live or {}).get("metadata", {}).get("resourceVersion", "")))
+        version = (content, str((live or {}).get("metadata", {}).get("resourceVersion", "")))
         with self._lock:
             hit = self._diffs.get(key)
-        if memo is not None and hit is not None and hit[0] == version:
+        if hit is not None and hit[0] == version:
             return hit[1]
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
-        if memo is not None:
-            with self._lock:
-                self._diffs[key] = (version, result)
+        with self._lock:
+            self._diffs[key] = (version, result)
         return result
 
     # -- cluster reads ---------------------------------------------------------------
@@ -216,6 +221,10 @@ class Pipeline:
         with self._lock:
             self._predictions[key] = (version, predicted)
         return predicted
+
+
+def _digest(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
