@@ -239,6 +239,8 @@ class Kube:
                     raise error_from_response(int(obj.get("code", 500)),
                                               json.dumps(obj).encode(), f"watch {info.plural}")
                 yield WatchEvent(str(event.get("type")), obj)
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            raise Unreachable(f"watch {info.plural}: stream broken: {e}") from e
         finally:
             resp.response.release_conn()
 
