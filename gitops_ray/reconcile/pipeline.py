@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,12 @@ from pathlib import Path
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
-from gitops_ray.errors import DiffError
+from gitops_ray.errors import DiffError, SourceError
 from gitops_ray.health import Health, aggregate, assess
 from gitops_ray.kube import Kube, KubeError, UnknownKind
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
+from gitops_ray.safepath import safe_path
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
 from gitops_ray.sync.records import InventoryEntry, RecordStore
@@ -80,6 +82,7 @@ class Pipeline:
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, tuple[str, list[Manifest]]] = {}
+        self._inputs: dict[str, str | None] = {}
         self._predictions: dict[ResourceKey, tuple[tuple[str, str], Manifest]] = {}
         self._tracked: dict[str, tuple[str, list[Manifest], list[tuple[Manifest, str]]]] = {}
         self._diffs: dict[ResourceKey, tuple[tuple[str, str], ResourceDiff]] = {}
@@ -93,7 +96,12 @@ class Pipeline:
 
     def render(self, app: Application, *, revision: str | None = None,
                local: Path | None = None) -> tuple[str, list[Manifest]]:
-        """The commit SHA and the rendered manifests (cached per SHA and source spec)."""
+        """The commit SHA and the rendered manifests.
+
+        Cached per source spec: a known SHA costs nothing, and a new commit that leaves a
+        plain-directory app's files untouched (see :func:`input_digest`) reuses its render,
+        so a one-line commit re-renders one app, not every app in the repo.
+        """
         if local is not None:
             return "local", self._render_at(app, local)
         spec = repr(app.source) + app.destination.namespace + app.name
@@ -104,9 +112,14 @@ class Pipeline:
         checkout = self.source.checkout(app.source.repo_url,
                                         revision or app.source.target_revision)
         if cached is None or cached[0] != checkout.sha:
-            cached = (checkout.sha, self._render_at(app, checkout.root))
+            inputs = input_digest(app, checkout.root)
+            if cached is not None and inputs is not None and inputs == self._inputs.get(spec):
+                cached = (checkout.sha, cached[1])  # the commit did not touch this app
+            else:
+                cached = (checkout.sha, self._render_at(app, checkout.root))
             with self._lock:
                 self._renders[spec] = cached
+                self._inputs[spec] = inputs
         return cached
 
     def _render_at(self, app: Application, root: Path) -> list[Manifest]:
@@ -229,3 +242,31 @@ def _digest(value: object) -> str:
 
 def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
     return {e.key for e in entries}
+
+
+def input_digest(app: Application, root: Path) -> str | None:
+    """A digest of everything a plain-directory app's render reads, or ``None``.
+
+    That is every file below the app's path and the repo's ``.gitops-ray/`` (pod shapes).
+    Helm and Kustomize apps can read files elsewhere (``../base``, root-relative value
+    files), so they get ``None`` and are re-rendered on every new commit.
+    """
+    source = app.source
+    if source.helm is not None or source.kustomize is not None:
+        return None
+    try:
+        app_dir = safe_path(root, source.path or ".")
+    except SourceError:
+        return None
+    if any((app_dir / name).exists() for name in
+           ("Chart.yaml", "kustomization.yaml", "kustomization.yml", "Kustomization")):
+        return None
+    digest = hashlib.sha256()
+    for base in (app_dir, root / ".gitops-ray"):
+        for path in sorted(base.rglob("*")) if base.is_dir() else ():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
+            if path.is_symlink():
+                digest.update(os.readlink(path).encode())
+            elif path.is_file():
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
