@@ -3,10 +3,11 @@
 The stages are pure or nearly so; this module is where they meet the cluster. It keeps
 two caches that make repeated passes cheap, which is what the controller relies on:
 
-* renders are cached by (commit SHA, source spec): an unchanged revision is never
-  re-rendered;
-* server-side dry-run predictions are cached by (desired object, live resourceVersion),
-  as Argo CD caches server-side diffs: an unchanged pair costs no API request.
+* renders are cached per source spec: an unchanged revision is never re-rendered, and a
+  commit that does not touch a plain-directory app's files reuses its render;
+* per-object diffs (server-side dry run included) are cached by (desired content, ignore
+  rules, live resourceVersion), as Argo CD caches server-side diffs: an unchanged pair
+  costs no API request and no normalisation.
 
 Live objects come from a :class:`LiveSource`: plain GETs for the CLI, the watch cache in
 the controller.
@@ -14,6 +15,7 @@ the controller.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -83,7 +85,6 @@ class Pipeline:
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, tuple[str, list[Manifest]]] = {}
         self._inputs: dict[str, str | None] = {}
-        self._predictions: dict[ResourceKey, tuple[tuple[str, str], Manifest]] = {}
         self._tracked: dict[str, tuple[str, list[Manifest], list[tuple[Manifest, str]]]] = {}
         self._diffs: dict[ResourceKey, tuple[tuple[str, str], ResourceDiff]] = {}
         self._lock = threading.Lock()
@@ -187,8 +188,12 @@ class Pipeline:
             return hit[1]
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+        # A Synced diff is remembered without its normalized copies: only the verdict is
+        # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
+        slim = result if result.out_of_sync else dataclasses.replace(
+            result, desired_normalized=None, live_normalized=None)
         with self._lock:
-            self._diffs[key] = (version, result)
+            self._diffs[key] = (version, slim)
         return result
 
     # -- cluster reads ---------------------------------------------------------------
@@ -216,24 +221,18 @@ class Pipeline:
         return out
 
     def _predict(self, obj: Manifest, live: Manifest, rules: RuleSet) -> Manifest | None:
-        """Server-side dry-run apply of what sync would write (cached by live version)."""
+        """Server-side dry-run apply of what sync would write.
+
+        Not cached on its own: it only runs when the per-object diff memo missed, which
+        is keyed by the same live ``resourceVersion``.
+        """
         body = prepare(obj, live, rules)
         body["metadata"].pop("resourceVersion", None)
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        version = (digest, str(live["metadata"].get("resourceVersion")))
-        key = ResourceKey.of(obj)
-        with self._lock:
-            cached = self._predictions.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1]
         try:
-            predicted = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
-                                        dry_run=True)
+            return self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
+                                   dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
-        with self._lock:
-            self._predictions[key] = (version, predicted)
-        return predicted
 
 
 def _digest(value: object) -> str:
