@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from gitops_ray.errors import RenderError
-from gitops_ray.render.shapes.quantity import InvalidQuantity, is_whole, parse_quantity
+from gitops_ray.render.shapes.quantity import is_whole, resource_amount
 
 NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$")
 _EXTENDED = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -186,7 +186,7 @@ def _resource(key: str, value: object, out: dict[str, Any], accelerators: list[s
     if key.startswith(_ACCELERATOR_KEY):
         accelerators.append(_accelerator(key[len(_ACCELERATOR_KEY):], where))
         return
-    amount = _quantity(value, f"{where}: resources.{key}")
+    amount = resource_amount(value, f"{where}: resources.{key}")
     if key == "CPU":
         out["cpu"] = _whole(_positive(amount, f"{where}: resources.CPU"), f"{where}: CPU must "
                             "be a whole number of cores (e.g. 2 or 2000m) because Ray's "
@@ -223,16 +223,6 @@ def _accelerator(name: str, where: str) -> str:
             " (see ray.util.accelerators for the list)"
         raise RenderError(f"{where}: accelerator {name!r} is not a Ray accelerator type{hint}")
     return name
-
-
-def _quantity(value: object, where: str) -> Decimal:
-    try:
-        amount = parse_quantity(value)
-    except InvalidQuantity as e:
-        raise RenderError(f"{where}: {e}") from e
-    if amount < 0:
-        raise RenderError(f"{where}: must not be negative")
-    return amount
 
 
 def _whole(amount: Decimal, message: str) -> Decimal:

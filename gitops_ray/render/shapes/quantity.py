@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
+from gitops_ray.errors import RenderError
+
 _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
@@ -73,3 +75,17 @@ def format_quantity(value: Decimal, *, scale: bool = True) -> str:
 
 def is_whole(value: Decimal) -> bool:
     return value == value.to_integral_value()
+
+
+def resource_amount(value: object, where: str) -> Decimal:
+    """A non-negative quantity from a catalog or settings file.
+
+    Raises ``RenderError`` naming ``where`` for anything else.
+    """
+    try:
+        amount = parse_quantity(value)
+    except InvalidQuantity as e:
+        raise RenderError(f"{where}: {e}") from e
+    if amount < 0:
+        raise RenderError(f"{where}: must not be negative")
+    return amount

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from gitops_ray.errors import RenderError
-from gitops_ray.render.shapes.quantity import InvalidQuantity, parse_quantity
+from gitops_ray.render.shapes.quantity import resource_amount
 
 CONFIG_DIR = ".gitops-ray"
 CATALOG_FILE = "instance-types.yaml"
@@ -104,17 +104,7 @@ def _setting(key: str, value: Any, where: str) -> Any:
         raise RenderError(f"{where}: must be a mapping")
     if key == "acceleratorNodeSelectors":
         return {str(k): str(v) for k, v in value.items()}
-    return {str(k): _reserved(v, f"{where}.{k}") for k, v in value.items()}
-
-
-def _reserved(value: object, where: str) -> Decimal:
-    try:
-        amount = parse_quantity(value)
-    except InvalidQuantity as e:
-        raise RenderError(f"{where}: {e}") from e
-    if amount < 0:
-        raise RenderError(f"{where}: must not be negative")
-    return amount
+    return {str(k): resource_amount(v, f"{where}.{k}") for k, v in value.items()}
 
 
 def config_dirs(repo_root: Path, app_dir: Path) -> list[Path]:
