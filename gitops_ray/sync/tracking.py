@@ -9,7 +9,6 @@ another app's object is never deleted.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import re
 from dataclasses import dataclass
@@ -57,13 +56,17 @@ def tracking_id_of(app: str, obj: Manifest) -> TrackingId:
 
 
 def with_tracking(app: str, obj: Manifest) -> Manifest:
-    """A copy of ``obj`` carrying our tracking annotation and app label."""
-    out = copy.deepcopy(obj)
-    meta = out.setdefault("metadata", {})
+    """``obj`` carrying our tracking annotation and app label.
+
+    Only the top level and ``metadata`` are copied; ``spec`` and the rest are shared with
+    ``obj`` (nothing downstream mutates objects in place: normalisation and the keyed
+    merge work on copies), which halves the memory of every rendered object we hold.
+    """
+    meta = dict(obj.get("metadata") or {})
     meta["annotations"] = {**(meta.get("annotations") or {}),
                            TRACKING_ANNOTATION: str(tracking_id_of(app, obj))}
     meta["labels"] = {**(meta.get("labels") or {}), APP_LABEL: app_label_value(app)}
-    return out
+    return {**obj, "metadata": meta}
 
 
 def is_tracked_by(app: str, live: Manifest) -> bool:
