@@ -17,7 +17,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -201,21 +201,38 @@ class Kube:
 
     def list(self, api_version: str, kind: str, namespace: str | None = None, *,
              label_selector: str | None = None) -> tuple[list[Manifest], str]:
-        """All objects of a kind (paged), and the list's resourceVersion for a watch."""
-        info = self.resource(api_version, kind)
+        """All objects of a kind, and the list's resourceVersion for a watch."""
         items: list[Manifest] = []
-        query: dict[str, Any] = {"labelSelector": label_selector, "limit": 500}
+        version = ""
+        for page, page_version in self.list_pages(api_version, kind, namespace,
+                                                  label_selector=label_selector):
+            items.extend(page)
+            version = page_version
+        return items, version
+
+    def list_pages(self, api_version: str, kind: str, namespace: str | None = None, *,
+                   label_selector: str | None = None, limit: int = 500
+                   ) -> Iterator[tuple[Sequence[Manifest], str]]:
+        """The objects of a kind page by page, each with the list's resourceVersion.
+
+        Every page of one list is served from the same snapshot, so the version is that
+        of the whole list. A caller that keeps objects in another form (the watch cache
+        packs them) never holds more than one page decoded.
+        """
+        info = self.resource(api_version, kind)
+        query: dict[str, Any] = {"labelSelector": label_selector, "limit": limit}
         while True:
             doc = self.call("GET", info.path(namespace), query=query, verb="list",
                             resource=info.plural)
-            for item in doc.get("items", []):
+            items = doc.get("items", [])
+            for item in items:
                 item.setdefault("apiVersion", info.api_version)
                 item.setdefault("kind", kind)
-                items.append(item)
-            cont = doc.get("metadata", {}).get("continue")
-            if not cont:
-                return items, str(doc.get("metadata", {}).get("resourceVersion", ""))
-            query["continue"] = cont
+            meta = doc.get("metadata", {})
+            yield items, str(meta.get("resourceVersion", ""))
+            if not meta.get("continue"):
+                return
+            query["continue"] = meta["continue"]
 
     def watch(self, api_version: str, kind: str, namespace: str | None = None, *,
               resource_version: str = "", label_selector: str | None = None,

@@ -5,12 +5,14 @@ two caches that make repeated passes cheap, which is what the controller relies 
 
 * renders are cached per source spec: an unchanged revision is never re-rendered, and a
   commit that does not touch a plain-directory app's files reuses its render;
-* per-object diffs (server-side dry run included) are cached by (desired content, ignore
-  rules, live resourceVersion), as Argo CD caches server-side diffs: an unchanged pair
-  costs no API request and no normalisation.
+* per-object diffs and health (server-side dry run included) are cached by (desired
+  content, ignore rules, live resourceVersion), as Argo CD caches server-side diffs: an
+  unchanged pair costs no API request and no normalisation.
 
-Live objects come from a :class:`LiveSource`: plain GETs for the CLI, the watch cache in
-the controller.
+What is kept between passes is packed (:mod:`gitops_ray.packed`): at 1,000 RayClusters
+decoded objects would be most of the controller's memory. Live objects come from a
+:class:`LiveSource` (plain GETs for the CLI, the watch cache in the controller), with a
+:class:`LiveVersion` that lets the watch cache answer a no-op pass from versions alone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.errors import DiffError, SourceError
 from gitops_ray.health import Health, aggregate, assess
 from gitops_ray.kube import Kube, KubeError, UnknownKind
+from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.safepath import safe_path
@@ -41,22 +44,56 @@ from gitops_ray.types import Manifest, ResourceKey
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> live object or None."""
 
+LiveVersion = Callable[[str, str, str, str], "str | None"]
+"""(apiVersion, kind, namespace, name) -> the live ``resourceVersion``, or None when only a
+read of the object itself can tell (the watch cache answers this from memory)."""
+
+
+@dataclass(frozen=True)
+class DesiredObject:
+    """One of git's objects (with our tracking id) as the pipeline keeps it between passes.
+
+    Identity and content digest are at hand; the object itself is packed
+    (:mod:`gitops_ray.packed`) and unpacked only when a diff, a dry run or a sync needs it.
+    """
+
+    api_version: str
+    key: ResourceKey
+    digest: str
+    blob: bytes = field(repr=False)
+
+    @classmethod
+    def of(cls, obj: Manifest) -> DesiredObject:
+        return cls(str(obj.get("apiVersion", "")), ResourceKey.of(obj), _digest(obj), pack(obj))
+
+    def manifest(self) -> Manifest:
+        """A private copy of the object."""
+        return unpack(self.blob)
+
+    @property
+    def coordinates(self) -> tuple[str, str, str, str]:
+        """(apiVersion, kind, namespace, name), as :data:`LiveSource` takes them."""
+        return self.api_version, self.key.kind, self.key.namespace, self.key.name
+
 
 @dataclass
 class Comparison:
-    """The state of one app after a pass: what git wants, what is live, how they differ."""
+    """The state of one app after a pass: what git wants and how the cluster differs."""
 
     app: Application
     revision: str
-    desired: list[Manifest]
+    desired: list[DesiredObject]
     diff: AppDiff
-    live: dict[ResourceKey, Manifest] = field(default_factory=dict)
     health: Health | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
         return frozenset(r.key for r in self.diff.resources if r.status == "OutOfSync")
+
+    def manifests(self) -> list[Manifest]:
+        """Git's objects, unpacked (what a sync applies)."""
+        return [d.manifest() for d in self.desired]
 
 
 @dataclass(frozen=True)
@@ -68,12 +105,27 @@ class RenderTools:
     kube_version: str = "1.36.3"
 
 
+@dataclass(frozen=True)
+class _Render:
+    sha: str
+    inputs: str | None  # see input_digest
+    objects: list[DesiredObject]
+
+
+@dataclass(frozen=True)
+class _Memo:
+    version: tuple[str, str]  # (desired content + rules, live resourceVersion)
+    diff: ResourceDiff
+    health: Health | None
+
+
 class Pipeline:
     """Runs source → render → diff for apps against one cluster."""
 
     def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
-                 jq_timeout: float = 1.0, live: LiveSource | None = None) -> None:
+                 jq_timeout: float = 1.0, live: LiveSource | None = None,
+                 live_version: LiveVersion | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -81,12 +133,11 @@ class Pipeline:
         self.builtin_rules = builtin_rules
         self.jq_timeout = jq_timeout
         self._live = live or self._get
+        self._live_version = live_version or _unknown_version
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
-        self._renders: dict[str, tuple[str, list[Manifest]]] = {}
-        self._inputs: dict[str, str | None] = {}
-        self._tracked: dict[str, tuple[str, list[Manifest], list[tuple[Manifest, str]]]] = {}
-        self._diffs: dict[ResourceKey, tuple[tuple[str, str], ResourceDiff]] = {}
+        self._renders: dict[str, _Render] = {}
+        self._memo: dict[ResourceKey, _Memo] = {}
         self._lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------
@@ -95,38 +146,40 @@ class Pipeline:
         return compile_rules(app.ignore_differences, builtin=self.builtin_rules,
                              jq_timeout=self.jq_timeout, where=f"Application {app.name}")
 
-    def render(self, app: Application, *, revision: str | None = None,
-               local: Path | None = None) -> tuple[str, list[Manifest]]:
-        """The commit SHA and the rendered manifests.
+    def desired(self, app: Application, *, revision: str | None = None,
+                local: Path | None = None) -> tuple[str, list[DesiredObject]]:
+        """The commit SHA and git's objects for ``app``, tracking id included.
 
         Cached per source spec: a known SHA costs nothing, and a new commit that leaves a
         plain-directory app's files untouched (see :func:`input_digest`) reuses its render,
         so a one-line commit re-renders one app, not every app in the repo.
         """
         if local is not None:
-            return "local", self._render_at(app, local)
+            return "local", self._objects(app, local)
         spec = repr(app.source) + app.destination.namespace + app.name
         with self._lock:
             cached = self._renders.get(spec)
-        if cached is not None and revision == cached[0]:
-            return cached  # a known commit SHA: no git call at all
+        if cached is not None and revision == cached.sha:
+            return cached.sha, cached.objects  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
                                         revision or app.source.target_revision)
-        if cached is None or cached[0] != checkout.sha:
+        if cached is None or cached.sha != checkout.sha:
             inputs = input_digest(app, checkout.root)
-            if cached is not None and inputs is not None and inputs == self._inputs.get(spec):
-                cached = (checkout.sha, cached[1])  # the commit did not touch this app
+            if cached is not None and inputs is not None and inputs == cached.inputs:
+                objects = cached.objects  # the commit did not touch this app
             else:
-                cached = (checkout.sha, self._render_at(app, checkout.root))
+                objects = self._objects(app, checkout.root)
+            cached = _Render(checkout.sha, inputs, objects)
             with self._lock:
                 self._renders[spec] = cached
-                self._inputs[spec] = inputs
-        return cached
+        return cached.sha, cached.objects
 
-    def _render_at(self, app: Application, root: Path) -> list[Manifest]:
-        return render_app(app, root, helm_bin=self.tools.helm_bin,
-                          kubectl_bin=self.tools.kubectl_bin,
-                          kube_version=self.tools.kube_version, is_namespaced=self._namespaced)
+    def _objects(self, app: Application, root: Path) -> list[DesiredObject]:
+        rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
+                              kubectl_bin=self.tools.kubectl_bin,
+                              kube_version=self.tools.kube_version,
+                              is_namespaced=self._namespaced)
+        return [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
 
     def _namespaced(self, api_version: str, kind: str) -> bool | None:
         try:
@@ -137,71 +190,56 @@ class Pipeline:
     def compare(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None) -> Comparison:
         """Render and diff one app against the cluster."""
-        sha, rendered = self.render(app, revision=revision, local=local)
-        tracked = self._desired(app, sha, rendered, cacheable=local is None)
-        desired = [obj for obj, _ in tracked]
+        sha, desired = self.desired(app, revision=revision, local=local)
         rules = self.rules(app)
         rules_digest = _digest(app.ignore_differences)
-        diffs, live_by_key = [], {}
-        for obj, digest in tracked:
-            key = ResourceKey.of(obj)
-            live = self._live_of(obj)
-            if live is not None:
-                live_by_key[key] = live
-            diffs.append(self._diff(key, obj, live, rules, digest + rules_digest))
-        for live in self._extraneous(app, {ResourceKey.of(o) for o in desired}):
-            live_by_key[ResourceKey.of(live)] = live
+        diffs, healths = [], []
+        for obj in desired:
+            diff, health = self._diff(obj, rules, obj.digest + rules_digest)
+            diffs.append(diff)
+            healths.append(health)
+        for live in self._extraneous(app, {o.key for o in desired}):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         app_diff = AppDiff(resources=diffs)
-        health = aggregate(assess(live_by_key.get(ResourceKey.of(o))) for o in desired)
-        return Comparison(app, sha, desired, app_diff, live_by_key, health,
+        return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings))
 
-    def _desired(self, app: Application, sha: str, rendered: list[Manifest], *,
-                 cacheable: bool) -> list[tuple[Manifest, str]]:
-        """Git's objects with our tracking id, each with a digest of its content.
-
-        Computed once per render (not per refresh), so a new commit that changes one
-        object out of a thousand costs one dry run and one diff, not a thousand.
-        """
-        with self._lock:
-            hit = self._tracked.get(app.name)
-        if cacheable and hit is not None and hit[0] == sha and hit[1] is rendered:
-            return hit[2]
-        tracked = [(o, _digest(o)) for o in (with_tracking(app.name, r) for r in rendered)]
-        if cacheable:
-            with self._lock:
-                self._tracked[app.name] = (sha, rendered, tracked)
-        return tracked
-
-    def _diff(self, key: ResourceKey, obj: Manifest, live: Manifest | None, rules: RuleSet,
-              content: str) -> ResourceDiff:
-        """Diff one object, or reuse the last diff of it.
+    def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
+              ) -> tuple[ResourceDiff, Health | None]:
+        """Diff and health of one object, or the last ones if nothing changed.
 
         Reused while its desired content, the app's ignore rules and the live
-        ``resourceVersion`` stay the same: no dry run, no normalisation, no diff.
+        ``resourceVersion`` stay the same: no read, no dry run, no normalisation. With the
+        watch cache the version is known without unpacking the live object, so a no-op
+        pass unpacks nothing.
         """
+        known = self._live_version(*desired.coordinates)
+        hit = self._recall(desired.key, (content, known)) if known is not None else None
+        if hit is not None:
+            return hit.diff, hit.health
+        obj = desired.manifest()
+        live = self._live(*desired.coordinates)
         version = (content, str((live or {}).get("metadata", {}).get("resourceVersion", "")))
-        with self._lock:
-            hit = self._diffs.get(key)
-        if hit is not None and hit[0] == version:
-            return hit[1]
+        hit = self._recall(desired.key, version)
+        if hit is not None:
+            return hit.diff, hit.health
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+        health = assess(live)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
         with self._lock:
-            self._diffs[key] = (version, slim)
-        return result
+            self._memo[desired.key] = _Memo(version, slim, health)
+        return result, health
+
+    def _recall(self, key: ResourceKey, version: tuple[str, str]) -> _Memo | None:
+        with self._lock:
+            memo = self._memo.get(key)
+        return memo if memo is not None and memo.version == version else None
 
     # -- cluster reads ---------------------------------------------------------------
-
-    def _live_of(self, obj: Manifest) -> Manifest | None:
-        meta = obj.get("metadata") or {}
-        return self._live(str(obj.get("apiVersion")), str(obj.get("kind")),
-                          str(meta.get("namespace") or ""), str(meta.get("name")))
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         try:
@@ -233,6 +271,10 @@ class Pipeline:
                                    dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+
+
+def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> None:
+    return None
 
 
 def _digest(value: object) -> str:

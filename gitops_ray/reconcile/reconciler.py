@@ -40,7 +40,7 @@ class Reconciler:
              before: Comparison | None = None) -> SyncOutcome:
         """Sync one app (``only``: just these resources, as self-heal does)."""
         before = before or self.pipeline.compare(app, revision=revision, local=local)
-        request = SyncRequest(app, before.desired, before.revision, prune=prune,
+        request = SyncRequest(app, before.manifests(), before.revision, prune=prune,
                               dry_run=dry_run, only=only, out_of_sync=before.out_of_sync)
         result = self.syncer.sync(request, self.pipeline.rules(app))
         if dry_run:

@@ -307,7 +307,7 @@ class Controller:
 
 def observe(app: Application, comparison: Comparison) -> Observed:
     """Reduce a comparison to the policy's input."""
-    wanted = {ResourceKey.of(o) for o in comparison.desired}
+    wanted = {o.key for o in comparison.desired}
     out = comparison.out_of_sync
     return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
                     frozenset(k for k in out if k not in wanted), len(comparison.desired))

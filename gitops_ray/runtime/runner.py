@@ -96,7 +96,7 @@ class Runtime:
         store = RecordStore(self.kube, s.control_namespace)
         source = git_source(s, self.kube)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
-                            live=self.cache.get)
+                            live=self.cache.get, live_version=self.cache.version)
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         return Controller(
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,

@@ -18,9 +18,11 @@ How it stays correct:
   holds what we manage, not every ConfigMap in the cluster. A miss falls back to a GET:
   that covers objects that exist but are not labelled yet (adopted on first sync) and
   objects that do not exist (they are OutOfSync anyway);
-* objects are handed out without copying (copying every RayCluster on every refresh
-  was most of a no-op cycle's cost); the pipeline and the syncer never modify live
-  objects, and a watch event replaces an object rather than changing it in place;
+* objects are kept packed (:mod:`gitops_ray.packed`, a tenth of the memory of decoded
+  JSON) next to their ``resourceVersion``. :meth:`LiveCache.version` answers from that
+  alone, which is all a no-op pass needs (the pipeline's diff memo is keyed by it);
+  :meth:`LiveCache.get` unpacks a private copy. A relist is read page by page, so a
+  restart never holds every object decoded at once;
 * :meth:`LiveCache.fresh` makes lookups in the calling thread bypass the cache. A sync
   reads and re-compares through it, so the status written right after a sync reflects
   the objects just written, not a watch event that has not arrived yet.
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
+from gitops_ray.packed import pack, unpack
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest
@@ -43,6 +46,7 @@ from gitops_ray.types import Manifest
 log = structlog.get_logger(__name__)
 EventHandler = Callable[[str, Manifest], None]
 Key = tuple[str, str]  # (namespace, name)
+Entry = tuple[str, bytes]  # (resourceVersion, packed object)
 MAX_BACKOFF = 30.0
 
 
@@ -53,6 +57,7 @@ class WatchOptions:
     label_selector: str = APP_LABEL
     timeout: int = 300  # server-side watch timeout, then resumed
     sync_wait: float = 10.0  # how long a lookup waits for a new kind's first list
+    page_size: int = 100  # objects per list request (decoded at once while relisting)
     backoff: float = 1.0  # first retry delay after an error (doubles, capped)
 
 
@@ -71,13 +76,20 @@ class KindWatch:
         self._on_event = on_event
         self._stop = stop
         self._metrics = metrics
-        self._objects: dict[Key, Manifest] = {}
+        self._objects: dict[Key, Entry] = {}
         self._lock = threading.Lock()
 
     def get(self, namespace: str, name: str) -> Manifest | None:
-        """The cached object itself, not a copy: callers must treat it as read-only."""
+        """A private copy of the cached object."""
         with self._lock:
-            return self._objects.get((namespace, name))
+            entry = self._objects.get((namespace, name))
+        return unpack(entry[1]) if entry is not None else None
+
+    def version(self, namespace: str, name: str) -> str | None:
+        """The cached object's ``resourceVersion`` (``None``: not cached), without unpacking."""
+        with self._lock:
+            entry = self._objects.get((namespace, name))
+        return entry[0] if entry is not None else None
 
     def __len__(self) -> int:
         return len(self._objects)
@@ -111,9 +123,13 @@ class KindWatch:
                 self._stop.wait(min(MAX_BACKOFF, self.options.backoff * 2 ** (failures - 1)))
 
     def _relist(self) -> str:
-        items, version = self.kube.list(self.api_version, self.kind, self.namespace,
-                                        label_selector=self.options.label_selector)
-        fresh = {_key(o): o for o in items}
+        fresh: dict[Key, Entry] = {}
+        version = ""
+        for page, page_version in self.kube.list_pages(
+                self.api_version, self.kind, self.namespace,
+                label_selector=self.options.label_selector, limit=self.options.page_size):
+            fresh.update((_key(o), (_version(o), pack(o))) for o in page)
+            version = page_version
         with self._lock:
             old, self._objects = self._objects, fresh
         if self._metrics:
@@ -124,13 +140,14 @@ class KindWatch:
         log.debug("watch_listed", kind=self.kind, objects=len(fresh))
         return version
 
-    def _report_changes(self, old: dict[Key, Manifest], new: dict[Key, Manifest]) -> None:
-        for key, obj in new.items():
+    def _report_changes(self, old: dict[Key, Entry], new: dict[Key, Entry]) -> None:
+        """What changed while we were not watching, as the events a watch would have sent."""
+        for key, (version, blob) in new.items():
             before = old.get(key)
-            if before is None or _version(before) != _version(obj):
-                self._emit("ADDED" if before is None else "MODIFIED", obj)
+            if before is None or before[0] != version:
+                self._emit("ADDED" if before is None else "MODIFIED", unpack(blob))
         for key in old.keys() - new.keys():
-            self._emit("DELETED", old[key])
+            self._emit("DELETED", unpack(old[key][1]))
 
     def _stream(self, version: str) -> str:
         for event in self.kube.watch(self.api_version, self.kind, self.namespace,
@@ -148,11 +165,12 @@ class KindWatch:
     def _apply(self, kind: str, obj: Manifest) -> None:
         obj.setdefault("apiVersion", self.api_version)
         obj.setdefault("kind", self.kind)
+        entry = (_version(obj), pack(obj)) if kind != "DELETED" else None
         with self._lock:
-            if kind == "DELETED":
+            if entry is None:
                 self._objects.pop(_key(obj), None)
             else:
-                self._objects[_key(obj)] = obj
+                self._objects[_key(obj)] = entry
         self._emit(kind, obj)
 
     def _emit(self, kind: str, obj: Manifest) -> None:
@@ -192,6 +210,22 @@ class LiveCache:
                 if cached is not None:
                     return cached
         return self._fetch(api_version, kind, namespace, name)
+
+    def version(self, api_version: str, kind: str, namespace: str, name: str) -> str | None:
+        """The live ``resourceVersion`` if the cache knows it without a request.
+
+        ``None`` when it does not: the kind is not watched yet, the object is not cached,
+        or the caller is in a :meth:`fresh` block.
+        """
+        if getattr(self._local, "fresh", False):
+            return None
+        with self._lock:
+            watch = self._watches.get((api_version, kind, None))
+            if watch is not None and watch.forbidden:
+                watch = self._watches.get((api_version, kind, namespace or None))
+        if watch is None or not watch.synced.is_set():
+            return None
+        return watch.version(namespace, name)
 
     def lookup(self, obj: Manifest) -> Manifest | None:
         meta = obj.get("metadata") or {}

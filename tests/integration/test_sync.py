@@ -125,7 +125,7 @@ def test_autoscaler_write_between_read_and_write_is_kept(
         return stale
 
     syncer = Syncer(env.kube, env.store, live_lookup=stale_then_autoscale)
-    result = syncer.sync(SyncRequest(app, before.desired, before.revision),
+    result = syncer.sync(SyncRequest(app, before.manifests(), before.revision),
                          env.pipeline.rules(app))
     assert result.ok, result.message
     live = env.live("race")
