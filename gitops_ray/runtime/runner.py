@@ -93,7 +93,7 @@ class Runtime:
 
     def _controller(self) -> Controller:
         s = self.settings
-        store = RecordStore(self.kube, s.control_namespace)
+        store = RecordStore(self.kube, s.control_namespace, lookup=self.cache.get)
         source = git_source(s, self.kube)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                             live=self.cache.get, live_version=self.cache.version)

@@ -10,7 +10,10 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   as shown by ``gitops-ray status``.
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
-writers (a CLI sync during a controller run) cannot lose each other's update.
+writers (a CLI sync during a controller run) cannot lose each other's update. Reads that
+only look (``load``: the inventory for a diff, ``wait``) may go through a ``lookup`` such
+as the controller's watch cache, so a no-op pass of every app costs no request; a
+read-modify-write always reads from the API server.
 """
 
 from __future__ import annotations
@@ -68,16 +71,25 @@ def record_name(app: str) -> str:
     return f"gitops-ray-app.{hashlib.sha256(app.encode()).hexdigest()[:16]}"
 
 
+Lookup = Callable[[str, str, str, str], "Manifest | None"]
+"""(apiVersion, kind, namespace, name) -> the object or None, e.g. from a watch cache."""
+
+
 class RecordStore:
     """Reads and writes app records in ``namespace`` (created on first write)."""
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
+    def __init__(self, kube: Kube, namespace: str, *, lookup: Lookup | None = None) -> None:
         self.kube = kube
         self.namespace = namespace
+        self._lookup = lookup or self._get
 
     def load(self, app: str) -> AppRecord:
-        cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+        """The app's record, through ``lookup`` (possibly a little behind the server)."""
+        cm = self._lookup("v1", "ConfigMap", self.namespace, record_name(app))
         return _decode(cm) if cm else AppRecord()
+
+    def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
+        return self.kube.get(api_version, kind, name, namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
         """All records in the namespace, by app name."""
