@@ -4,9 +4,10 @@ The controller asks "what does ``main`` point to now?" for every app every few m
 :meth:`GitSource.resolve` answers with one ``ls-remote`` limited to branches and tags (no
 objects are downloaded, and a forge's thousands of pull-request refs are not listed), and
 :meth:`GitSource.checkout` fetches into a bare mirror per repository URL only when the
-resolved commit is not there yet, then materialises that commit's tree once, read-only by
-convention, reused until evicted. A lock per URL lets many apps share one repository
-safely from many threads.
+resolved commit is not there yet, then materialises that commit's tree once
+(:mod:`gitops_ray.source.trees`: derived from the previous tree, so a small commit costs
+little), read-only by convention, reused until evicted. A lock per URL lets many apps
+share one repository safely from many threads.
 
 Layout under ``cache_dir``: ``repos/<sha256(url)[:16]>/mirror.git`` (bare mirror) and
 ``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (askpass helper,
@@ -17,11 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
-import shutil
-import tarfile
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -33,6 +30,7 @@ import git
 
 from gitops_ray.errors import SourceError
 from gitops_ray.source.auth import Credentials, git_env
+from gitops_ray.source.trees import tree
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
@@ -45,7 +43,6 @@ _KILLED = "Timeout: the command"  # GitPython's stderr when kill_after_timeout f
 # Make `git archive` write the commit's files as committed: a repository's own
 # .gitattributes must not drop files (export-ignore) or rewrite them (export-subst).
 _ARCHIVE_ATTRIBUTES = "* -export-ignore -export-subst\n"
-KEEP_TREES = 16
 
 
 class SourceAuthError(SourceError):
@@ -158,7 +155,7 @@ class GitSource:
             if not _has_commit(mirror, sha):
                 raise UnknownRevision(f"commit {sha} (revision {revision!r}) not found in "
                                       f"{redact(repo_url)}")
-            root = _tree(mirror, sha)
+            root = tree(mirror, sha)
         return Checkout(repo_url, revision, sha, root)
 
     def repo_dir(self, repo_url: str) -> Path:
@@ -248,35 +245,6 @@ def _local_commit(mirror: Path, prefix: str, repo_url: str) -> str | None:
                                   "use more characters") from None
         return None
     return str(out).strip()
-
-
-def _tree(mirror: Path, sha: str) -> Path:
-    """``trees/<sha>`` next to the mirror, extracted once with ``git archive``."""
-    trees = mirror.parent / "trees"
-    target = trees / sha
-    if target.exists():
-        os.utime(target)  # recently used: evicted last
-        return target
-    trees.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=trees) as tmp:
-        archive = Path(tmp) / "tree.tar"
-        with open(archive, "wb") as handle:
-            git.Git(str(mirror)).execute(["git", "archive", "--format=tar", sha],
-                                         output_stream=handle)
-        extracted = Path(tmp) / "tree"
-        with tarfile.open(archive) as tar:
-            tar.extractall(extracted, filter="tar")  # keeps symlinks for safepath to judge
-        os.rename(extracted, target)
-    _evict(trees)
-    return target
-
-
-def _evict(trees: Path) -> None:
-    """Keep the :data:`KEEP_TREES` most recently used trees of a repository."""
-    entries = sorted((p for p in trees.iterdir() if p.is_dir() and _FULL_SHA.match(p.name)),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in entries[KEEP_TREES:]:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _classify(repo_url: str, stderr: str, command: str, timeout: float) -> SourceError:

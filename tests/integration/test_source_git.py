@@ -24,7 +24,7 @@ from gitops_ray.source import (
     UnknownRevision,
     UnreachableRemote,
 )
-from gitops_ray.source import git as source_git
+from gitops_ray.source import trees as source_trees
 from gitops_ray.source.auth import git_env
 from tests.conftest import GitRepo
 from tests.gitserver import serve_git, serve_git_ssh
@@ -148,10 +148,59 @@ def test_committed_symlinks_are_kept_for_path_checks(source: GitSource, git_repo
 
 def test_old_trees_are_evicted(source: GitSource, git_repo: GitRepo,
                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(source_git, "KEEP_TREES", 2)
+    monkeypatch.setattr(source_trees, "KEEP_TREES", 2)
     roots = [source.checkout(git_repo.url, git_repo.commit({"a": str(i)})).root
              for i in range(3)]
     assert [r.exists() for r in roots] == [False, True, True]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every path below ``root``: (type, permission bits, content or link target)."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        mode = path.lstat().st_mode
+        if path.is_symlink():
+            out[str(path.relative_to(root))] = ("link", 0, os.readlink(path))
+        elif path.is_file():
+            out[str(path.relative_to(root))] = ("file", mode & 0o777, path.read_text())
+        else:
+            out[str(path.relative_to(root))] = ("dir", 0, "")
+    return out
+
+
+def _full_extraction(git_repo: GitRepo, sha: str, tmp_path: Path) -> Path:
+    fresh = GitSource(tmp_path / f"fresh-{sha[:8]}", credentials=lambda _url: None)
+    return fresh.checkout(git_repo.url, sha).root
+
+
+def test_a_tree_derived_from_the_previous_one_is_the_commit_exactly(
+        source: GitSource, git_repo: GitRepo, tmp_path: Path) -> None:
+    git_repo.write({".gitattributes": "gone.yaml export-ignore\n", "gone.yaml": "g: 1\n",
+                    "apps/a.yaml": "a: 1\n", "apps/b.yaml": "b: 1\n", "run.sh": "echo\n",
+                    "old/deep/x.yaml": "x: 1\n", "f": "file, then a directory\n"})
+    os.symlink("a.yaml", git_repo.work / "apps" / "link.yaml")
+    first = source.checkout(git_repo.url, git_repo.commit({})).root
+    before = _snapshot(first)
+    # modify, delete, add, rename, mode and type changes, a file becoming a directory
+    (git_repo.work / "apps" / "link.yaml").unlink()
+    os.symlink("b.yaml", git_repo.work / "apps" / "link.yaml")
+    (git_repo.work / "run.sh").chmod(0o755)
+    git_repo.git("mv", "apps/b.yaml", "apps/renamed.yaml")
+    git_repo.write({"f": None})
+    steps = [{"apps/a.yaml": "a: 2\n", "old/deep/x.yaml": None, "new/y.yaml": "y: 1\n",
+              "f/inside.yaml": "now a directory\n", "gone.yaml": "g: 2\n"},
+             {"apps/a.yaml": "a: 3\n"}, {}]
+    previous = first
+    for files in steps:
+        sha = git_repo.commit(files)
+        derived = source.checkout(git_repo.url, sha).root
+        assert _snapshot(derived) == _snapshot(_full_extraction(git_repo, sha, tmp_path))
+        # derived, not extracted: an unchanged file is the previous tree's file
+        inode = (derived / ".gitattributes").stat().st_ino
+        assert inode == (previous / ".gitattributes").stat().st_ino
+        previous = derived
+    assert _snapshot(first) == before  # shared (hard-linked) files were never written through
+    assert not (derived / "old").exists()  # emptied directories go, as in a full extraction
 
 
 def test_concurrent_checkouts_share_one_fetch(source: GitSource, git_repo: GitRepo) -> None:
