@@ -1,7 +1,8 @@
 """``gitops-ray sync``, ``status`` and ``wait``: one-shot operations, argocd-style.
 
-``sync`` applies the selected apps once (``--prune`` to delete what left git,
-``--dry-run`` to send everything with ``dryRun=All``); ``status`` lists the apps'
+``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
+left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
+render or sync fails is reported and the others carry on; ``status`` lists the apps'
 recorded state like ``argocd app list``; ``wait`` blocks until apps are Synced and/or
 Healthy. Results go to stdout, progress and warnings to stderr.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import click
@@ -20,9 +22,11 @@ from rich.table import Table
 
 from gitops_ray.cli.common import app_options, build_pipeline, kube_options, select_apps
 from gitops_ray.cli.diff import diff_options
+from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.reconciler import Reconciler
-from gitops_ray.sync.engine import Syncer
+from gitops_ray.render.apps import Application
+from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore
 
 EXIT_FAILED = 2
@@ -34,27 +38,40 @@ EXIT_FAILED = 2
 @diff_options
 @click.option("--prune", is_flag=True, help="Delete objects of the app that left git.")
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
-def sync_command(prune: bool, dry_run: bool, **opts: Any) -> None:
+@click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
+              help="Apps synced at the same time (results are printed in app order).")
+def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None:
     """Apply the selected apps once."""
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
     reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
-    console = Console(stderr=True)
+
+    def sync_one(app: Application) -> SyncResult:
+        try:
+            return reconciler.sync(app, revision=selection.revision, local=selection.local,
+                                   prune=prune, dry_run=dry_run).result
+        except GitOpsRayError as e:  # this app's input is bad: the others go on
+            return SyncResult(app.name, selection.revision or "").fail(
+                f"error ({e.stage}): {e}")
+
     failed = False
-    for app in selection.apps:
-        with console.status(f"syncing {app.name}", spinner="dots"):
-            outcome = reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                      prune=prune, dry_run=dry_run)
-        result = outcome.result
-        for res in result.resources:
-            click.echo(f"{app.name}\t{res.key}\t{res.action}"
-                       + (f"\t{res.message}" if res.message else ""))
-        suffix = " (dry run)" if dry_run else ""
-        click.secho(f"app {app.name}: {result.phase}{suffix} at {result.revision[:12]}"
-                    + (f": {result.message}" if result.message else ""),
-                    fg="green" if result.ok else "red", err=True)
-        failed |= not result.ok
+    with Console(stderr=True).status(f"syncing {len(selection.apps)} app(s)", spinner="dots"), \
+            ThreadPoolExecutor(parallel, thread_name_prefix="sync") as pool:
+        for app, result in zip(selection.apps, pool.map(sync_one, selection.apps),
+                               strict=True):
+            _report(app.name, result, dry_run=dry_run)
+            failed |= not result.ok
     sys.exit(EXIT_FAILED if failed else 0)
+
+
+def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
+    for res in result.resources:
+        click.echo(f"{name}\t{res.key}\t{res.action}"
+                   + (f"\t{res.message}" if res.message else ""))
+    suffix = " (dry run)" if dry_run else ""
+    click.secho(f"app {name}: {result.phase}{suffix} at {result.revision[:12]}"
+                + (f": {result.message}" if result.message else ""),
+                fg="green" if result.ok else "red", err=True)
 
 
 def _rows(records: dict[str, AppRecord]) -> list[dict[str, Any]]:

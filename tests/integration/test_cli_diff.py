@@ -183,3 +183,21 @@ def test_the_installed_command(control_plane: LocalControlPlane, git_repo: GitRe
                             text=True, check=False)
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("--- live/")
+
+
+def test_sync_of_many_apps_in_parallel_reports_in_order_and_isolates_failures(
+        cli: Cli, git_repo: GitRepo, kube: Kube) -> None:
+    files: dict[str, object] = {}
+    for i in range(5):
+        files[f"apps/app{i}.yaml"] = app_yaml(git_repo, f"app{i}", cli.namespace, f"ray{i}")
+        files[f"ray{i}/rc.yaml"] = raycluster(f"par{i}")
+    files["ray2/rc.yaml"] = ("apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n"
+                             "  name: {unclosed\n")  # invalid YAML
+    git_repo.commit(files)
+    result = cli("sync", "--repo", git_repo.url, "--apps", "apps", "--parallel", "3")
+    assert result.exit_code == 2, result.output
+    names = [line.split("\t")[0] for line in result.stdout.splitlines()]
+    assert names == ["app0", "app1", "app3", "app4"]  # app order; app2 failed alone
+    assert "ray2/rc.yaml" in result.output
+    for i in (0, 1, 3, 4):
+        assert kube.get("ray.io/v1", "RayCluster", f"par{i}", cli.namespace) is not None
