@@ -30,7 +30,7 @@ import git
 
 from gitops_ray.errors import SourceError
 from gitops_ray.source.auth import Credentials, git_env
-from gitops_ray.source.trees import tree
+from gitops_ray.source.trees import existing_tree, tree
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
@@ -150,12 +150,14 @@ class GitSource:
         sha = self.resolve(repo_url, revision)
         with self._lock(repo_url):
             mirror = self._mirror(repo_url)
-            if not _has_commit(mirror, sha):
-                self._fetch(repo_url, mirror, sha)
-            if not _has_commit(mirror, sha):
-                raise UnknownRevision(f"commit {sha} (revision {revision!r}) not found in "
-                                      f"{redact(repo_url)}")
-            root = tree(mirror, sha)
+            root = existing_tree(mirror, sha)  # the usual case: no git process at all
+            if root is None:
+                if not _has_commit(mirror, sha):
+                    self._fetch(repo_url, mirror, sha)
+                if not _has_commit(mirror, sha):
+                    raise UnknownRevision(f"commit {sha} (revision {revision!r}) not found "
+                                          f"in {redact(repo_url)}")
+                root = tree(mirror, sha)
         return Checkout(repo_url, revision, sha, root)
 
     def repo_dir(self, repo_url: str) -> Path:

@@ -33,13 +33,22 @@ _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _GITLINK = "160000"
 
 
+def existing_tree(mirror: Path, sha: str) -> Path | None:
+    """``trees/<sha>`` if it was made already (then the commit is local too)."""
+    target = mirror.parent / "trees" / sha
+    if not target.is_dir():
+        return None
+    os.utime(target)  # recently used: evicted last
+    return target
+
+
 def tree(mirror: Path, sha: str) -> Path:
     """``trees/<sha>`` next to ``mirror``, made once (from the newest tree if there is one)."""
+    found = existing_tree(mirror, sha)
+    if found is not None:
+        return found
     trees = mirror.parent / "trees"
     target = trees / sha
-    if target.exists():
-        os.utime(target)  # recently used: evicted last
-        return target
     trees.mkdir(exist_ok=True)
     base = _newest(trees)
     with tempfile.TemporaryDirectory(dir=trees) as tmp:
