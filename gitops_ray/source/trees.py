@@ -134,6 +134,12 @@ def _extract(mirror: Path, sha: str, paths: list[str], dest: Path, scratch: Path
         args += ["--", *(f":(literal){p}" for p in paths)]
     with open(archive, "wb") as handle:
         git.Git(str(mirror)).execute(args, output_stream=handle)
-    with tarfile.open(archive) as tar:
-        tar.extractall(dest, filter="tar")  # keeps symlinks for safepath to judge
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="tar")  # keeps symlinks for safepath to judge
+    except tarfile.ReadError:
+        # A commit without files archives as a lone header that tarfile rejects.
+        if git.Git(str(mirror)).execute(["git", "ls-tree", sha], stdout_as_string=True):
+            raise
     archive.unlink()

@@ -146,6 +146,12 @@ def test_committed_symlinks_are_kept_for_path_checks(source: GitSource, git_repo
         check_no_escaping_symlinks(root, root)
 
 
+def test_a_commit_with_no_files_has_an_empty_tree(source: GitSource,
+                                                  git_repo: GitRepo) -> None:
+    root = source.checkout(git_repo.url, git_repo.commit({})).root
+    assert root.is_dir() and not any(root.iterdir())
+
+
 def test_old_trees_are_evicted(source: GitSource, git_repo: GitRepo,
                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(source_trees, "KEEP_TREES", 2)
