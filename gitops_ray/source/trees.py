@@ -57,11 +57,11 @@ def tree(mirror: Path, sha: str) -> Path:
             shutil.rmtree(made, ignore_errors=True)
             _extract(mirror, sha, [], made, Path(tmp))
         os.rename(made, target)
-    evict(trees)
+    _evict(trees)
     return target
 
 
-def evict(trees: Path) -> None:
+def _evict(trees: Path) -> None:
     """Keep the :data:`KEEP_TREES` most recently used trees of a repository."""
     for old in _trees(trees)[KEEP_TREES:]:
         shutil.rmtree(old, ignore_errors=True)
