@@ -7,6 +7,7 @@ from gitops_ray.kube.errors import (
     Gone,
     Invalid,
     KubeError,
+    LeaseExpired,
     NotFound,
     Unauthorized,
     UnknownKind,
@@ -14,6 +15,6 @@ from gitops_ray.kube.errors import (
 )
 
 __all__ = [
-    "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "NotFound",
+    "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "LeaseExpired", "NotFound",
     "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
 ]

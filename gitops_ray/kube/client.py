@@ -7,7 +7,10 @@ official ``kubernetes`` client is still used for what it does well: loading kube
 in-cluster credentials, TLS, token refresh and connection pooling.
 
 Every request is counted by verb and status in :attr:`Kube.stats`, so metrics and
-benchmarks can prove how many calls a cycle made.
+benchmarks can prove how many calls a cycle made. A client given a
+:class:`~gitops_ray.kube.fence.WriteFence` (:attr:`Kube.fence`, set by a controller that
+elects a leader) checks it right before sending each mutating request, so a replica that
+may have lost the Lease cannot write.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from gitops_ray.kube.errors import (
     Unreachable,
     error_from_response,
 )
+from gitops_ray.kube.fence import WriteFence, is_write
 from gitops_ray.types import Manifest, split_api_version
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -94,6 +98,7 @@ class Kube:
         self._lock = threading.Lock()
         self.stats: Counter[tuple[str, int]] = Counter()
         self.hooks: list[RequestHook] = []
+        self.fence: WriteFence | None = None  # None: every write is allowed (CLI, tests)
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:
@@ -139,6 +144,8 @@ class Kube:
         _, url, headers, _, _ = self._api.param_serialize(
             method, path, query_params=params, header_params=headers,
             auth_settings=["BearerToken"])
+        if self.fence is not None and is_write(method, query, body):
+            self.fence.check(f"{method} {path}")  # as late as possible before sending
         start = _now()
         try:
             resp = self._api.rest_client.request(  # type: ignore[no-untyped-call]

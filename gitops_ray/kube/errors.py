@@ -68,6 +68,14 @@ class ServerError(KubeError):
     """5xx."""
 
 
+class LeaseExpired(KubeError):
+    """Not sent: this replica may no longer hold the leader Lease (see ``kube.fence``).
+
+    A sync that gets this must stop at once, not retry or record anything: another
+    replica may already be writing a newer revision.
+    """
+
+
 class UnknownKind(KubeError):
     """Discovery has no resource for this apiVersion and kind (CRD not installed?)."""
 

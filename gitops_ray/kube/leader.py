@@ -22,7 +22,17 @@ How it stays safe:
 * every write carries the ``resourceVersion`` it was based on, so two candidates racing
   for an expired lease cannot both win (the loser gets 409 Conflict);
 * a leader that cannot renew within ``renew_deadline`` (< lease duration) stops leading
-  before anybody else may take over.
+  before anybody else may take over, measured from when its last successful renewal was
+  *sent*; a leader that finds the lease held by anybody else stops at once;
+* while leading, every write of the process goes through a
+  :class:`~gitops_ray.kube.fence.WriteFence` that this elector keeps granted until that
+  same deadline, with a term that changes on every acquisition, so a leader that was
+  paused past its deadline cannot write even before its renew loop runs again (the
+  lease's own writes are exempt, see :func:`~gitops_ray.kube.fence.unfenced`).
+
+A lease namespace that does not exist is created (the controller needs it for its app
+records anyway); when RBAC forbids that, the error says which namespace and what to do,
+is logged at warning level and stays in :attr:`LeaderElector.last_error` for readiness.
 """
 
 from __future__ import annotations
@@ -39,7 +49,8 @@ import structlog
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.client import Kube
-from gitops_ray.kube.errors import KubeError
+from gitops_ray.kube.errors import Conflict, KubeError, NotFound
+from gitops_ray.kube.fence import NO_TERM, WriteFence, unfenced
 from gitops_ray.types import Manifest
 
 LEASE_API = "coordination.k8s.io/v1"
@@ -97,13 +108,17 @@ class LeaderElector:
     ``on_stopped`` when we stop leading, whether the lease was lost or :meth:`run` was
     asked to stop. Both must return promptly; ``on_stopped`` must make sure nothing is
     written any more before it returns, because the lease may be taken over right after.
+    :attr:`fence` is what makes that hold for a paused process too: install it on the
+    :class:`Kube` client the writers use.
     """
 
     def __init__(self, kube: Kube, settings: LeaseSettings, *,
                  on_started: Callable[[], None], on_stopped: Callable[[], None],
+                 fence: WriteFence | None = None,
                  clock: Clock = time.monotonic, wall: Clock = time.time) -> None:
         self.kube = kube
         self.settings = settings
+        self.fence = fence or WriteFence(clock=clock)
         self._on_started = on_started
         self._on_stopped = on_stopped
         self._clock = clock
@@ -112,10 +127,23 @@ class LeaderElector:
         self._observed_at = 0.0
         self._observed_annotations: dict[str, str] = {}
         self._leading = threading.Event()
+        self._term = NO_TERM
+        self._sent_at = 0.0  # when the last successful acquire/renew was sent (monotonic)
+        self._superseded = ""  # while leading: who holds the lease instead of us
+        self._last_error: str | None = None
 
     @property
     def is_leader(self) -> bool:
         return self._leading.is_set()
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last attempt to take or renew the lease failed (``None``: it did not).
+
+        Being a follower is not an error; an API error (e.g. the lease namespace is
+        missing and cannot be created) is, and a readiness probe may report it.
+        """
+        return self._last_error
 
     def current_leader(self) -> tuple[str, dict[str, str]]:
         """The holder identity and lease annotations as last seen (``""`` when free)."""
@@ -126,20 +154,44 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt to take or renew the lease; ``True`` when we hold it afterwards."""
-        s = self.settings
+        sent = self._clock()
         try:
-            lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
-            if lease is None:
-                return self._create()
-            current = lease.get("spec") or {}
-            self._observe(current, lease)
-            if self._held_by_other(current):
-                return False
-            return self._write(lease, next_spec(current, s.identity, s.lease_duration,
-                                                self._wall()))
+            with unfenced():
+                held = self._acquire_or_renew()
         except KubeError as e:
-            log.info("lease_not_acquired", lease=s.name, error=str(e))
+            self._failed(e)
             return False
+        self._last_error = None
+        if held:
+            self._sent_at = sent
+        return held
+
+    def _acquire_or_renew(self) -> bool:
+        s = self.settings
+        lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+        if lease is None and self.is_leader:
+            self._superseded = "(lease deleted)"
+            return False
+        if lease is None:
+            return self._create()
+        current = lease.get("spec") or {}
+        self._observe(current, lease)
+        if self.is_leader and current.get("holderIdentity") != s.identity:
+            self._superseded = str(current.get("holderIdentity") or "(released)")
+            return False  # somebody else led in between: this term is over
+        if self._held_by_other(current):
+            return False
+        return self._write(lease, next_spec(current, s.identity, s.lease_duration,
+                                            self._wall()))
+
+    def _failed(self, error: KubeError) -> None:
+        s = self.settings
+        if isinstance(error, Conflict):  # another candidate won the race: routine
+            log.info("lease_not_acquired", lease=s.name, error=str(error))
+            return
+        repeated, self._last_error = self._last_error == str(error), str(error)
+        report = log.info if repeated else log.warning
+        report("lease_not_acquired", lease=s.name, namespace=s.namespace, error=str(error))
 
     def _observe(self, spec: dict[str, Any], lease: Manifest) -> None:
         self._observed_annotations = dict((lease.get("metadata") or {}).get("annotations")
@@ -161,8 +213,28 @@ class LeaderElector:
                 "metadata": {"name": s.name, "namespace": s.namespace,
                              "annotations": dict(s.annotations)},
                 "spec": spec}
-        self._observe(spec, self.kube.create(body, field_manager="gitops-ray"))
+        try:
+            created = self.kube.create(body, field_manager="gitops-ray")
+        except NotFound:  # the namespace does not exist (yet)
+            self._create_namespace()
+            created = self.kube.create(body, field_manager="gitops-ray")
+        self._observe(spec, created)
         return True
+
+    def _create_namespace(self) -> None:
+        ns = self.settings.namespace
+        try:
+            self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                             field_manager="gitops-ray")
+        except Conflict:
+            return  # created concurrently (by the other replica): fine
+        except KubeError as e:
+            raise type(e)(
+                f"lease namespace {ns!r} does not exist and could not be created ({e}); "
+                f"create it (kubectl create namespace {ns}), allow this controller to create "
+                "namespaces, or set leaderElection.namespace to an existing namespace",
+                status=e.status, reason=e.reason) from e
+        log.info("lease_namespace_created", namespace=ns)
 
     def _write(self, lease: Manifest, spec: dict[str, Any], *, ours: bool = True) -> bool:
         annotations = dict(self.settings.annotations) if ours else {}
@@ -185,18 +257,33 @@ class LeaderElector:
         """
         if not self._campaign(stop):
             return False
-        log.info("leader_elected", lease=self.settings.name, identity=self.settings.identity)
+        self._term += 1
+        self._superseded = ""
+        self._grant()
+        log.info("leader_elected", lease=self.settings.name, identity=self.settings.identity,
+                 term=self._term)
         self._leading.set()
+        lost = True
         try:
             self._on_started()
             lost = self._renew(stop)
         finally:
-            self._leading.clear()
-            self._on_stopped()
-        if lost:
-            log.error("leader_lease_lost", lease=self.settings.name,
-                      identity=self.settings.identity)
+            self._stop_leading(lost)
         return lost
+
+    def _grant(self) -> None:
+        self.fence.grant(self._term, self._sent_at + self.settings.renew_deadline)
+
+    def _stop_leading(self, lost: bool) -> None:
+        """Revoke the fence (before ``on_stopped`` when lost: not one more write)."""
+        self._leading.clear()
+        if lost:
+            self.fence.revoke()
+            log.error("leader_lease_lost", lease=self.settings.name,
+                      identity=self.settings.identity, term=self._term,
+                      taken_by=self._superseded or None)
+        self._on_stopped()  # on a requested stop, a running sync may finish in the term
+        self.fence.revoke()
 
     def _campaign(self, stop: threading.Event) -> bool:
         while not stop.is_set():
@@ -206,25 +293,34 @@ class LeaderElector:
         return False
 
     def _renew(self, stop: threading.Event) -> bool:
-        last_renewed = self._clock()
-        while not stop.wait(self.settings.retry_period):
+        """Renew every ``retry_period``; ``True`` when the lease is (or may be) lost.
+
+        The wait never outlasts the fence, so a leader that stops renewing (or was
+        paused) stops leading as soon as its own clock says the lease may have expired.
+        """
+        while not stop.wait(min(self.settings.retry_period, self.fence.remaining())):
+            if self.fence.term() != self._term:
+                return True  # no successful renewal sent within renewDeadline
             if self.try_acquire_or_renew():
-                last_renewed = self._clock()
-            elif self._clock() - last_renewed >= self.settings.renew_deadline:
+                self._grant()
+            elif self._superseded:
                 return True
         return False
 
     def release(self) -> bool:
         """Give the lease up (empty holder) so another replica can take over at once."""
         s = self.settings
+        self.fence.revoke()
         try:
-            lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
-            spec = (lease or {}).get("spec") or {}
-            if lease is None or spec.get("holderIdentity") != s.identity:
-                return False
-            now = micro_time(self._wall())
-            self._write(lease, {**spec, "holderIdentity": None, "leaseDurationSeconds": 1,
-                                "acquireTime": now, "renewTime": now}, ours=False)
+            with unfenced():
+                lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+                spec = (lease or {}).get("spec") or {}
+                if lease is None or spec.get("holderIdentity") != s.identity:
+                    return False
+                now = micro_time(self._wall())
+                self._write(lease, {**spec, "holderIdentity": None,
+                                    "leaseDurationSeconds": 1, "acquireTime": now,
+                                    "renewTime": now}, ours=False)
         except KubeError as e:
             log.warning("lease_not_released", lease=s.name, error=str(e))
             return False

@@ -19,6 +19,12 @@ A refresh:
 Followers compare too, so their render and dry-run caches are warm when they take over,
 but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
 a running write to finish before it returns, so the lease is not given up mid-sync.
+
+With leader election, each guarded unit of work also captures the lease term of the
+:class:`~gitops_ray.kube.fence.WriteFence` when it starts: if the lease may have expired
+(the process was paused) or was re-acquired since, every further write of that refresh is
+refused with :class:`~gitops_ray.kube.LeaseExpired` and the refresh is abandoned without
+recording anything, because another replica may be syncing a newer revision already.
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from gitops_ray.errors import GitOpsRayError
-from gitops_ray.kube import KubeError
+from gitops_ray.kube import KubeError, LeaseExpired
+from gitops_ray.kube.fence import WriteFence
 from gitops_ray.reconcile.autosync import (
     Action,
     AutoSyncSettings,
@@ -85,6 +92,7 @@ class Controller:
     def __init__(self, *, reconciler: Reconciler, cache: LiveCache, catalog: Catalog,
                  revisions: Revisions, metrics: Metrics, autosync: AutoSyncSettings,
                  identity: str, requeue: Requeue, recent: float = RECENT,
+                 fence: WriteFence | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
@@ -97,6 +105,7 @@ class Controller:
         self.autosync = autosync
         self.identity = identity
         self._requeue = requeue
+        self._fence = fence  # None: no leader election, writes are never fenced
         self._clock = clock
         self._leading = False
         self._writes = 0
@@ -139,12 +148,17 @@ class Controller:
             allowed = self._leading
             self._writes += allowed
         try:
-            yield allowed
+            with self._term() as in_term:
+                yield allowed and in_term
         finally:
             if allowed:
                 with self._cond:
                     self._writes -= 1
                     self._cond.notify_all()
+
+    def _term(self) -> contextlib.AbstractContextManager[bool]:
+        """Capture the lease term for the writes made inside (see the module docstring)."""
+        return self._fence.scope() if self._fence else contextlib.nullcontext(True)
 
     def _records(self) -> dict[str, AppRecord]:
         try:
@@ -171,6 +185,9 @@ class Controller:
         started, result = time.monotonic(), "success"
         try:
             self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
+        except LeaseExpired as e:
+            result = "error"
+            log.warning("sync_aborted_lease_expired", error=str(e))
         except GitOpsRayError as e:
             result = "error"
             self._failed(app, e, log)

@@ -38,6 +38,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gitops_ray.kube import Kube
+from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
@@ -78,6 +79,8 @@ class Runtime:
         self.metrics = Metrics()
         self.kube = kube or Kube.connect(settings.kubeconfig or None, settings.context or None)
         self.kube.hooks.append(self.metrics.observe_request)
+        self.fence = WriteFence() if settings.leader_election else None
+        self.kube.fence = self.fence  # every write checks the lease (kube.fence)
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.exit_code = 0
@@ -102,7 +105,7 @@ class Runtime:
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
             catalog=Catalog(source, s.app_sources, parse_inline(s.applications)),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
-            identity=s.lease.identity, requeue=self.timers.schedule,
+            identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT)
 
     # -- lifecycle -------------------------------------------------------------------
@@ -160,7 +163,7 @@ class Runtime:
             lease = dataclasses.replace(lease, annotations=(
                 (LEADER_URL_ANNOTATION, self.settings.webhook_advertise_url),))
         return LeaderElector(self.kube, lease, on_started=self._start_leading,
-                             on_stopped=self._stop_leading)
+                             on_stopped=self._stop_leading, fence=self.fence)
 
     def _elect(self) -> None:
         assert self.elector is not None

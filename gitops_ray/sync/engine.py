@@ -26,7 +26,7 @@ import structlog
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.errors import SyncError
-from gitops_ray.kube import Conflict, Kube, KubeError
+from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
@@ -143,6 +143,8 @@ class Syncer:
                 continue
             try:
                 result.resources.append(self._apply(request, obj, rules))
+            except LeaseExpired:
+                raise  # not leading any more: stop now, record nothing (kube.fence)
             except KubeError as e:
                 result.resources.append(ResourceResult(key, "failed", str(e)))
                 if not request.dry_run:
@@ -244,6 +246,8 @@ class Syncer:
             self.kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
+        except LeaseExpired:
+            raise
         except KubeError as e:
             return ResourceResult(entry.key, "failed", f"prune failed: {e}")
         return ResourceResult(entry.key, "pruned")
