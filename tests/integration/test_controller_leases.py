@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Kube, LeaseExpired
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
 from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.runtime.credentials import CredentialLookup
@@ -29,17 +29,19 @@ def eventually(condition: Callable[[], object], timeout: float = 30.0) -> None:
 
 
 class Candidate:
-    """An elector running in a thread, recording its transitions."""
+    """An elector running in a thread, recording its transitions and whether it lost."""
 
     def __init__(self, kube: Kube, namespace: str, identity: str) -> None:
         settings = LeaseSettings("ctl", namespace, identity, lease_duration=3.0,
                                  renew_deadline=2.0, retry_period=0.2)
         self.transitions: list[str] = []
+        self.lost: list[bool] = []
         self.elector = LeaderElector(kube, settings,
                                      on_started=lambda: self.transitions.append("started"),
                                      on_stopped=lambda: self.transitions.append("stopped"))
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True)
+        self.thread = threading.Thread(target=lambda: self.lost.append(
+            self.elector.run(self.stop)), daemon=True)
         self.thread.start()
 
     def halt(self) -> None:
@@ -92,6 +94,34 @@ def test_dead_leader_is_replaced_after_the_lease_expires(
     second = candidates("second")
     eventually(lambda: second.elector.is_leader, timeout=20)
     assert holder(kube, namespace) == "second"
+
+
+def test_a_leader_that_finds_the_lease_taken_stops_and_its_writes_are_refused(
+        kube: Kube, control_plane: LocalControlPlane, namespace: str,
+        candidates: Callable[[str], Candidate]) -> None:
+    leader = candidates("a")
+    eventually(lambda: leader.elector.is_leader)
+    assert leader.elector.last_error is None
+    writer = Kube.connect(str(control_plane.kubeconfig))  # the leader's writers' client
+    writer.fence = leader.elector.fence
+    writer.create(configmap(namespace, "before", "1"), field_manager="tests")
+    writer.apply(configmap(namespace, "dry", "1"), field_manager="tests", dry_run=True)
+
+    with leader.elector.fence.scope() as in_term:  # a sync that started in this term
+        assert in_term
+        lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+        assert lease is not None
+        lease["spec"]["holderIdentity"] = "intruder"  # e.g. a takeover while we were paused
+        kube.replace(lease, field_manager="tests")
+        leader.thread.join(10)
+        assert leader.lost == [True] and leader.transitions == ["started", "stopped"]
+        with pytest.raises(LeaseExpired, match="write refused: this replica is not the "
+                                               "leader"):
+            writer.create(configmap(namespace, "after", "1"), field_manager="tests")
+    assert writer.apply(configmap(namespace, "dry", "2"), field_manager="tests",
+                        dry_run=True)["data"] == {"v": "2"}  # dry runs are not writes
+    assert kube.get("v1", "ConfigMap", "after", namespace) is None
+    assert holder(kube, namespace) == "intruder"
 
 
 def configmap(namespace: str, name: str, value: str) -> Manifest:
