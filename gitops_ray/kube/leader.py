@@ -281,7 +281,8 @@ class LeaderElector:
             self.fence.revoke()
             log.error("leader_lease_lost", lease=self.settings.name,
                       identity=self.settings.identity, term=self._term,
-                      taken_by=self._superseded or None)
+                      reason=f"held by {self._superseded}" if self._superseded
+                      else "no renewal within renewDeadline (paused or API unreachable)")
         self._on_stopped()  # on a requested stop, a running sync may finish in the term
         self.fence.revoke()
 
