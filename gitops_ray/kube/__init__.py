@@ -1,6 +1,6 @@
 """The only package that talks to the Kubernetes API server (import-linter enforces it)."""
 
-from gitops_ray.kube.client import Kube, ResourceInfo, WatchEvent
+from gitops_ray.kube.client import Capabilities, Kube, ResourceInfo, WatchEvent
 from gitops_ray.kube.errors import (
     Conflict,
     Forbidden,
@@ -14,6 +14,6 @@ from gitops_ray.kube.errors import (
 )
 
 __all__ = [
-    "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "NotFound",
+    "Capabilities", "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "NotFound",
     "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
 ]

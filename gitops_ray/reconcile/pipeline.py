@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.errors import DiffError, SourceError
 from gitops_ray.health import Health, aggregate, assess
-from gitops_ray.kube import Kube, KubeError, UnknownKind
+from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
@@ -47,6 +48,8 @@ LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 LiveVersion = Callable[[str, str, str, str], "str | None"]
 """(apiVersion, kind, namespace, name) -> the live ``resourceVersion``, or None when only a
 read of the object itself can tell (the watch cache answers this from memory)."""
+
+CAPABILITIES_TTL = 300.0
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class RenderTools:
-    """External tools and cluster facts the render stage needs."""
+    """External tools the render stage needs (cluster facts come from discovery)."""
 
     helm_bin: str = "helm"
     kubectl_bin: str = "kubectl"
-    kube_version: str = "1.36.3"
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class Pipeline:
         self._renders: dict[str, _Render] = {}
         self._memo: dict[ResourceKey, _Memo] = {}
         self._lock = threading.Lock()
+        self._capabilities: tuple[float, Capabilities, str] | None = None
 
     # -- stages ----------------------------------------------------------------------
 
@@ -155,8 +158,9 @@ class Pipeline:
         so a one-line commit re-renders one app, not every app in the repo.
         """
         if local is not None:
-            return "local", self._objects(app, local)
-        spec = repr(app.source) + app.destination.namespace + app.name
+            return "local", self._objects(app, local, self.capabilities())
+        capabilities, facts = self._cluster_facts()
+        spec = repr(app.source) + app.destination.namespace + app.name + facts
         with self._lock:
             cached = self._renders.get(spec)
         if cached is not None and revision == cached.sha:
@@ -168,18 +172,46 @@ class Pipeline:
             if cached is not None and inputs is not None and inputs == cached.inputs:
                 objects = cached.objects  # the commit did not touch this app
             else:
-                objects = self._objects(app, checkout.root)
+                objects = self._objects(app, checkout.root, capabilities)
             cached = _Render(checkout.sha, inputs, objects)
             with self._lock:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
 
-    def _objects(self, app: Application, root: Path) -> list[DesiredObject]:
+    def _objects(self, app: Application, root: Path,
+                 capabilities: Capabilities) -> list[DesiredObject]:
         rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                               kubectl_bin=self.tools.kubectl_bin,
-                              kube_version=self.tools.kube_version,
+                              kube_version=capabilities.kube_version,
+                              api_versions=capabilities.api_versions,
                               is_namespaced=self._namespaced)
         return [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+
+    def capabilities(self) -> Capabilities:
+        return self._cluster_facts()[0]
+
+    def _cluster_facts(self) -> tuple[Capabilities, str]:
+        """The target cluster's version and APIs for Helm, and their digest.
+
+        A chart that tests ``.Capabilities.APIVersions.Has "ray.io/v1"`` renders as it
+        does under Argo CD, which passes the destination cluster's APIs; a CRD installed
+        later is seen within :data:`CAPABILITIES_TTL`.
+        """
+        now = time.monotonic()
+        with self._lock:
+            cached = self._capabilities
+        if cached is not None and now - cached[0] < CAPABILITIES_TTL:
+            return cached[1], cached[2]
+        try:
+            found = self.kube.capabilities()
+        except KubeError as e:
+            if cached is not None:
+                return cached[1], cached[2]
+            raise DiffError(f"cannot read the cluster's version and APIs: {e}") from e
+        entry = (now, found, _digest(dataclasses.asdict(found)))
+        with self._lock:
+            self._capabilities = entry
+        return found, entry[2]
 
     def _namespaced(self, api_version: str, kind: str) -> bool | None:
         try:
