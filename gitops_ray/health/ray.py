@@ -67,6 +67,15 @@ def raycluster_health(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Heal
     return _cluster_state_health(obj)
 
 
+def awaits_operator(obj: Manifest) -> bool:
+    """Whether a RayCluster's health depends on Events about it.
+
+    That is while the operator has not reported on the current generation, which is also
+    what a rejected spec looks like (the operator posts a Warning Event, writes no status).
+    """
+    return obj.get("kind") == "RayCluster" and _unobserved(obj) is not None
+
+
 def _unobserved(obj: Manifest) -> Health | None:
     """Progressing while the operator has not reported on the current generation."""
     if not status(obj):

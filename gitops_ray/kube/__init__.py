@@ -1,6 +1,6 @@
 """The only package that talks to the Kubernetes API server (import-linter enforces it)."""
 
-from gitops_ray.kube.client import Kube, ResourceInfo, WatchEvent
+from gitops_ray.kube.client import Capabilities, Kube, ResourceInfo, WatchEvent
 from gitops_ray.kube.errors import (
     Conflict,
     Forbidden,
@@ -15,6 +15,7 @@ from gitops_ray.kube.errors import (
 )
 
 __all__ = [
-    "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError", "LeaseExpired", "NotFound",
+    "Capabilities", "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError",
+    "LeaseExpired", "NotFound",
     "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
 ]

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -46,6 +46,8 @@ APPLY_PATCH = "application/apply-patch+yaml"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
+AGGREGATED_DISCOVERY = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+                        "application/json")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,31 @@ class ResourceInfo:
         if subresource:
             base += f"/{subresource}"
         return base
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a cluster tells a chart: ``v1.36.3`` and ``group/version[/Kind]`` strings."""
+
+    kube_version: str
+    api_versions: tuple[str, ...]
+
+
+def api_version_strings(doc: Mapping[str, Any]) -> set[str]:
+    """``group/version`` and ``group/version/Kind`` of an aggregated discovery document.
+
+    That is ``apidiscovery.k8s.io/v2``, answered for ``/api`` and ``/apis``; Argo CD passes
+    the same strings to ``helm template --api-versions``.
+    """
+    out: set[str] = set()
+    for group in doc.get("items") or []:
+        name = str((group.get("metadata") or {}).get("name") or "")
+        for version in group.get("versions") or []:
+            gv = f"{name}/{version.get('version')}" if name else str(version.get("version"))
+            out.add(gv)
+            out.update(f"{gv}/{r['responseKind']['kind']}" for r in version.get("resources")
+                       or [] if (r.get("responseKind") or {}).get("kind"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -125,17 +152,18 @@ class Kube:
     def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,
              body: Any = None, content_type: str | None = None,
              timeout: float | None = DEFAULT_TIMEOUT, verb: str = "",
-             resource: str = "") -> Any:
+             resource: str = "", accept: str = "application/json") -> Any:
         """Send one request and return the decoded JSON body (``None`` when empty)."""
         resp = self._send(method, path, query=query, body=body, content_type=content_type,
-                          timeout=timeout, verb=verb or method.lower(), resource=resource)
+                          timeout=timeout, verb=verb or method.lower(), resource=resource,
+                          accept=accept)
         data = resp.read()
         return json.loads(data) if data else None
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any,
               content_type: str | None, timeout: float | None, verb: str,
-              resource: str) -> Any:
-        headers = {"Accept": "application/json"}
+              resource: str, accept: str = "application/json") -> Any:
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         elif body is not None:
@@ -190,6 +218,32 @@ class Kube:
         self._discovery[api_version] = kinds
         return kinds
 
+    def capabilities(self) -> Capabilities:
+        """The server's version and every API it serves (three requests).
+
+        That is what Helm's ``.Capabilities`` sees when Argo CD renders a chart
+        (``--kube-version``, ``--api-versions``).
+        """
+        info = self.call("GET", "/version", verb="discovery", resource="version") or {}
+        version = str(info.get("gitVersion") or "").split("+", 1)[0]
+        names: set[str] = set()
+        for path in ("/api", "/apis"):
+            doc = self.call("GET", path, verb="discovery", accept=AGGREGATED_DISCOVERY) or {}
+            if doc.get("kind") == "APIGroupDiscoveryList":
+                names.update(api_version_strings(doc))
+            else:  # a server without aggregated discovery: one request per group/version
+                names.update(self._legacy_api_versions(doc))
+        return Capabilities(version, tuple(sorted(names)))
+
+    def _legacy_api_versions(self, doc: Mapping[str, Any]) -> set[str]:
+        versions = [str(v) for v in doc.get("versions") or []]  # /api: ["v1"]
+        versions += [str(v.get("groupVersion")) for g in doc.get("groups") or []
+                     for v in g.get("versions") or []]
+        out = set(versions)
+        for gv in versions:
+            out.update(f"{gv}/{kind}" for kind in self._group_version(gv, False))
+        return out
+
     def info_of(self, obj: Manifest) -> ResourceInfo:
         return self.resource(str(obj.get("apiVersion", "")), str(obj.get("kind", "")))
 
@@ -207,19 +261,21 @@ class Kube:
         return obj
 
     def list(self, api_version: str, kind: str, namespace: str | None = None, *,
-             label_selector: str | None = None) -> tuple[list[Manifest], str]:
+             label_selector: str | None = None, field_selector: str | None = None
+             ) -> tuple[list[Manifest], str]:
         """All objects of a kind, and the list's resourceVersion for a watch."""
         items: list[Manifest] = []
         version = ""
         for page, page_version in self.list_pages(api_version, kind, namespace,
-                                                  label_selector=label_selector):
+                                                  label_selector=label_selector,
+                                                  field_selector=field_selector):
             items.extend(page)
             version = page_version
         return items, version
 
     def list_pages(self, api_version: str, kind: str, namespace: str | None = None, *,
-                   label_selector: str | None = None, limit: int = 500
-                   ) -> Iterator[tuple[Sequence[Manifest], str]]:
+                   label_selector: str | None = None, field_selector: str | None = None,
+                   limit: int = 500) -> Iterator[tuple[Sequence[Manifest], str]]:
         """The objects of a kind page by page, each with the list's resourceVersion.
 
         Every page of one list is served from the same snapshot, so the version is that
@@ -227,7 +283,8 @@ class Kube:
         packs them) never holds more than one page decoded.
         """
         info = self.resource(api_version, kind)
-        query: dict[str, Any] = {"labelSelector": label_selector, "limit": limit}
+        query: dict[str, Any] = {"labelSelector": label_selector,
+                                 "fieldSelector": field_selector, "limit": limit}
         while True:
             doc = self.call("GET", info.path(namespace), query=query, verb="list",
                             resource=info.plural)
@@ -243,7 +300,8 @@ class Kube:
 
     def watch(self, api_version: str, kind: str, namespace: str | None = None, *,
               resource_version: str = "", label_selector: str | None = None,
-              timeout_seconds: int = 300) -> Iterator[WatchEvent]:
+              field_selector: str | None = None, timeout_seconds: int = 300
+              ) -> Iterator[WatchEvent]:
         """Stream watch events until the server closes the stream.
 
         Raises :class:`Gone` when ``resource_version`` is too old (relist then).
@@ -251,7 +309,7 @@ class Kube:
         info = self.resource(api_version, kind)
         query = {"watch": "true", "resourceVersion": resource_version or None,
                  "allowWatchBookmarks": "true", "labelSelector": label_selector,
-                 "timeoutSeconds": timeout_seconds}
+                 "fieldSelector": field_selector, "timeoutSeconds": timeout_seconds}
         resp = self._send("GET", info.path(namespace), query=query, body=None,
                           content_type=None, timeout=timeout_seconds + 10, verb="watch",
                           resource=info.plural)

@@ -22,15 +22,17 @@ import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.errors import DiffError, SourceError
-from gitops_ray.health import Health, aggregate, assess
-from gitops_ray.kube import Kube, KubeError, UnknownKind
+from gitops_ray.health import Health, aggregate, assess, awaits_operator
+from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
@@ -47,6 +49,45 @@ LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 LiveVersion = Callable[[str, str, str, str], "str | None"]
 """(apiVersion, kind, namespace, name) -> the live ``resourceVersion``, or None when only a
 read of the object itself can tell (the watch cache answers this from memory)."""
+
+CAPABILITIES_TTL = 300.0
+REJECTIONS = "type=Warning,involvedObject.kind=RayCluster"
+"""The Events a RayCluster's health reads: the operator's Warnings about it."""
+
+
+class EventSource(Protocol):
+    """Warning Events about one RayCluster (``about``), as health needs them.
+
+    ``cached``: answering costs no request, so the pipeline asks for every RayCluster and
+    keys its memo by the events' versions (the watch cache); otherwise it asks only for
+    clusters whose health depends on events (:func:`awaits_operator`).
+    """
+
+    cached: bool
+
+    def about(self, namespace: str, name: str) -> Sequence[Manifest]: ...
+
+
+class ClusterEvents:
+    """Events read from the API server, one list per RayCluster that needs them."""
+
+    cached = False
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    def about(self, namespace: str, name: str) -> Sequence[Manifest]:
+        selector = f"{REJECTIONS},involvedObject.name={name}"
+        try:
+            return self.kube.list("v1", "Event", namespace, field_selector=selector)[0]
+        except KubeError:  # e.g. no right to list Events: health without them
+            return ()
+
+
+def events_token(events: Sequence[Manifest]) -> str:
+    """What changes when the Events about an object do (their resourceVersions)."""
+    return ",".join(sorted(str((e.get("metadata") or {}).get("resourceVersion", ""))
+                           for e in events))
 
 
 @dataclass(frozen=True)
@@ -98,11 +139,10 @@ class Comparison:
 
 @dataclass(frozen=True)
 class RenderTools:
-    """External tools and cluster facts the render stage needs."""
+    """External tools the render stage needs (cluster facts come from discovery)."""
 
     helm_bin: str = "helm"
     kubectl_bin: str = "kubectl"
-    kube_version: str = "1.36.3"
 
 
 @dataclass(frozen=True)
@@ -125,7 +165,8 @@ class Pipeline:
     def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
                  jq_timeout: float = 1.0, live: LiveSource | None = None,
-                 live_version: LiveVersion | None = None) -> None:
+                 live_version: LiveVersion | None = None,
+                 events: EventSource | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -134,11 +175,13 @@ class Pipeline:
         self.jq_timeout = jq_timeout
         self._live = live or self._get
         self._live_version = live_version or _unknown_version
+        self._events: EventSource = events or ClusterEvents(kube)
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, _Render] = {}
         self._memo: dict[ResourceKey, _Memo] = {}
         self._lock = threading.Lock()
+        self._capabilities: tuple[float, Capabilities, str] | None = None
 
     # -- stages ----------------------------------------------------------------------
 
@@ -155,8 +198,9 @@ class Pipeline:
         so a one-line commit re-renders one app, not every app in the repo.
         """
         if local is not None:
-            return "local", self._objects(app, local)
-        spec = repr(app.source) + app.destination.namespace + app.name
+            return "local", self._objects(app, local, self.capabilities())
+        capabilities, facts = self._cluster_facts()
+        spec = repr(app.source) + app.destination.namespace + app.name + facts
         with self._lock:
             cached = self._renders.get(spec)
         if cached is not None and revision == cached.sha:
@@ -168,18 +212,46 @@ class Pipeline:
             if cached is not None and inputs is not None and inputs == cached.inputs:
                 objects = cached.objects  # the commit did not touch this app
             else:
-                objects = self._objects(app, checkout.root)
+                objects = self._objects(app, checkout.root, capabilities)
             cached = _Render(checkout.sha, inputs, objects)
             with self._lock:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
 
-    def _objects(self, app: Application, root: Path) -> list[DesiredObject]:
+    def _objects(self, app: Application, root: Path,
+                 capabilities: Capabilities) -> list[DesiredObject]:
         rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                               kubectl_bin=self.tools.kubectl_bin,
-                              kube_version=self.tools.kube_version,
+                              kube_version=capabilities.kube_version,
+                              api_versions=capabilities.api_versions,
                               is_namespaced=self._namespaced)
         return [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+
+    def capabilities(self) -> Capabilities:
+        return self._cluster_facts()[0]
+
+    def _cluster_facts(self) -> tuple[Capabilities, str]:
+        """The target cluster's version and APIs for Helm, and their digest.
+
+        A chart that tests ``.Capabilities.APIVersions.Has "ray.io/v1"`` renders as it
+        does under Argo CD, which passes the destination cluster's APIs; a CRD installed
+        later is seen within :data:`CAPABILITIES_TTL`.
+        """
+        now = time.monotonic()
+        with self._lock:
+            cached = self._capabilities
+        if cached is not None and now - cached[0] < CAPABILITIES_TTL:
+            return cached[1], cached[2]
+        try:
+            found = self.kube.capabilities()
+        except KubeError as e:
+            if cached is not None:
+                return cached[1], cached[2]
+            raise DiffError(f"cannot read the cluster's version and APIs: {e}") from e
+        entry = (now, found, _digest(dataclasses.asdict(found)))
+        with self._lock:
+            self._capabilities = entry
+        return found, entry[2]
 
     def _namespaced(self, api_version: str, kind: str) -> bool | None:
         try:
@@ -208,24 +280,28 @@ class Pipeline:
               ) -> tuple[ResourceDiff, Health | None]:
         """Diff and health of one object, or the last ones if nothing changed.
 
-        Reused while its desired content, the app's ignore rules and the live
-        ``resourceVersion`` stay the same: no read, no dry run, no normalisation. With the
-        watch cache the version is known without unpacking the live object, so a no-op
-        pass unpacks nothing.
+        Reused while its desired content, the app's ignore rules, the live
+        ``resourceVersion`` and the Events health reads stay the same: no read, no dry
+        run, no normalisation. With the watch cache the versions are known without
+        unpacking the live object, so a no-op pass unpacks nothing.
         """
         known = self._live_version(*desired.coordinates)
-        hit = self._recall(desired.key, (content, known)) if known is not None else None
-        if hit is not None:
-            return hit.diff, hit.health
+        if known is not None and (self._events.cached or not _reads_events(desired.key)):
+            events = self._events_about(desired.key, None)
+            hit = self._recall(desired.key, (content, known + "|" + events_token(events)))
+            if hit is not None:
+                return hit.diff, hit.health
         obj = desired.manifest()
         live = self._live(*desired.coordinates)
-        version = (content, str((live or {}).get("metadata", {}).get("resourceVersion", "")))
+        events = self._events_about(desired.key, live)
+        live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
+        version = (content, live_version + "|" + events_token(events))
         hit = self._recall(desired.key, version)
         if hit is not None:
             return hit.diff, hit.health
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
-        health = assess(live)
+        health = assess(live, events=events)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
@@ -233,6 +309,14 @@ class Pipeline:
         with self._lock:
             self._memo[desired.key] = _Memo(version, slim, health)
         return result, health
+
+    def _events_about(self, key: ResourceKey, live: Manifest | None) -> Sequence[Manifest]:
+        """The Events a RayCluster's health reads (none for other kinds)."""
+        if not _reads_events(key):
+            return ()
+        if not self._events.cached and (live is None or not awaits_operator(live)):
+            return ()
+        return self._events.about(key.namespace, key.name)
 
     def _recall(self, key: ResourceKey, version: tuple[str, str]) -> _Memo | None:
         with self._lock:
@@ -271,6 +355,10 @@ class Pipeline:
                                    dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+
+
+def _reads_events(key: ResourceKey) -> bool:
+    return key.kind == "RayCluster" and key.group == "ray.io"
 
 
 def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> None:

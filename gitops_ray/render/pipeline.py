@@ -37,6 +37,8 @@ from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
 
 HELM, KUSTOMIZE, DIRECTORY = "Helm", "Kustomize", "Directory"
+DEFAULT_KUBE_VERSION = "1.36.3"
+"""Helm's ``.Capabilities.KubeVersion`` when no cluster is asked (``render --local``)."""
 
 
 @dataclass(frozen=True)
@@ -45,18 +47,20 @@ class Tools:
 
     helm_bin: str | Path = "helm"
     kubectl_bin: str = "kubectl"
-    kube_version: str = "1.36.3"
+    kube_version: str = DEFAULT_KUBE_VERSION
     api_versions: tuple[str, ...] = ()
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
-               kubectl_bin: str = "kubectl", kube_version: str = "1.36.3",
+               kubectl_bin: str = "kubectl", kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (),
                is_namespaced: IsNamespaced | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``is_namespaced(apiVersion, kind)`` comes from the caller's discovery; without it a
-    table of well-known cluster-scoped kinds is used.
+    table of well-known cluster-scoped kinds is used. ``kube_version`` and
+    ``api_versions`` are what Helm's ``.Capabilities`` report; the controller and the
+    cluster-backed commands take them from the target cluster, as Argo CD does.
     """
     tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
     try:

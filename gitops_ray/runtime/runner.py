@@ -37,7 +37,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
@@ -99,7 +99,8 @@ class Runtime:
         store = RecordStore(self.kube, s.control_namespace, lookup=self.cache.get)
         source = git_source(s, self.kube)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
-                            live=self.cache.get, live_version=self.cache.version)
+                            live=self.cache.get, live_version=self.cache.version,
+                            events=self.cache.warnings)
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         return Controller(
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
@@ -217,9 +218,20 @@ class Runtime:
             self.scheduler.remove_job(key)
 
     def _on_watch_event(self, kind: str, obj: Manifest) -> None:
+        if obj.get("kind") == "Event":  # a Warning about a RayCluster: refresh its app
+            obj = self._involved(obj)
         app = self.controller.app_for_event(obj)
         if app is not None:
             self.timers.schedule(app, self.settings.debounce)
+
+    def _involved(self, event: Manifest) -> Manifest:
+        about = event.get("involvedObject") or {}
+        try:
+            return self.cache.get(str(about.get("apiVersion", "")), str(about.get("kind", "")),
+                                  str(about.get("namespace", "")),
+                                  str(about.get("name", ""))) or {}
+        except KubeError:
+            return {}  # gone or unreadable: the next poll refreshes its app anyway
 
     # -- HTTP ------------------------------------------------------------------------
 

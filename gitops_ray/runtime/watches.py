@@ -31,6 +31,8 @@ How it stays correct:
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
+from gitops_ray.reconcile.pipeline import REJECTIONS
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest
@@ -54,7 +57,8 @@ MAX_BACKOFF = 30.0
 class WatchOptions:
     """How the watches behave (small values in tests)."""
 
-    label_selector: str = APP_LABEL
+    label_selector: str | None = APP_LABEL
+    field_selector: str | None = None
     timeout: int = 300  # server-side watch timeout, then resumed
     sync_wait: float = 10.0  # how long a lookup waits for a new kind's first list
     page_size: int = 100  # objects per list request (decoded at once while relisting)
@@ -127,7 +131,8 @@ class KindWatch:
         version = ""
         for page, page_version in self.kube.list_pages(
                 self.api_version, self.kind, self.namespace,
-                label_selector=self.options.label_selector, limit=self.options.page_size):
+                label_selector=self.options.label_selector,
+                field_selector=self.options.field_selector, limit=self.options.page_size):
             fresh.update((_key(o), (_version(o), pack(o))) for o in page)
             version = page_version
         with self._lock:
@@ -153,6 +158,7 @@ class KindWatch:
         for event in self.kube.watch(self.api_version, self.kind, self.namespace,
                                      resource_version=version,
                                      label_selector=self.options.label_selector,
+                                     field_selector=self.options.field_selector,
                                      timeout_seconds=self.options.timeout):
             if self._stop.is_set():
                 break
@@ -182,6 +188,61 @@ class KindWatch:
             log.exception("watch_handler_failed", kind=self.kind)
 
 
+class WarningEvents:
+    """The KubeRay operator's Warning Events about RayClusters, indexed by cluster.
+
+    Health needs them to tell a rejected spec (``InvalidRayClusterSpec``: the operator
+    writes no status) from one not yet observed. One watch with a field selector keeps
+    only those Events, so answering costs no request and a new rejection triggers a
+    refresh of the cluster's app like any other watch event.
+    """
+
+    cached = True
+
+    def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
+                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+        self._options = dataclasses.replace(options, label_selector=None,
+                                            field_selector=REJECTIONS)
+        self._kube, self._stop, self._metrics = kube, stop, metrics
+        self._on_event = on_event
+        self._index: dict[Key, dict[str, Manifest]] = {}
+        self._lock = threading.Lock()
+        self._watch: KindWatch | None = None
+
+    def about(self, namespace: str, name: str) -> list[Manifest]:
+        """Copies of the Warning Events about RayCluster ``namespace/name``."""
+        watch = self._started()
+        if not watch.ready(self._options.sync_wait):
+            return []
+        with self._lock:
+            found = self._index.get((namespace, name), {})
+            return [copy.deepcopy(e) for _, e in sorted(found.items())]
+
+    def _started(self) -> KindWatch:
+        with self._lock:
+            if self._watch is None:
+                self._watch = KindWatch(self._kube, "v1", "Event", None, options=self._options,
+                                        on_event=self._indexed, stop=self._stop,
+                                        metrics=self._metrics)
+                threading.Thread(target=self._watch.run, name="watch-events",
+                                 daemon=True).start()
+            return self._watch
+
+    def _indexed(self, kind: str, event: Manifest) -> None:
+        about = event.get("involvedObject") or {}
+        key = (str(about.get("namespace") or ""), str(about.get("name") or ""))
+        name = str((event.get("metadata") or {}).get("name", ""))
+        with self._lock:
+            events = self._index.setdefault(key, {})
+            if kind == "DELETED":
+                events.pop(name, None)
+            else:
+                events[name] = event
+            if not events:
+                del self._index[key]
+        self._on_event(kind, event)
+
+
 class LiveCache:
     """Live objects by (apiVersion, kind, namespace, name), served from watches.
 
@@ -201,6 +262,8 @@ class LiveCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._local = threading.local()
+        self.warnings = WarningEvents(kube, options=options, on_event=on_event,
+                                      stop=self._stop, metrics=metrics)
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         if not getattr(self._local, "fresh", False):
