@@ -2,7 +2,10 @@
 
 HTTPS tokens reach git through ``GIT_ASKPASS`` (a tiny script that echoes environment
 variables of the git process), so they never appear in ``.git/config``, in ``ps`` output
-or in error messages that echo the remote URL. SSH keys are passed with
+or in error messages that echo the remote URL. The environment of a process is readable
+only by its user (``/proc/<pid>/environ`` is mode 0400), unlike its argv. A token written
+into an Application's ``repoURL`` (``https://user:token@host/repo``) takes the same path:
+:func:`split_credentials` takes it out of the URL before git sees the URL. SSH keys are passed with
 ``GIT_SSH_COMMAND -i <file>``; a key given as text (e.g. from a Secret in an environment
 variable) is written once to a 0600 file in the cache. Host keys are always checked:
 against the given known-hosts file, or learnt on first use into the cache. Only git's
@@ -19,8 +22,9 @@ import shlex
 import stat
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 ENV_PREFIX = "GITOPS_RAY_GIT_"
 # git's own protocols only: no ext:: (runs commands), fd::, or remote helpers from PATH.
@@ -56,13 +60,34 @@ class Credentials:
                    known_hosts_file=values["KNOWN_HOSTS"])
 
 
+def split_credentials(url: str, found: Credentials | None) -> tuple[str, Credentials | None]:
+    """The URL to hand git, and the credentials to use with it.
+
+    For http(s), userinfo in ``url`` is removed and becomes the credentials (a user name
+    alone keeps the password of ``found``, the configured credentials for the bare URL).
+    For ssh the user name picks the remote account and stays; a password is dropped (SSH
+    runs in batch mode with keys only). Other URLs are returned as they are.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc or parts.scheme not in ("http", "https", "ssh", "git+ssh"):
+        return url, found
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if parts.scheme.endswith("ssh"):
+        return urlunsplit(parts._replace(netloc=f"{user}@{host}")), found
+    base = found or Credentials()
+    token = unquote(password) if colon else (base.token or "")
+    return (urlunsplit(parts._replace(netloc=host)),
+            replace(base, username=unquote(user) or base.username, token=token))
+
+
 def git_env(credentials: Credentials | None, secrets_dir: Path) -> dict[str, str]:
     """Environment for one git process: never prompts, authenticates as given."""
     env = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
            "GCM_INTERACTIVE": "never", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS}
     creds = credentials or Credentials()
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if creds.token:
+    if creds.token is not None:
         env.update({"GIT_ASKPASS": str(_askpass(secrets_dir)),
                     "GITOPS_RAY_ASKPASS_USERNAME": creds.username,
                     "GITOPS_RAY_ASKPASS_PASSWORD": creds.token})

@@ -233,7 +233,7 @@ def test_userinfo_in_the_url_is_redacted(source: GitSource) -> None:
     with pytest.raises(UnreachableRemote) as err:
         source.resolve(f"http://ci:pa55word@127.0.0.1:{port}/repo.git", "main")
     assert "pa55word" not in str(err.value)
-    assert f"http://127.0.0.1:{port}/repo.git" in str(err.value)
+    assert f"http://***@127.0.0.1:{port}/repo.git" in str(err.value)
 
 
 def test_a_remote_that_never_answers_times_out(tmp_path: Path) -> None:
