@@ -18,6 +18,8 @@ from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
 
+MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
+
 
 def status_of(comparison: Comparison) -> dict[str, Any]:
     """The status fields a comparison determines."""
@@ -29,6 +31,7 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "healthMessage": health.message if health else "",
         "resources": [{"key": str(r.key), "status": r.status, "reason": r.reason}
                       for r in comparison.diff.resources],
+        "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "targetRevision": comparison.app.source.target_revision,
