@@ -38,7 +38,7 @@ _VALUE_MARKERS = (" with result ", " near attempt ", " (while parsing")
 # Every word of libjq's own runtime and fromjson messages; a message with any other word
 # is not one of libjq's (``error(.data.x)``, a value left after cutting) and is withheld.
 _JQ_WORDS = frozenset((
-    "a", "added", "an", "and", "array", "as", "at", "be", "boolean", "bounds", "cannot",
+    "a", "added", "an", "and", "array", "as", "at", "be", "between", "boolean", "bounds", "cannot",
     "check", "column", "component", "delete", "divided", "divisor", "end", "eof", "expected",
     "expression", "field", "fields", "from", "has", "index", "indices", "invalid", "is",
     "iterate", "key", "keys", "length", "line", "literal", "matched", "modulo", "multiplied",
