@@ -269,6 +269,34 @@ def test_https_token_auth_over_smart_http(git_repo: GitRepo, tmp_path: Path) -> 
     _assert_not_on_disk(tmp_path / "good", token)
 
 
+def test_a_token_in_the_url_goes_to_git_through_askpass(git_repo: GitRepo,
+                                                         tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    token = "url-t0ken-value"
+    asked: list[str] = []
+    with serve_git(git_repo.bare.parent, token=token) as base:
+        bare = f"{base}/{git_repo.bare.name}"
+        url = bare.replace("://", f"://ci:{token}@")
+        source = GitSource(tmp_path / "cache", credentials=lambda u: asked.append(u) or None)
+        assert source.checkout(url, "main").sha == sha
+        assert source.repo_dir(url) == source.repo_dir(bare)  # one mirror, not one per token
+        assert asked and set(asked) == {bare}  # configured credentials looked up by bare URL
+        with pytest.raises(SourceAuthError) as err:
+            source.resolve(url.replace(token, "wrong-t0ken"), "main")
+        assert "wrong-t0ken" not in str(err.value) and "http://***@127.0.0.1" in str(err.value)
+    _assert_not_on_disk(tmp_path / "cache", token)
+
+
+def test_a_user_name_in_the_url_keeps_the_configured_token(git_repo: GitRepo,
+                                                           tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    with serve_git(git_repo.bare.parent, username="ci", token="conf-t0ken") as base:
+        url = f"{base}/{git_repo.bare.name}".replace("://", "://ci@")
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: Credentials(
+            username="someone-else", token="conf-t0ken"))
+        assert source.resolve(url, "main") == sha
+
+
 # -- SSH key ---------------------------------------------------------------------------
 
 
