@@ -11,13 +11,13 @@ share one repository safely from many threads.
 
 Credentials never reach git's argv: a ``user:token@`` in a repository URL is taken out
 (:func:`gitops_ray.source.auth.split_credentials`) and handed over like configured ones,
-through ``GIT_ASKPASS`` and the git process's environment. The mirror is keyed and fetched
-by the URL without userinfo and has no remote configured, so neither its directory name,
-its ``config`` nor its ``FETCH_HEAD`` holds a token.
+through a credential helper that reads the git process's environment. The mirror is
+keyed and fetched by the URL without userinfo and has no remote configured, so neither
+its directory name, its ``config`` nor its ``FETCH_HEAD`` holds a token.
 
 Layout under ``cache_dir``: ``repos/<sha256(url)[:16]>/mirror.git`` (bare mirror) and
-``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (askpass helper,
-SSH keys given as text, known hosts learnt on first use; mode 0700).
+``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (SSH keys
+given as text, known hosts learnt on first use; mode 0700).
 """
 
 from __future__ import annotations

@@ -67,10 +67,11 @@ def test_a_token_reaches_git_through_the_environment_only(tmp_path: object) -> N
     secrets = Path(str(tmp_path)) / ".secrets"
     _, creds = split_credentials("https://ci:tok3n@h/r", None)
     env = git_env(creds, secrets)
-    assert env["GITOPS_RAY_ASKPASS_PASSWORD"] == "tok3n"
-    askpass = Path(env["GIT_ASKPASS"])
-    assert "tok3n" not in askpass.read_text() and askpass.stat().st_mode & 0o077 == 0
-    assert "tok3n" not in env["GIT_SSH_COMMAND"]
+    assert env["GITOPS_RAY_CREDENTIAL_PASSWORD"] == "tok3n"
+    assert env["GITOPS_RAY_CREDENTIAL_USERNAME"] == "ci"
+    assert [k for k, v in env.items() if "tok3n" in v] == ["GITOPS_RAY_CREDENTIAL_PASSWORD"]
+    assert env["GIT_ASKPASS"] == "/bin/false"  # askpass would get the user in its argv
+    assert not any(p.is_file() for p in secrets.rglob("*"))  # nothing written to disk
 
 
 def test_log_lines_are_redacted_even_in_exceptions() -> None:
