@@ -13,11 +13,13 @@ from gitops_ray.diff.jqrule import safe_message
 from gitops_ray.errors import RenderError
 from gitops_ray.kube.errors import Invalid, error_from_response, without_values
 from gitops_ray.redact import redact
+from gitops_ray.render.documents import parse_yaml
 from gitops_ray.render.helm import resolve_value_file
 from gitops_ray.render.tools import ToolResult, tool_error
 from gitops_ray.runtime.logs import configure_logging, redact_url
 from gitops_ray.source.auth import Credentials, git_env, split_credentials
 from gitops_ray.sync.events import event_for
+from gitops_ray.sync.validate import validate_ray_objects
 
 
 @pytest.mark.parametrize(("text", "safe"), [
@@ -160,3 +162,26 @@ def test_helm_value_files_with_credentials_are_refused(tmp_path: object) -> None
     assert "tok3n" not in str(err.value)
     assert resolve_value_file(Path(str(tmp_path)), ".", "https://h/values.yaml",
                               ignore_missing=False) == "https://h/values.yaml"
+
+
+def test_ray_validation_names_the_field_not_its_value() -> None:
+    group = {"groupName": "g", "replicas": "MARK", "minReplicas": -7,
+             "template": {"spec": {"containers": [{"name": "c"}]}}}
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc"},
+               "spec": {"headGroupSpec": group, "workerGroupSpecs": [group]}}
+    problems = validate_ray_objects([cluster])
+    assert any("replicas must be a non-negative integer, got a string" in p for p in problems)
+    assert any("got a negative number" in p for p in problems)
+    assert not any("MARK" in p or "-7" in p for p in problems)
+
+
+@pytest.mark.parametrize("text", [
+    "data:\n  token: MARK\n\tbad: 1\n",
+    'data:\n  token: "MARK\\q"\n',
+    "data:\n  token: MARK: x\n",
+    "data:\n  token: [MARK\n",
+])
+def test_yaml_errors_name_file_and_line_not_the_text(text: str) -> None:
+    with pytest.raises(RenderError) as err:
+        parse_yaml(text, origin="app/cm.yaml")
+    assert str(err.value).startswith("app/cm.yaml:") and "MARK" not in str(err.value)
