@@ -4,7 +4,8 @@ The real controller process syncs three apps from a real git HTTP server behind 
 auth, each with ``user:TOKEN@`` in its ``repoURL``:
 
 * ``plain``: a ConfigMap; its git traffic is held by the server until the test has read
-  the argv (``/proc/<pid>/cmdline``) of every descendant of the controller;
+  the argv (``/proc/<pid>/cmdline``) of every descendant of the controller (and a sampler
+  reads them all along, for the many git runs that are not held);
 * ``marked``: a ConfigMap whose data holds a marker, with a jq ignore rule that fails on
   it (libjq quotes the value: ``while parsing '<marker>...'``);
 * ``invalid``: a Service whose ``spec.type`` is the marker, which the API server rejects
@@ -129,6 +130,27 @@ def argv_of(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
+class ArgvWatch:
+    """Samples the argv of every descendant of a process until stopped (a backstop to the
+    held request: git runs many times during the test, not only while held)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.seen: set[tuple[str, ...]] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            self.seen.update(tuple(argv_of(p)) for p in descendants(self.pid))
+
+    def stop(self) -> set[tuple[str, ...]]:
+        self._stop.set()
+        self._thread.join(10)
+        return self.seen
+
+
 def cluster_text(kube: Kube, namespaces: list[str], *, skip: set[tuple[str, str]]) -> str:
     """ConfigMaps, Events and Leases of ``namespaces`` as JSON (minus ``skip``)."""
     docs = []
@@ -158,6 +180,7 @@ def test_no_token_or_document_value_leaves_the_controller(
         url = f"{base.replace('://', f'://ci:{TOKEN}@')}/{git_repo.bare.name}"
         proc = controller_process("leaks", _settings(control_plane, namespace, url,
                                                      destination))
+        watch = ArgvWatch(proc.pid)
         try:
             _check_argv_while_git_runs(proc, gate)
         finally:
@@ -173,6 +196,9 @@ def test_no_token_or_document_value_leaves_the_controller(
                    "the invalid app's failed sync in the status")
         eventually(lambda: _events(kube, namespace, "SyncFailed"), 60, "a SyncFailed Event")
         metrics = proc.metrics()
+    sampled = watch.stop()
+    assert any(a and Path(a[0]).name.startswith("git") for a in sampled), sampled
+    assert [a for a in sampled if TOKEN in " ".join(a)] == []
     _check_sinks(kube, proc, [namespace, destination], metrics, store)
     cache = tmp_path / "leaks"
     assert list(cache.rglob("mirror.git/config")), "the mirror was not where expected"
