@@ -8,11 +8,13 @@ environment of a process is readable only by its user (``/proc/<pid>/environ`` i
 0400), unlike its argv. A helper rather than ``GIT_ASKPASS``: git hands an askpass program
 its prompt on the command line, and the password prompt names the user
 (``Password for 'https://<user>@host'``), which is the token when a forge takes the token
-as the user name. Configured helpers are reset first, so ours is the only one asked. A token written
-into an Application's ``repoURL`` (``https://user:token@host/repo``) takes the same path:
-:func:`split_credentials` takes it out of the URL before git sees the URL. SSH keys are passed with
-``GIT_SSH_COMMAND -i <file>``; a key given as text (e.g. from a Secret in an environment
-variable) is written once to a 0600 file in the cache. Host keys are always checked:
+as the user name. Configured helpers are reset first, so ours is the only one asked.
+
+A token written into an Application's ``repoURL`` (``https://user:token@host/repo``)
+takes the same path: :func:`split_credentials` takes it out of the URL before git sees
+the URL. SSH keys are passed with ``GIT_SSH_COMMAND -i <file>``; a key given as text
+(e.g. from a Secret in an environment variable) is written once to a 0600 file in the
+cache. Host keys are always checked:
 against the given known-hosts file, or learnt on first use into the cache. Only git's
 standard protocols are allowed, so a repository URL from an Application cannot run a
 command through ``ext::``. :class:`Credentials` hides its secrets from ``repr`` so
