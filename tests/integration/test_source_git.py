@@ -297,6 +297,17 @@ def test_a_user_name_in_the_url_keeps_the_configured_token(git_repo: GitRepo,
         assert source.resolve(url, "main") == sha
 
 
+def test_a_token_as_user_name_works_and_stays_off_disk(git_repo: GitRepo,
+                                                       tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    token = "ghp-like-t0ken"  # forges take https://<token>@host/...
+    with serve_git(git_repo.bare.parent, username=token, token="") as base:
+        url = f"{base}/{git_repo.bare.name}".replace("://", f"://{token}@")
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: None)
+        assert source.checkout(url, "main").sha == sha
+    _assert_not_on_disk(tmp_path / "cache", token)
+
+
 # -- SSH key ---------------------------------------------------------------------------
 
 
