@@ -16,7 +16,7 @@ import shlex
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,7 +31,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 _ServerInterface: type = paramiko.ServerInterface if paramiko is not None else object
 
 
-def _handler(root: Path, username: str, token: str) -> type[BaseHTTPRequestHandler]:
+def _handler(root: Path, username: str, token: str,
+             hold: Callable[[], None] | None = None) -> type[BaseHTTPRequestHandler]:
     expected = "Basic " + base64.b64encode(f"{username}:{token}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -51,6 +52,8 @@ def _handler(root: Path, username: str, token: str) -> type[BaseHTTPRequestHandl
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            if hold is not None:
+                hold()  # e.g. keep the client's git running while a test inspects it
             path, _, query = self.path.partition("?")
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             env = {**os.environ, "GIT_PROJECT_ROOT": str(root), "GIT_HTTP_EXPORT_ALL": "1",
@@ -75,9 +78,14 @@ def _handler(root: Path, username: str, token: str) -> type[BaseHTTPRequestHandl
 
 
 @contextmanager
-def serve_git(root: Path, *, username: str = "ci", token: str) -> Iterator[str]:
-    """Serve the bare repos under ``root``; yields the base URL (``http://127.0.0.1:N``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, username, token))
+def serve_git(root: Path, *, username: str = "ci", token: str,
+              hold: Callable[[], None] | None = None) -> Iterator[str]:
+    """Serve the bare repos under ``root``; yields the base URL (``http://127.0.0.1:N``).
+
+    ``hold``, if given, is called (in the request's thread) before each authenticated
+    request is answered, so a test can look at the client while it waits.
+    """
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, username, token, hold))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

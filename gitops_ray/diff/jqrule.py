@@ -31,9 +31,22 @@ from gitops_ray.diff.paths import Path, PathError, delete_paths
 
 _QUOTED_VALUE = re.compile(r'\s*\((?:[^()"]|"(?:[^"\\]|\\.)*")*\)')
 _JQ_MESSAGE = re.compile(
-    r"^(Cannot |Invalid |Out of bounds|Range bounds|Start and end indices)"
+    r"^(Cannot |Invalid |Out of bounds|Range bounds|Start and end indices|Unfinished |Expected )"
     r"| cannot be | is not valid| not a string$| has no keys$| has no length$")
-_VALUE_LIKE = re.compile(r'["{}\[\]]')
+# Where libjq starts quoting a value: after these, the rest of the line is dropped.
+_VALUE_MARKERS = (" with result ", " near attempt ", " (while parsing")
+# Every word of libjq's own runtime and fromjson messages; a message with any other word
+# is not one of libjq's (``error(.data.x)``, a value left after cutting) and is withheld.
+_JQ_WORDS = frozenset((
+    "a", "added", "an", "and", "array", "as", "at", "be", "between", "boolean", "bounds", "cannot",
+    "check", "column", "component", "delete", "divided", "divisor", "end", "eof", "expected",
+    "expression", "field", "fields", "from", "has", "index", "indices", "invalid", "is",
+    "iterate", "key", "keys", "length", "line", "literal", "matched", "modulo", "multiplied",
+    "must", "negative", "no", "not", "null", "number", "numbers", "numeric", "object", "of",
+    "out", "over", "parsed", "path", "range", "separator", "slice", "start", "string",
+    "subtracted", "term", "tested", "unfinished", "use", "valid", "values", "whether", "with",
+    "zero"
+))
 _LOCATION = re.compile(r"at <top-level>, line 1, column ([0-9]+):?")
 _WRAPPER = len("del(")
 _MAX_MESSAGE = 200
@@ -143,18 +156,25 @@ def _checked_paths(outputs: list[Any]) -> list[Path]:
 def safe_message(message: str) -> str:
     """A libjq error without the document values it quotes, one line, bounded.
 
-    libjq puts values in parentheses (``Cannot iterate over string ("...")``) or after
-    ``with result`` / ``near attempt to``; those parts are cut. Only messages shaped like
-    libjq's own are shown: ``error(.data.token)`` makes a value the whole message, so
-    anything else is withheld.
+    libjq puts values in parentheses (``Cannot iterate over string ("...")``), after
+    ``with result`` / ``near attempt to``, or, for ``fromjson``, in ``(while parsing
+    '...')`` (the single quotes are not escaped, so the value may hold anything); those
+    parts are cut. What is left is shown only if every word is a word of libjq's own
+    messages: ``error(.data.token)`` makes a value the whole message, so such messages
+    are withheld rather than guessed at.
     """
     text = _first_error_line(message)
-    for marker in (" with result ", " near attempt "):
+    for marker in _VALUE_MARKERS:
         text = text.split(marker, 1)[0]
-    text = _QUOTED_VALUE.sub("", text)
-    if _VALUE_LIKE.search(text) or not _JQ_MESSAGE.search(text):
+    text = _QUOTED_VALUE.sub("", text).strip()
+    if not _only_jq_words(text) or not _JQ_MESSAGE.search(text):
         return "runtime error (message withheld: it may quote the object)"
     return text[:_MAX_MESSAGE]
+
+
+def _only_jq_words(text: str) -> bool:
+    words = re.split(r"[\s,:;.]+", text.lower())
+    return all(w in _JQ_WORDS or w.isdigit() for w in words if w)
 
 
 def _first_error_line(message: str) -> str:

@@ -1,18 +1,26 @@
 """Errors from the API server, one class per HTTP status that callers act on.
 
 Callers branch on the class (``Conflict`` means re-read and retry, ``NotFound`` means
-absent), never on message text. Messages are truncated so a response body that echoes a
-Secret cannot end up in a log line in full.
+absent), never on message text. Validation errors echo the offending field's value
+(``data[x]: Invalid value: "<the value>": ...``), and these messages end up in logs,
+Events and status records, so :func:`without_values` cuts every echoed value and keeps
+the field path and the reason. Messages are also truncated, so a response body that is
+not a ``Status`` cannot end up in a log line in full.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from gitops_ray.errors import GitOpsRayError
 
 MAX_MESSAGE = 512
+# apimachinery's field errors: "<Type> value: <value>"; strings are quoted with Go's %q.
+_ECHOED = re.compile(r'\b(Invalid|Unsupported|Duplicate|Forbidden|Required|Not found) value: '
+                     r'("(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*\b|true\b|false\b|null\b)')
+_UNQUOTED = re.compile(r'\b(Invalid|Unsupported|Duplicate) value: (?!")')
 
 
 class KubeError(GitOpsRayError):
@@ -96,6 +104,19 @@ def error_from_response(status: int, body: bytes, context: str) -> KubeError:
     except ValueError:
         pass
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else KubeError)
-    message = str(payload.get("message") or body[:200].decode("utf-8", "replace"))
+    message = without_values(str(payload.get("message")
+                                 or body[:200].decode("utf-8", "replace")))
     return cls(f"{context}: {message}", status=status, reason=str(payload.get("reason", "")),
                details=payload.get("details") or {})
+
+
+def without_values(message: str) -> str:
+    """``message`` with the field values the API server echoes cut out.
+
+    ``data[k]: Invalid value: "s3cret": must be ...`` -> ``data[k]: Invalid value
+    (withheld): must be ...``. A value in another form (a Go map or struct) ends the
+    message there.
+    """
+    message = _ECHOED.sub(r"\1 value (withheld)", message)
+    cut = _UNQUOTED.search(message)
+    return message if cut is None else message[:cut.start()] + f"{cut.group(1)} value (withheld)"

@@ -3,7 +3,9 @@
 The status mirrors ``argocd app list``: sync status, health, revision, plus the last
 operation and a short history. It is persisted in the app's record ConfigMap by
 :func:`save_status`, so ``status`` and ``wait`` work from any machine and a restarted
-controller knows where it left off.
+controller knows where it left off. The repository URL is stored redacted: a
+``user:token@`` in an Application's ``repoURL`` must not end up readable by everyone who
+may read ConfigMaps in the control namespace.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import time
 from typing import Any
 
 from gitops_ray.reconcile.pipeline import Comparison
+from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
+
+MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 
 
 def status_of(comparison: Comparison) -> dict[str, Any]:
@@ -26,7 +31,8 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "healthMessage": health.message if health else "",
         "resources": [{"key": str(r.key), "status": r.status, "reason": r.reason}
                       for r in comparison.diff.resources],
-        "repoURL": comparison.app.source.repo_url,
+        "warnings": comparison.warnings[:MAX_WARNINGS],
+        "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "targetRevision": comparison.app.source.target_revision,
         "destinationNamespace": comparison.app.destination.namespace,

@@ -13,7 +13,8 @@ objects under both tools:
   stage sets the default namespace on objects afterwards, like Argo CD's controller);
 * ``valueFiles`` are relative to the chart directory (absolute ones to the repo root),
   may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; http(s) URLs
-  are passed to helm unchanged;
+  are passed to helm unchanged, except that one with credentials (``user:token@``) is
+  refused: helm would get the token on its command line, readable by anyone in ``ps``;
 * ``valuesObject`` wins over ``values``; either is written to a private temp file;
 * parameter values get unescaped commas escaped (``a,b`` stays one value) unless they
   look like a Helm list ``{a,b}``, exactly as Argo CD's ``cleanSetParameters``;
@@ -35,6 +36,7 @@ from urllib.parse import urlparse
 import yaml
 
 from gitops_ray.errors import RenderError, SourceError
+from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, HelmSource
 from gitops_ray.render.documents import Doc, parse_yaml
 from gitops_ray.render.tools import ToolResult, run_tool, scratch_copy, tool_error
@@ -94,7 +96,11 @@ def escape_set_value(value: str) -> str:
 def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
                        ignore_missing: bool) -> str | None:
     """Absolute path (or URL) of a value file; ``None`` if missing and ignored."""
-    if urlparse(value_file).scheme in ("http", "https"):
+    url = urlparse(value_file)
+    if url.scheme in ("http", "https"):
+        if "@" in url.netloc:
+            raise RenderError(f"helm value file {redact(value_file)!r}: credentials in a URL "
+                              "are not passed to helm (they would show in its command line)")
         return value_file
     joined = value_file.lstrip("/") if value_file.startswith("/") else \
         posixpath.join(app_path, value_file)

@@ -6,7 +6,9 @@
   is what Argo CD's repo-server does with its per-request helm homes.
 * Only ``PATH`` and locale variables are inherited from our environment.
 * A run that fails raises :class:`RenderError` with the tool's stderr (trimmed), because
-  that is where helm and kustomize say which template or patch is wrong.
+  that is where helm and kustomize say which template or patch is wrong. Never its
+  stdout, which is the rendered objects (their values); values Go's YAML decoder quotes
+  in backticks (``cannot unmarshal !!str `...` into int``) are cut, URLs are redacted.
 * Tools that write into the directory they render (``helm dependency build``, kustomize
   overrides) get a scratch copy of the checkout, never the shared checkout itself.
 """
@@ -14,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,10 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_ray.errors import RenderError
+from gitops_ray.redact import redact
 
 TIMEOUT_SECONDS = 300
 MAX_STDERR = 4000
 _INHERITED = ("PATH", "LANG", "LC_ALL", "TMPDIR")
+_BACKTICKED = re.compile(r"`[^`]*`")
 
 
 @dataclass(frozen=True)
@@ -73,12 +78,12 @@ def tool_error(what: str, result: ToolResult, *,
     ``replace`` rewrites temporary paths in stderr into names the user knows (for example
     the file holding ``helm.values`` becomes ``spec.source.helm.values``).
     """
-    stderr = result.stderr.strip() or result.stdout.strip()[-MAX_STDERR:]
+    stderr = redact(_BACKTICKED.sub("`…`", result.stderr.strip()))
     for old, new in (replace or {}).items():
         stderr = stderr.replace(old, new)
     if len(stderr) > MAX_STDERR:
         stderr = stderr[:MAX_STDERR] + " [...]"
-    return RenderError(f"{what} failed (exit {result.returncode}): {stderr or 'no output'}")
+    return RenderError(f"{what} failed (exit {result.returncode}): {stderr or 'nothing on stderr'}")
 
 
 @contextmanager

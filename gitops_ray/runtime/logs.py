@@ -7,25 +7,40 @@ a convention. ``auto`` follows structlog's own advice: console rendering when st
 a terminal, one JSON object per line otherwise. Libraries that log through the standard
 ``logging`` module (APScheduler, urllib3) go through the same renderer.
 
-Nothing secret is ever passed to a logger: URLs are logged through :func:`redact_url`.
+Nothing secret should reach a logger (URLs go through :func:`redact_url`), and as a last
+line of defence every rendered line passes :func:`redact_fields`, so a URL with
+``user:token@`` quoted by an exception or a library's message is masked all the same.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+from gitops_ray.redact import redact
+
 _NOISY = ("apscheduler", "urllib3", "kubernetes", "git")
+redact_url = redact  # the single rule lives in gitops_ray.redact
 
 
-def redact_url(url: str) -> str:
-    """``https://user:token@host/x`` -> ``https://***@host/x`` (scp-like SSH URLs kept)."""
-    return _USERINFO.sub("***@", url)
+def redact_fields(_logger: Any, _method: str,
+                  event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """A structlog processor: every string in the event, nested ones too, redacted."""
+    return {key: _redacted(value) for key, value in event.items()}
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v) for v in value]
+    return value
 
 
 def use_json(fmt: str, stream: TextIO) -> bool:
@@ -58,7 +73,8 @@ def _configure_stdlib(out: TextIO, level: int, shared: list[Any], renderer: Any)
     handler = logging.StreamHandler(out)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]))
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, redact_fields, renderer]))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

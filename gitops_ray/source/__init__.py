@@ -4,6 +4,7 @@ Resolves ``targetRevision`` to a commit, keeps a local cache keyed by repository
 hands later stages a checkout they can read but never escape.
 """
 
+from gitops_ray.redact import redact
 from gitops_ray.source.auth import Credentials
 from gitops_ray.source.git import (
     Checkout,
@@ -12,7 +13,6 @@ from gitops_ray.source.git import (
     SourceTimeout,
     UnknownRevision,
     UnreachableRemote,
-    redact,
 )
 
 __all__ = ["Checkout", "Credentials", "GitSource", "SourceAuthError", "SourceTimeout",

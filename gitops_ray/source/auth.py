@@ -1,10 +1,20 @@
 """Repository credentials, handed to git without ever landing in a URL, argv or log.
 
-HTTPS tokens reach git through ``GIT_ASKPASS`` (a tiny script that echoes environment
-variables of the git process), so they never appear in ``.git/config``, in ``ps`` output
-or in error messages that echo the remote URL. SSH keys are passed with
-``GIT_SSH_COMMAND -i <file>``; a key given as text (e.g. from a Secret in an environment
-variable) is written once to a 0600 file in the cache. Host keys are always checked:
+HTTPS tokens reach git through a credential helper given in the git process's
+environment (``GIT_CONFIG_COUNT``/``GIT_CONFIG_KEY_n``; the helper is a shell function
+that prints two environment variables of the git process), so they never appear in
+``.git/config``, in ``ps`` output or in error messages that echo the remote URL. The
+environment of a process is readable only by its user (``/proc/<pid>/environ`` is mode
+0400), unlike its argv. A helper rather than ``GIT_ASKPASS``: git hands an askpass program
+its prompt on the command line, and the password prompt names the user
+(``Password for 'https://<user>@host'``), which is the token when a forge takes the token
+as the user name. Configured helpers are reset first, so ours is the only one asked.
+
+A token written into an Application's ``repoURL`` (``https://user:token@host/repo``)
+takes the same path: :func:`split_credentials` takes it out of the URL before git sees
+the URL. SSH keys are passed with ``GIT_SSH_COMMAND -i <file>``; a key given as text
+(e.g. from a Secret in an environment variable) is written once to a 0600 file in the
+cache. Host keys are always checked:
 against the given known-hosts file, or learnt on first use into the cache. Only git's
 standard protocols are allowed, so a repository URL from an Application cannot run a
 command through ``ext::``. :class:`Credentials` hides its secrets from ``repr`` so
@@ -16,21 +26,20 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import stat
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 ENV_PREFIX = "GITOPS_RAY_GIT_"
 # git's own protocols only: no ext:: (runs commands), fd::, or remote helpers from PATH.
 ALLOWED_PROTOCOLS = "https:http:ssh:git:file"
-_ASKPASS = """#!/bin/sh
-case "$1" in
-  Username*) printf '%s\\n' "$GITOPS_RAY_ASKPASS_USERNAME" ;;
-  *) printf '%s\\n' "$GITOPS_RAY_ASKPASS_PASSWORD" ;;
-esac
-"""
+USERNAME_VAR, PASSWORD_VAR = "GITOPS_RAY_CREDENTIAL_USERNAME", "GITOPS_RAY_CREDENTIAL_PASSWORD"
+# git runs "!<text> get|store|erase" with sh; the credentials are read on stdin (ignored).
+CREDENTIAL_HELPER = (f'!f() {{ test "$1" = get || exit 0; cat >/dev/null; '
+                     f"printf 'username=%s\\npassword=%s\\n' \"${USERNAME_VAR}\" "
+                     f'"${PASSWORD_VAR}"; }}; f')
 
 
 @dataclass(frozen=True)
@@ -56,21 +65,53 @@ class Credentials:
                    known_hosts_file=values["KNOWN_HOSTS"])
 
 
+def split_credentials(url: str, found: Credentials | None) -> tuple[str, Credentials | None]:
+    """The URL to hand git, and the credentials to use with it.
+
+    For http(s), userinfo in ``url`` is removed and becomes the credentials (a user name
+    alone keeps the password of ``found``, the configured credentials for the bare URL).
+    For ssh the user name picks the remote account and stays; a password is dropped (SSH
+    runs in batch mode with keys only). Other URLs are returned as they are.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc or parts.scheme not in ("http", "https", "ssh", "git+ssh"):
+        return url, found
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if parts.scheme.endswith("ssh"):
+        return urlunsplit(parts._replace(netloc=f"{user}@{host}")), found
+    base = found or Credentials()
+    token = unquote(password) if colon else (base.token or "")
+    return (urlunsplit(parts._replace(netloc=host)),
+            replace(base, username=unquote(user) or base.username, token=token))
+
+
 def git_env(credentials: Credentials | None, secrets_dir: Path) -> dict[str, str]:
     """Environment for one git process: never prompts, authenticates as given."""
     env = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
            "GCM_INTERACTIVE": "never", "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS}
     creds = credentials or Credentials()
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if creds.token:
-        env.update({"GIT_ASKPASS": str(_askpass(secrets_dir)),
-                    "GITOPS_RAY_ASKPASS_USERNAME": creds.username,
-                    "GITOPS_RAY_ASKPASS_PASSWORD": creds.token})
+    if creds.token is not None:
+        env.update(credential_env(creds.username, creds.token))
     key_file = creds.ssh_key_file or (
         str(_key_file(secrets_dir, creds.ssh_key)) if creds.ssh_key else None)
     env["GIT_SSH_COMMAND"] = ssh_command(key_file, creds.known_hosts_file,
                                          learnt_hosts=secrets_dir / "known_hosts")
     return env
+
+
+def credential_env(username: str, password: str) -> dict[str, str]:
+    """Environment that makes our helper git's only credential helper, with its answer."""
+    return {"GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_KEY_0": "credential.helper", "GIT_CONFIG_VALUE_0": "",  # reset
+            "GIT_CONFIG_KEY_1": "credential.helper", "GIT_CONFIG_VALUE_1": CREDENTIAL_HELPER,
+            USERNAME_VAR: _one_line(username), PASSWORD_VAR: _one_line(password)}
+
+
+def _one_line(value: str) -> str:
+    """The credential protocol is line based: a newline would end the value early."""
+    return value.strip().splitlines()[0] if value.strip() else ""
 
 
 def ssh_command(key_file: str | None, known_hosts: str | None, *,
@@ -90,13 +131,6 @@ def ssh_command(key_file: str | None, known_hosts: str | None, *,
         parts += ["-o", f"UserKnownHostsFile={learnt_hosts}",
                   "-o", "StrictHostKeyChecking=accept-new"]
     return shlex.join(parts)
-
-
-def _askpass(secrets_dir: Path) -> Path:
-    path = secrets_dir / "askpass.sh"
-    if not path.exists():
-        _write_private(path, _ASKPASS, mode=stat.S_IRWXU)
-    return path
 
 
 def _key_file(secrets_dir: Path, key: str) -> Path:

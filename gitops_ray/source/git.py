@@ -9,9 +9,15 @@ resolved commit is not there yet, then materialises that commit's tree once
 little), read-only by convention, reused until evicted. A lock per URL lets many apps
 share one repository safely from many threads.
 
+Credentials never reach git's argv: a ``user:token@`` in a repository URL is taken out
+(:func:`gitops_ray.source.auth.split_credentials`) and handed over like configured ones,
+through a credential helper that reads the git process's environment. The mirror is
+keyed and fetched by the URL without userinfo and has no remote configured, so neither
+its directory name, its ``config`` nor its ``FETCH_HEAD`` holds a token.
+
 Layout under ``cache_dir``: ``repos/<sha256(url)[:16]>/mirror.git`` (bare mirror) and
-``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (askpass helper,
-SSH keys given as text, known hosts learnt on first use; mode 0700).
+``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (SSH keys
+given as text, known hosts learnt on first use; mode 0700).
 """
 
 from __future__ import annotations
@@ -24,12 +30,12 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import git
 
 from gitops_ray.errors import SourceError
-from gitops_ray.source.auth import Credentials, git_env
+from gitops_ray.redact import redact
+from gitops_ray.source.auth import Credentials, git_env, split_credentials
 from gitops_ray.source.trees import existing_tree, tree
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
@@ -72,17 +78,6 @@ class Checkout:
 
 
 CredentialLookup = Callable[[str], "Credentials | None"]
-
-
-def redact(url: str) -> str:
-    """``url`` without any user or password (safe for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host += f":{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 def match_ref(refs: Mapping[str, str], revision: str) -> str | None:
@@ -161,23 +156,33 @@ class GitSource:
         return Checkout(repo_url, revision, sha, root)
 
     def repo_dir(self, repo_url: str) -> Path:
-        """Where the mirror and trees of ``repo_url`` live."""
-        return self.cache_dir / "repos" / hashlib.sha256(repo_url.encode()).hexdigest()[:16]
+        """Where the mirror and trees of ``repo_url`` live (keyed without credentials)."""
+        bare, _ = split_credentials(repo_url, None)
+        return self.cache_dir / "repos" / hashlib.sha256(bare.encode()).hexdigest()[:16]
 
     # -- git plumbing ----------------------------------------------------------------
 
     def _lock(self, repo_url: str) -> threading.Lock:
+        bare, _ = split_credentials(repo_url, None)
         with self._locks_guard:
-            return self._locks.setdefault(repo_url, threading.Lock())
+            return self._locks.setdefault(bare, threading.Lock())
+
+    def _remote(self, repo_url: str) -> tuple[str, Credentials | None]:
+        """The URL git is given (no userinfo) and the credentials that go with it."""
+        bare, _ = split_credentials(repo_url, None)
+        return split_credentials(repo_url, self._credentials(bare))
 
     def _run(self, repo_url: str, args: list[str], cwd: Path | None = None) -> str:
-        """Run a git command that talks to ``repo_url``; failures become SourceErrors."""
-        credentials = self._credentials(repo_url)
+        """Run a git command that talks to ``repo_url``; failures become SourceErrors.
+
+        Every argument equal to ``repo_url`` is replaced by the URL without userinfo.
+        """
+        url, credentials = self._remote(repo_url)
         env = git_env(credentials, self.cache_dir / ".secrets")
         try:
             out = git.Git(str(cwd) if cwd else None).execute(
-                ["git", *args], env=env, kill_after_timeout=self.timeout,
-                stdout_as_string=True)
+                ["git", *(url if a == repo_url else a for a in args)], env=env,
+                kill_after_timeout=self.timeout, stdout_as_string=True)
         except git.GitCommandError as e:
             error = _classify(repo_url, str(e.stderr or e), args[0], self.timeout)
             raise type(error)(_scrub(str(error), credentials)) from None
@@ -206,7 +211,7 @@ class GitSource:
 
     def _fetch(self, repo_url: str, mirror: Path, sha: str | None = None) -> None:
         """Fetch all branches and tags (and ``sha`` itself if no ref reaches it)."""
-        self.fetches[repo_url] += 1
+        self.fetches[redact(repo_url)] += 1
         self._run(repo_url, ["fetch", "--quiet", "--prune", "--no-tags", "--", repo_url,
                              "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
                   cwd=mirror)
@@ -284,4 +289,4 @@ def _scrub(message: str, credentials: Credentials | None) -> str:
     """``message`` with any secret of ``credentials`` masked (belt and braces)."""
     if credentials is not None and credentials.token:
         message = message.replace(credentials.token, "***")
-    return message
+    return redact(message)

@@ -3,6 +3,8 @@
 ``kubectl describe raycluster x`` is where users look first, so every write we make to an
 object is announced there, with the revision. Events are best-effort (the API calls them
 "informative, supplemental"): a failure to post one is logged and never fails a sync.
+Messages are redacted (:func:`gitops_ray.redact.redact`) before they leave the process:
+anyone who may list Events in a namespace reads them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import secrets
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
+from gitops_ray.redact import redact
 from gitops_ray.types import Manifest
 
 COMPONENT = "gitops-ray"
@@ -32,7 +35,7 @@ def event_for(obj: Manifest, *, reason: str, message: str, warning: bool = False
                            "name": meta.get("name"), "namespace": meta.get("namespace"),
                            "uid": meta.get("uid"),
                            "resourceVersion": meta.get("resourceVersion")},
-        "reason": reason, "message": message[:1024],
+        "reason": reason, "message": redact(message)[:1024],
         "type": "Warning" if warning else "Normal",
         "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
         "reportingInstance": COMPONENT, "firstTimestamp": now, "lastTimestamp": now,

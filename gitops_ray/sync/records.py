@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gitops_ray.kube import Conflict, Kube
+from gitops_ray.redact import redact
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
@@ -117,7 +118,7 @@ class RecordStore:
                          "labels": {APP_LABEL: app_label_value(app)}},
             "data": {"app": app,
                      "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
-                     "status": json.dumps(record.status, sort_keys=True)},
+                     "status": redact(json.dumps(record.status, sort_keys=True))},
         }
         if current is None:
             self._ensure_namespace()

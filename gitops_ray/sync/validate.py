@@ -3,7 +3,8 @@
 KubeRay's validating webhook is optional and its operator only logs an Event for an invalid
 spec, writing no status at all (kuberay.md §1). A bad RayCluster applied from git would sit
 there silently broken, so we refuse the whole app's sync with a precise message instead,
-before any object of that app is written.
+before any object of that app is written. Messages name the object, group and field,
+never a field's value (they end up in Events and logs).
 """
 
 from __future__ import annotations
@@ -80,7 +81,15 @@ def _replica_problems(label: str, group: dict[str, Any]) -> list[str]:
     for field in ("replicas", "minReplicas", "maxReplicas"):
         value = group.get(field)
         if value is not None and (not isinstance(value, int) or value < 0):
-            problems.append(f"{label}: {field} must be a non-negative integer, got {value!r}")
+            got = "a negative number" if isinstance(value, int) else _kind_of(value)
+            problems.append(f"{label}: {field} must be a non-negative integer, got {got}")
     if isinstance(lo, int) and isinstance(hi, int) and lo > hi:
         problems.append(f"{label}: minReplicas ({lo}) is greater than maxReplicas ({hi})")
     return problems
+
+
+def _kind_of(value: object) -> str:
+    """A value's JSON type, for messages that must not quote the value itself."""
+    names = {str: "a string", float: "a fractional number", bool: "a boolean",
+             dict: "an object", list: "an array"}
+    return names.get(type(value), type(value).__name__)

@@ -233,7 +233,7 @@ def test_userinfo_in_the_url_is_redacted(source: GitSource) -> None:
     with pytest.raises(UnreachableRemote) as err:
         source.resolve(f"http://ci:pa55word@127.0.0.1:{port}/repo.git", "main")
     assert "pa55word" not in str(err.value)
-    assert f"http://127.0.0.1:{port}/repo.git" in str(err.value)
+    assert f"http://***@127.0.0.1:{port}/repo.git" in str(err.value)
 
 
 def test_a_remote_that_never_answers_times_out(tmp_path: Path) -> None:
@@ -267,6 +267,45 @@ def test_https_token_auth_over_smart_http(git_repo: GitRepo, tmp_path: Path) -> 
             assert token not in str(err.value)
             assert "wrong" not in str(err.value)
     _assert_not_on_disk(tmp_path / "good", token)
+
+
+def test_a_token_in_the_url_goes_to_git_through_the_environment(git_repo: GitRepo,
+                                                         tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    token = "url-t0ken-value"
+    asked: list[str] = []
+    with serve_git(git_repo.bare.parent, token=token) as base:
+        bare = f"{base}/{git_repo.bare.name}"
+        url = bare.replace("://", f"://ci:{token}@")
+        source = GitSource(tmp_path / "cache", credentials=lambda u: asked.append(u) or None)
+        assert source.checkout(url, "main").sha == sha
+        assert source.repo_dir(url) == source.repo_dir(bare)  # one mirror, not one per token
+        assert asked and set(asked) == {bare}  # configured credentials looked up by bare URL
+        with pytest.raises(SourceAuthError) as err:
+            source.resolve(url.replace(token, "wrong-t0ken"), "main")
+        assert "wrong-t0ken" not in str(err.value) and "http://***@127.0.0.1" in str(err.value)
+    _assert_not_on_disk(tmp_path / "cache", token)
+
+
+def test_a_user_name_in_the_url_keeps_the_configured_token(git_repo: GitRepo,
+                                                           tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    with serve_git(git_repo.bare.parent, username="ci", token="conf-t0ken") as base:
+        url = f"{base}/{git_repo.bare.name}".replace("://", "://ci@")
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: Credentials(
+            username="someone-else", token="conf-t0ken"))
+        assert source.resolve(url, "main") == sha
+
+
+def test_a_token_as_user_name_works_and_stays_off_disk(git_repo: GitRepo,
+                                                       tmp_path: Path) -> None:
+    sha = git_repo.commit({"a.yaml": "a: 1\n"})
+    token = "ghp-like-t0ken"  # forges take https://<token>@host/...
+    with serve_git(git_repo.bare.parent, username=token, token="") as base:
+        url = f"{base}/{git_repo.bare.name}".replace("://", f"://{token}@")
+        source = GitSource(tmp_path / "cache", credentials=lambda _u: None)
+        assert source.checkout(url, "main").sha == sha
+    _assert_not_on_disk(tmp_path / "cache", token)
 
 
 # -- SSH key ---------------------------------------------------------------------------
@@ -336,7 +375,7 @@ def test_credentials_never_show_in_repr_or_commands(tmp_path: Path) -> None:
     env = git_env(creds, tmp_path / "secrets")
     assert "IdentitiesOnly=yes" in env["GIT_SSH_COMMAND"]
     assert "tok-123" not in env["GIT_SSH_COMMAND"] and "abc" not in env["GIT_SSH_COMMAND"]
-    assert "tok-123" not in (tmp_path / "secrets" / "askpass.sh").read_text()
+    assert all("tok-123" not in v for k, v in env.items() if not k.endswith("_PASSWORD"))
     pinned = git_env(Credentials(known_hosts_file="/kh"), tmp_path / "secrets")
     assert "UserKnownHostsFile=/kh" in pinned["GIT_SSH_COMMAND"]
     assert "StrictHostKeyChecking=yes" in pinned["GIT_SSH_COMMAND"]
