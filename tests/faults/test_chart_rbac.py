@@ -9,9 +9,11 @@ process runs with a token of that ServiceAccount and the ``config.yaml`` from th
 rendered ConfigMap. There is no kubelet, so the local process stands in for the
 Deployment's pod (the flags it adds only pick free local ports and a cache directory).
 
-It must sync a RayCluster app, heal a manual edit (selfHeal), prune what left git, and
-announce each write with an Event, with no request denied on the way except the
-cluster-wide watches it is designed to fall back from. And the same token must not be
+It must sync a RayCluster app, heal a manual edit (selfHeal), prune what left git,
+announce each write with an Event (on the object, and on the app's record), and, in the
+HA setup, hold the Lease, with no request denied on the way except the cluster-wide
+watches it is designed to fall back from (debug logging shows even the denied Events,
+which are otherwise best-effort and silent). And the same token must not be
 able to write ConfigMaps in ``kube-system``.
 """
 
@@ -30,7 +32,9 @@ import requests
 import yaml
 
 from gitops_ray.kube import Forbidden, Kube
+from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.localcluster import LocalControlPlane
+from gitops_ray.sync.records import record_name
 from tests.conftest import GitRepo
 from tests.faults.conftest import (
     SECRET,
@@ -119,7 +123,8 @@ def test_chart_service_account_syncs_heals_and_prunes(
         rendered: Callable[..., list[dict[str, Any]]],
         controller_process: StartController) -> None:
     release = f"r{secrets.token_hex(3)}"  # cluster-scoped names must not collide
-    rbac = ([] if variant == "cluster-wide" else
+    # cluster-wide runs as the chart's HA setup (leader election on, so the Lease too)
+    rbac = (["--set", "replicaCount=2"] if variant == "cluster-wide" else
             ["--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}"])
     docs = _template(helm_bin, tmp_path, release, namespace, *rbac,
                      "--set", f"config.appSources[0].repo={git_repo.url}",
@@ -143,6 +148,11 @@ def test_chart_service_account_syncs_heals_and_prunes(
     eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", timeout=120,
                message="first sync as the chart's ServiceAccount")
     eventually(lambda: "ResourceCreated" in _events(kube, team, "rc"), message="Event")
+    eventually(lambda: "SyncSucceeded" in _events(kube, namespace, record_name("app")),
+               message="the app's Event in the control namespace")
+    if variant == "cluster-wide":
+        lease = kube.get(LEASE_API, "Lease", sa_name, namespace)
+        assert lease and lease["spec"]["holderIdentity"] == "chart-sa"
     # heal: a manual edit is reverted through the watch
     kube.patch(RC_API, "RayCluster", "rc", team, {"spec": {"rayVersion": "2.0.0"}},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
