@@ -6,6 +6,9 @@ silent defaults. Here every setting has one dotted name (its path in the YAML fi
 ``GITOPS_RAY_*`` variable and at most one flag, all listed in :data:`OPTIONS`; the CLI
 builds its flags from that table. Unknown keys, bad durations and impossible
 combinations are :class:`~gitops_ray.errors.ConfigError` at start-up, naming the key.
+The same table, with the JSON Schema of each converter, generates the schema the Helm
+chart validates ``values.config`` with (:mod:`gitops_ray.runtime.schema`), so a typo
+fails ``helm install`` rather than the pod.
 
 Secrets (the webhook secret, repository credentials) are only ever held as
 :class:`Secret`, whose ``repr`` is masked, so printing the settings cannot leak them.
