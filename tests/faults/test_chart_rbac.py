@@ -50,6 +50,7 @@ RC_API = "ray.io/v1"
 APPLIED_KINDS = {"ServiceAccount", "ConfigMap", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding"}
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
+REPLACED_KINDS = {"Deployment", "Service"}  # the local process stands in for the pod
 # Requests the controller makes on purpose and handles: a kind is first watched
 # cluster-wide and, where RBAC says no, per namespace (gitops_ray/runtime/watches.py).
 EXPECTED_DENIALS = {"watch_forbidden"}
@@ -71,6 +72,8 @@ def rendered(kube: Kube) -> Iterator[Callable[..., list[dict[str, Any]]]]:
     applied: list[dict[str, Any]] = []
 
     def apply(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        unknown = {d["kind"] for d in docs} - APPLIED_KINDS - REPLACED_KINDS
+        assert not unknown, f"the chart renders {unknown}: apply them here, or say why not"
         for doc in docs:
             if doc["kind"] in APPLIED_KINDS:
                 applied.append(kube.apply(doc, field_manager="helm-template-test"))
