@@ -39,3 +39,18 @@ bench: tools
 
 clean:
 	rm -rf $(VENV)
+
+# `make image`: the controller image the Helm chart runs by default,
+# ghcr.io/gitops-ray/gitops-ray:<appVersion of charts/gitops-ray/Chart.yaml>. Override
+# IMAGE to push elsewhere (then set the chart's image.repository/image.tag to match).
+# The base images are the *_IMAGE ARGs of the Dockerfile, which must be pinned by digest
+# (name:tag@sha256:...); UNPINNED=1 builds from their tags anyway.
+IMAGE ?= ghcr.io/gitops-ray/gitops-ray:$(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/gitops-ray/Chart.yaml)
+DOCKER ?= docker
+
+.PHONY: image
+image:
+	@if grep -E '^ARG [A-Z_]+_IMAGE=' Dockerfile | grep -v '@sha256:' && [ -z "$(UNPINNED)" ]; then \
+		echo "Dockerfile: the base images above are not pinned by digest; see the comment" \
+		     "above them (or build from the tags with: make image UNPINNED=1)" >&2; exit 1; fi
+	$(DOCKER) build -t $(IMAGE) .

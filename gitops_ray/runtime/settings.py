@@ -6,6 +6,9 @@ silent defaults. Here every setting has one dotted name (its path in the YAML fi
 ``GITOPS_RAY_*`` variable and at most one flag, all listed in :data:`OPTIONS`; the CLI
 builds its flags from that table. Unknown keys, bad durations and impossible
 combinations are :class:`~gitops_ray.errors.ConfigError` at start-up, naming the key.
+The same table, with the JSON Schema of each converter, generates the schema the Helm
+chart validates ``values.config`` with (:mod:`gitops_ray.runtime.schema`), so a typo
+fails ``helm install`` rather than the pod.
 
 Secrets (the webhook secret, repository credentials) are only ever held as
 :class:`Secret`, whose ``repr`` is masked, so printing the settings cannot leak them.
@@ -56,7 +59,25 @@ DEFAULT_CACHE = Path.home() / ".cache" / "gitops-ray" / "repos"
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_LIST_KEYS = ("appSources", "applications", "credentials")
+_APP_SOURCE_FIELDS = ("repo", "revision", "path")
+_CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
+                      "knownHostsFile", "secret")
+
+
+def _fields(names: tuple[str, ...], required: str) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "required": [required],
+            "properties": {n: {"type": "string", **({"minLength": 1} if n == required else {})}
+                           for n in names}}
+
+
+LIST_ITEMS: dict[str, dict[str, Any]] = {
+    "appSources": _fields(_APP_SOURCE_FIELDS, "repo"),
+    "applications": {"type": "object", "required": ["kind"],
+                     "properties": {"kind": {"const": "Application"}}},
+    "credentials": _fields(_CREDENTIAL_FIELDS, "url"),
+}
+"""The list-valued settings (file only) and the JSON Schema of one item of each."""
+_LIST_KEYS = tuple(LIST_ITEMS)
 
 
 class Secret:
@@ -141,6 +162,7 @@ def _choice(*allowed: str) -> Callable[[object], str]:
         if text not in allowed:
             raise ValueError(f"expected one of {', '.join(allowed)}, got {value!r}")
         return text
+    _SCHEMAS[convert] = {"enum": list(allowed)}
     return convert
 
 
@@ -162,6 +184,23 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+# What each converter accepts, as JSON Schema (draft-07), for validators that run before
+# the controller does, e.g. the Helm chart's values.schema.json
+# (:mod:`gitops_ray.runtime.schema`). A new converter needs an entry here: the schema
+# module refuses to guess.
+_SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
+    parse_duration: {"type": ["number", "string"], "minimum": 0,
+                     "pattern": _DURATION.pattern},
+    _bool: {"type": "boolean"},
+    _positive_int: {"type": "integer", "minimum": 1},
+    _count: {"type": "integer", "minimum": 0},
+    _factor: {"type": "number", "minimum": 1},
+    _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
+    _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
+    _str: {"type": "string"},
+}
+
+
 @dataclass(frozen=True)
 class Option:
     """One overridable setting: its file key, environment variable and flag."""
@@ -178,6 +217,13 @@ class Option:
         flag = self.flag_name
         name = flag.split("/")[0][2:] if flag else re.sub(r"(?<!^)(?=[A-Z])|\.", "_", self.key)
         return ENV_PREFIX + name.replace("-", "_").upper()
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of the values this option's converter accepts."""
+        if self.convert not in _SCHEMAS:
+            raise KeyError(f"{self.key}: its converter has no JSON Schema in _SCHEMAS")
+        return {**_SCHEMAS[self.convert], "description": self.help}
 
     @property
     def flag_name(self) -> str | None:
@@ -414,7 +460,7 @@ def _app_sources(s: dict[str, Any], items: object, where: str) -> tuple[AppSourc
 
 
 def _app_source(item: object, where: str) -> AppSourceSpec:
-    fields = _mapping(item, where, {"repo", "revision", "path"})
+    fields = _mapping(item, where, set(_APP_SOURCE_FIELDS))
     if not fields.get("repo"):
         raise ConfigError(f"{where}: repo is required")
     return AppSourceSpec(str(fields["repo"]), str(fields.get("revision") or "HEAD"),
@@ -431,9 +477,7 @@ def _applications(items: object, where: str) -> tuple[Manifest, ...]:
 
 
 def _credentials(items: object, where: str) -> tuple[RepoCredential, ...]:
-    allowed = {"url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
-               "knownHostsFile", "secret"}
-    out = [_credential(_mapping(item, f"{where}: credentials[{i}]", allowed),
+    out = [_credential(_mapping(item, f"{where}: credentials[{i}]", set(_CREDENTIAL_FIELDS)),
                        f"{where}: credentials[{i}]")
            for i, item in enumerate(_list(items, "credentials", where))]
     return tuple(sorted(out, key=lambda c: -len(c.url)))

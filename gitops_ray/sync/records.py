@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gitops_ray.kube import Conflict, Kube
+from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
@@ -77,7 +77,7 @@ Lookup = Callable[[str, str, str, str], "Manifest | None"]
 
 
 class RecordStore:
-    """Reads and writes app records in ``namespace`` (created on first write)."""
+    """Reads and writes app records in ``namespace`` (created on first write if missing)."""
 
     def __init__(self, kube: Kube, namespace: str, *, lookup: Lookup | None = None) -> None:
         self.kube = kube
@@ -121,18 +121,26 @@ class RecordStore:
                      "status": redact(json.dumps(record.status, sort_keys=True))},
         }
         if current is None:
-            self._ensure_namespace()
-            self.kube.create(body, field_manager="gitops-ray")
+            self._create(body)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             self.kube.replace(body, field_manager="gitops-ray")
 
-    def _ensure_namespace(self) -> None:
-        if self.kube.get("v1", "Namespace", self.namespace) is None:
+    def _create(self, body: Manifest) -> None:
+        """Create the record; create the namespace too, only if the server says it is missing.
+
+        The namespace is not read first: in a cluster it exists (it is the controller's
+        own), and its ServiceAccount has no business reading Namespaces (the chart grants
+        none). Only a CLI run against a fresh cluster pays for the 404.
+        """
+        try:
+            self.kube.create(body, field_manager="gitops-ray")
+        except NotFound:
             with contextlib.suppress(Conflict):  # created concurrently: fine
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
                                  field_manager="gitops-ray")
+            self.kube.create(body, field_manager="gitops-ray")
 
 
 def _decode(cm: Manifest) -> AppRecord:

@@ -1,11 +1,17 @@
-"""The Helm chart: lint-clean, renders with every values file, installs into the real API
-server, and its RBAC lets the controller do its job and nothing more."""
+"""The Helm chart: lint-clean (``--strict``), renders with every values file, installs into
+the real API server (twice in one namespace, with a ServiceMonitor asked for where its CRD
+is missing), rejects bad ``config`` before anything is created, and its RBAC lets the
+controller do its job and nothing more. The controller running as the chart's
+ServiceAccount is in tests/faults/test_chart_rbac.py."""
 
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -17,21 +23,59 @@ CHART = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray"
 VALUES = sorted((CHART / "ci").glob("*.yaml"))
 
 
-def helm(helm_bin: Path, tmp: Path, *args: str, kubeconfig: Path | None = None) -> str:
+def run_helm(helm_bin: Path, tmp: Path, *args: str,
+             kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HOME": str(tmp), "XDG_CACHE_HOME": str(tmp / "cache"),
            "XDG_CONFIG_HOME": str(tmp / "config"), "XDG_DATA_HOME": str(tmp / "data")}
+    env.pop("KUBECONFIG", None)
     if kubeconfig:
         env["KUBECONFIG"] = str(kubeconfig)
-    result = subprocess.run([str(helm_bin), *args], env=env, capture_output=True, text=True,
-                            check=False)
+    return subprocess.run([str(helm_bin), *args], env=env, capture_output=True, text=True,
+                          check=False)
+
+
+def helm(helm_bin: Path, tmp: Path, *args: str, kubeconfig: Path | None = None) -> str:
+    result = run_helm(helm_bin, tmp, *args, kubeconfig=kubeconfig)
     assert result.returncode == 0, result.stderr
     return result.stdout
+
+
+def template(helm_bin: Path, tmp: Path, *args: str) -> list[dict[str, Any]]:
+    text = helm(helm_bin, tmp, "template", "gr", str(CHART), "-n", "gitops-ray", *args)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+Install = Callable[..., str]
+
+
+@pytest.fixture
+def install(helm_bin: Path, tmp_path: Path, control_plane: LocalControlPlane,
+            namespace: str) -> Iterator[Install]:
+    """``install(release, *args) -> NOTES``: ``helm install`` into ``namespace``; every
+    release is uninstalled after the test (its ClusterRoles outlive the namespace)."""
+    releases: list[str] = []
+
+    def run(release: str, *args: str) -> str:
+        out = helm(helm_bin, tmp_path, "install", release, str(CHART), "-n", namespace,
+                   *args, kubeconfig=control_plane.kubeconfig)
+        releases.append(release)
+        return out
+
+    yield run
+    for release in releases:
+        helm(helm_bin, tmp_path, "uninstall", release, "-n", namespace, "--wait",
+             kubeconfig=control_plane.kubeconfig)
+
+
+def unique(prefix: str = "gr") -> str:
+    return f"{prefix}{secrets.token_hex(3)}"
 
 
 @pytest.mark.parametrize("values", [None, *VALUES], ids=lambda v: v.name if v else "default")
 def test_lint_and_render(helm_bin: Path, tmp_path: Path, values: Path | None) -> None:
     extra = ["-f", str(values)] if values else []
-    assert "0 chart(s) failed" in helm(helm_bin, tmp_path, "lint", str(CHART), *extra)
+    assert "0 chart(s) failed" in helm(helm_bin, tmp_path, "lint", "--strict", str(CHART),
+                                       *extra)
     docs = [d for d in yaml.safe_load_all(
         helm(helm_bin, tmp_path, "template", "gr", str(CHART), "-n", "gitops-ray", *extra)) if d]
     kinds = {d["kind"] for d in docs}
@@ -47,13 +91,80 @@ def test_lint_and_render(helm_bin: Path, tmp_path: Path, values: Path | None) ->
     assert config["leaderElection"]["enabled"] is (deployment["spec"]["replicas"] > 1)
 
 
-def test_schema_rejects_typos(helm_bin: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "HOME": str(tmp_path)}
-    result = subprocess.run([str(helm_bin), "template", "gr", str(CHART), "--set",
-                             "replicaCont=2"], env=env, capture_output=True, text=True,
-                            check=False)
+@pytest.mark.parametrize(("setting", "named"), [
+    ("replicaCont=2", "replicaCont"),
+    ("config.appSource[0].repo=https://example.com/x.git", "appSource"),
+    ("config.interval=2x", "interval"),
+    ("config.jitter=-5s", "jitter"),
+    ("config.log.level=verbose", "level"),
+    ("config.workers=0", "workers"),
+    ("config.selfHeal.backof.initial=2s", "backof"),
+    ("config.appSources[0].path=apps", "repo"),  # an app source needs its repo
+    ("config.controlNamespace=elsewhere", "controlNamespace"),  # the chart sets it
+    ("config.leaderElection.identity=fixed", "identity"),  # one identity for all pods
+], ids=lambda v: v.split("=")[0] if "=" in v else None)
+def test_schema_rejects_config_typos(helm_bin: Path, tmp_path: Path, setting: str,
+                                     named: str) -> None:
+    for command in ("template", "lint"):
+        args = ("gr",) if command == "template" else ()
+        result = run_helm(helm_bin, tmp_path, command, *args, str(CHART), "--set", setting)
+        assert result.returncode != 0, result.stdout
+        assert named in result.stderr + result.stdout
+
+
+def test_schema_accepts_what_the_controller_accepts(helm_bin: Path, tmp_path: Path) -> None:
+    docs = template(helm_bin, tmp_path, "--set", "config.interval=90",
+                    "--set", "config.jitter=0", "--set", "config.workers=4",
+                    "--set", "config.leaderElection.leaseDuration=30s",
+                    "--set", "config.selfHeal.backoff.cap=10m", "--set", "replicaCount=2",
+                    "--set", "config.applications[0].kind=Application")
+    config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap"
+                                 and "config.yaml" in d["data"])["data"]["config.yaml"])
+    assert config["interval"] == 90
+    assert config["leaderElection"] == {"enabled": True, "leaseName": "gr-gitops-ray",
+                                        "leaseDuration": "30s"}
+
+
+def test_cluster_wide_false_without_namespaces_fails(helm_bin: Path, tmp_path: Path) -> None:
+    result = run_helm(helm_bin, tmp_path, "template", "gr", str(CHART),
+                      "--set", "rbac.clusterWide=false")
     assert result.returncode != 0
-    assert "replicaCont" in result.stderr
+    assert "rbac.namespaces" in result.stderr
+    # ... unless the chart creates no RBAC at all
+    template(helm_bin, tmp_path, "--set", "rbac.clusterWide=false", "--set", "rbac.create=false")
+
+
+def test_service_monitor_only_where_its_crd_is(helm_bin: Path, tmp_path: Path) -> None:
+    def monitors(*args: str) -> list[dict[str, Any]]:
+        docs = template(helm_bin, tmp_path, "--set", "serviceMonitor.enabled=true", *args)
+        return [d for d in docs if d["kind"] == "ServiceMonitor"]
+
+    assert monitors() == []
+    [monitor] = monitors("--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+
+
+def test_install_with_service_monitor_but_no_crd(install: Install, kube: Kube,
+                                                 namespace: str) -> None:
+    release = unique()
+    notes = install(release, "--set", "serviceMonitor.enabled=true")
+    assert kube.get("apps/v1", "Deployment", f"{release}-gitops-ray", namespace)
+    assert "no ServiceMonitor CRD" in notes
+
+
+def test_two_releases_in_one_namespace(install: Install, kube: Kube, namespace: str) -> None:
+    first, second = unique(), unique()
+    install(first)
+    notes = install(second, "--set", "instanceTypes[0].name=8CPU-32GB")
+    cms = {d["metadata"]["name"] for d in kube.list("v1", "ConfigMap", namespace)[0]}
+    for release in (first, second):
+        assert {f"{release}-gitops-ray", f"{release}-gitops-ray-instance-types",
+                f"{release}-gitops-ray-patches"} <= cms
+    assert "instance-types" not in cms and "patches" not in cms
+    # NOTES promise nothing that is not true yet, and say which command shows what
+    assert "is running" not in notes and "rollout status" in notes
+    assert f"gitops-ray status --control-namespace {namespace}" in notes
+    assert "/metrics" in notes
 
 
 def _can(kube: Kube, sa: str, verb: str, resource: str, *, group: str = "",
@@ -72,14 +183,13 @@ def _ns(kube: Kube, name: str) -> str:
     return name
 
 
-def test_install_and_rbac_cluster_wide(helm_bin: Path, tmp_path: Path, kube: Kube,
-                                       control_plane: LocalControlPlane,
-                                       namespace: str) -> None:
-    helm(helm_bin, tmp_path, "install", "gr", str(CHART), "-n", namespace,
-         "-f", str(CHART / "ci" / "ha-values.yaml"), "--set", "serviceMonitor.enabled=false",
-         "--set", "rbac.createNamespaces=true", kubeconfig=control_plane.kubeconfig)
-    assert kube.get("apps/v1", "Deployment", "gr-gitops-ray", namespace)["spec"]["replicas"] == 2
-    sa = f"system:serviceaccount:{namespace}:gr-gitops-ray"
+def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: str) -> None:
+    release = unique()
+    install(release, "-f", str(CHART / "ci" / "ha-values.yaml"),
+            "--set", "rbac.createNamespaces=true")
+    name = f"{release}-gitops-ray"
+    assert kube.get("apps/v1", "Deployment", name, namespace)["spec"]["replicas"] == 2
+    sa = f"system:serviceaccount:{namespace}:{name}"
     other = _ns(kube, f"{namespace}-other")
     for verb in ("get", "list", "watch", "create", "patch", "delete"):
         assert _can(kube, sa, verb, "rayclusters", group="ray.io", namespace=other)
@@ -95,18 +205,31 @@ def test_install_and_rbac_cluster_wide(helm_bin: Path, tmp_path: Path, kube: Kub
     assert not _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=other)
     assert not _can(kube, sa, "create", "clusterroles", group="rbac.authorization.k8s.io")
     assert not _can(kube, sa, "delete", "namespaces")
+    # the default managed kinds are the Ray kinds: no ConfigMaps outside its namespace
+    for verb in ("create", "update", "patch", "delete"):
+        assert not _can(kube, sa, verb, "configmaps", namespace="kube-system")
+        assert not _can(kube, sa, verb, "configmaps", namespace=other)
+    assert not _can(kube, sa, "delete", "configmaps", namespace=namespace)
+    kube.delete("v1", "Namespace", other)
 
 
-def test_install_and_rbac_namespaced(helm_bin: Path, tmp_path: Path, kube: Kube,
-                                     control_plane: LocalControlPlane, namespace: str) -> None:
+def test_install_and_rbac_namespaced(install: Install, kube: Kube, namespace: str,
+                                     tmp_path: Path) -> None:
     prod, dev = _ns(kube, f"{namespace}-prod"), _ns(kube, f"{namespace}-dev")
-    helm(helm_bin, tmp_path, "install", "gr", str(CHART), "-n", namespace,
-         "--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{prod},{dev}}}",
-         kubeconfig=control_plane.kubeconfig)
-    sa = f"system:serviceaccount:{namespace}:gr-gitops-ray"
+    release = unique()
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"rbac": {
+        "clusterWide": False, "namespaces": [prod, dev],
+        "managedResources": [{"apiGroups": ["ray.io"], "resources": ["rayclusters"]},
+                             {"apiGroups": [""], "resources": ["configmaps"]}]}}))
+    install(release, "-f", str(values))
+    sa = f"system:serviceaccount:{namespace}:{release}-gitops-ray"
     assert _can(kube, sa, "patch", "rayclusters", group="ray.io", namespace=prod)
-    assert _can(kube, sa, "delete", "configmaps", namespace=dev)
+    assert _can(kube, sa, "delete", "configmaps", namespace=dev)  # widened, in dev only
+    assert not _can(kube, sa, "delete", "configmaps", namespace="kube-system")
     assert not _can(kube, sa, "patch", "rayclusters", group="ray.io", namespace="default")
+    assert not _can(kube, sa, "patch", "rayjobs", group="ray.io", namespace=prod)
     assert not _can(kube, sa, "create", "namespaces")
-    cms = {d["metadata"]["name"] for d in kube.list("v1", "ConfigMap", namespace)[0]}
-    assert {"gr-gitops-ray", "instance-types", "patches"} <= cms
+    assert not _can(kube, sa, "get", "namespaces", name=namespace)
+    for ns in (prod, dev):
+        kube.delete("v1", "Namespace", ns)

@@ -30,11 +30,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* The settings file: values.config plus what the chart itself decides. */}}
+{{/*
+The settings file: values.config plus what the chart itself decides (the keys listed in
+gitops_ray/runtime/schema.py CHART_OWNED, which values.schema.json keeps out of config).
+values.config.leaderElection may still tune the timings (leaseDuration, ...).
+*/}}
 {{- define "gitops-ray.config" -}}
 {{- $config := deepCopy .Values.config -}}
 {{- $_ := set $config "controlNamespace" .Release.Namespace -}}
-{{- $_ := set $config "leaderElection" (dict "enabled" (gt (int .Values.replicaCount) 1) "leaseName" (include "gitops-ray.fullname" .)) -}}
+{{- $election := dict "enabled" (gt (int .Values.replicaCount) 1) "leaseName" (include "gitops-ray.fullname" .) -}}
+{{- $_ := set $config "leaderElection" (merge $election ($config.leaderElection | default dict)) -}}
 {{- $_ := set $config "listen" (dict "metrics" (printf ":%d" (int .Values.service.metricsPort)) "health" ":8081" "webhook" (printf ":%d" (int .Values.service.webhookPort))) -}}
 {{- if .Values.credentials -}}
 {{- $_ := set $config "credentials" .Values.credentials -}}
@@ -44,3 +49,4 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- toYaml $config -}}
 {{- end -}}
+

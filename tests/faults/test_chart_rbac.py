@@ -1,0 +1,181 @@
+"""The controller as the Helm chart's ServiceAccount, with exactly the RBAC the chart renders.
+
+Why: the chart once granted less than the controller used (it read the control Namespace
+before its first record), so every refresh failed with ``forbidden`` in any real install,
+while every other test ran as cluster-admin. Here ``helm template`` renders the chart (the
+default ``clusterWide: true``, and ``clusterWide: false`` with one team namespace); its
+ServiceAccount, RBAC and ConfigMaps are applied as rendered; and the real controller
+process runs with a token of that ServiceAccount and the ``config.yaml`` from the
+rendered ConfigMap. There is no kubelet, so the local process stands in for the
+Deployment's pod (the flags it adds only pick free local ports and a cache directory).
+
+It must sync a RayCluster app, heal a manual edit (selfHeal), prune what left git,
+announce each write with an Event (on the object, and on the app's record), and, in the
+HA setup, hold the Lease, with no request denied on the way except the cluster-wide
+watches it is designed to fall back from (debug logging shows even the denied Events,
+which are otherwise best-effort and silent). And the same token must not be
+able to write ConfigMaps in ``kube-system``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from gitops_ray.kube import Forbidden, Kube
+from gitops_ray.kube.leader import LEASE_API
+from gitops_ray.localcluster import LocalControlPlane
+from gitops_ray.sync.records import record_name
+from tests.conftest import GitRepo
+from tests.faults.conftest import (
+    SECRET,
+    ControllerProcess,
+    StartController,
+    service_account_kubeconfig,
+)
+from tests.integration.test_chart import CHART, _can, helm
+from tests.integration.test_controller import application, eventually
+from tests.samples import raycluster
+
+RC_API = "ray.io/v1"
+APPLIED_KINDS = {"ServiceAccount", "ConfigMap", "Role", "RoleBinding", "ClusterRole",
+                 "ClusterRoleBinding"}
+CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
+REPLACED_KINDS = {"Deployment", "Service"}  # the local process stands in for the pod
+# Requests the controller makes on purpose and handles: a kind is first watched
+# cluster-wide and, where RBAC says no, per namespace (gitops_ray/runtime/watches.py).
+EXPECTED_DENIALS = {"watch_forbidden"}
+
+
+@pytest.fixture
+def team(kube: Kube, namespace: str) -> Iterator[str]:
+    """The apps' destination namespace (the control namespace is ``namespace``)."""
+    name = f"{namespace}-team"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                field_manager="tests")
+    yield name
+    kube.delete("v1", "Namespace", name)
+
+
+@pytest.fixture
+def rendered(kube: Kube) -> Iterator[Callable[..., list[dict[str, Any]]]]:
+    """Apply what ``helm template`` renders (minus Deployment/Service); clean up after."""
+    applied: list[dict[str, Any]] = []
+
+    def apply(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        unknown = {d["kind"] for d in docs} - APPLIED_KINDS - REPLACED_KINDS
+        assert not unknown, f"the chart renders {unknown}: apply them here, or say why not"
+        for doc in docs:
+            if doc["kind"] in APPLIED_KINDS:
+                applied.append(kube.apply(doc, field_manager="helm-template-test"))
+        return applied
+
+    yield apply
+    for obj in applied:
+        if obj["kind"] in CLUSTER_KINDS:
+            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+
+
+def _template(helm_bin: Path, tmp: Path, release: str, namespace: str,
+              *values: str) -> list[dict[str, Any]]:
+    text = helm(helm_bin, tmp, "template", release, str(CHART), "-n", namespace, *values)
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _webhook(ctl: ControllerProcess, repo: GitRepo, sha: str) -> None:
+    body = json.dumps({"ref": "refs/heads/main", "after": sha,
+                       "repository": {"clone_url": repo.url, "default_branch": "main"}}
+                      ).encode()
+    digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    response = requests.post(ctl.webhook_url, data=body, timeout=10, headers={
+        "X-GitHub-Event": "push", "Content-Type": "application/json",
+        "X-Hub-Signature-256": f"sha256={digest}"})
+    assert response.status_code == 202, response.text
+
+
+def _denials(ctl: ControllerProcess) -> list[dict[str, Any]]:
+    """Log records that report a request RBAC refused (other than the designed fallbacks)."""
+    return [r for r in ctl.records()
+            if "forbidden" in json.dumps(r).lower() and r.get("event") not in EXPECTED_DENIALS]
+
+
+def _ray_version(kube: Kube, namespace: str, name: str) -> str | None:
+    live = kube.get(RC_API, "RayCluster", name, namespace)
+    return live["spec"]["rayVersion"] if live else None
+
+
+def _events(kube: Kube, namespace: str, name: str) -> set[str]:
+    items, _ = kube.list("v1", "Event", namespace)
+    return {e["reason"] for e in items if e["involvedObject"].get("name") == name
+            and (e.get("source") or {}).get("component") == "gitops-ray"}
+
+
+@pytest.mark.parametrize("variant", ["cluster-wide", "namespaced"])
+def test_chart_service_account_syncs_heals_and_prunes(
+        variant: str, helm_bin: Path, tmp_path: Path, kube: Kube,
+        control_plane: LocalControlPlane, namespace: str, team: str, git_repo: GitRepo,
+        rendered: Callable[..., list[dict[str, Any]]],
+        controller_process: StartController) -> None:
+    release = f"r{secrets.token_hex(3)}"  # cluster-scoped names must not collide
+    # cluster-wide runs as the chart's HA setup (leader election on, so the Lease too)
+    rbac = (["--set", "replicaCount=2"] if variant == "cluster-wide" else
+            ["--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}"])
+    docs = _template(helm_bin, tmp_path, release, namespace, *rbac,
+                     "--set", f"config.appSources[0].repo={git_repo.url}",
+                     "--set", "config.appSources[0].path=apps",
+                     "--set", "config.log.level=debug")
+    rendered(docs)
+    sa_name = f"{release}-gitops-ray"
+    kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                            name=sa_name, path=tmp_path / "sa.kubeconfig")
+    config = next(d for d in docs if d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+
+    rc = raycluster("rc")
+    git_repo.commit({"apps/app.yaml": application("app", git_repo.url, team, self_heal=True),
+                     "manifests/rc.yaml": rc})
+    ctl = controller_process("chart-sa", yaml.safe_load(config),
+                             env={"GITOPS_RAY_KUBECONFIG": str(kubeconfig)},
+                             args=(f"--helm={helm_bin}",))
+
+    # sync
+    eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", timeout=120,
+               message="first sync as the chart's ServiceAccount")
+    eventually(lambda: "ResourceCreated" in _events(kube, team, "rc"), message="Event")
+    eventually(lambda: "SyncSucceeded" in _events(kube, namespace, record_name("app")),
+               message="the app's Event in the control namespace")
+    if variant == "cluster-wide":
+        lease = kube.get(LEASE_API, "Lease", sa_name, namespace)
+        assert lease and lease["spec"]["holderIdentity"] == "chart-sa"
+    # heal: a manual edit is reverted through the watch
+    kube.patch(RC_API, "RayCluster", "rc", team, {"spec": {"rayVersion": "2.0.0"}},
+               content_type="application/merge-patch+json", field_manager="kubectl-edit")
+    eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", message="self-heal")
+    # prune: the RayCluster leaves git
+    sha = git_repo.commit({"manifests/rc.yaml": None,
+                           "manifests/keep.yaml": raycluster("keep")})
+    _webhook(ctl, git_repo, sha)
+    eventually(lambda: kube.get(RC_API, "RayCluster", "rc", team) is None, message="prune")
+    eventually(lambda: _ray_version(kube, team, "keep") == "2.52.0", message="second sync")
+
+    assert ctl.alive()
+    assert _denials(ctl) == []
+    # least privilege: this token cannot write ConfigMaps outside the control namespace
+    sa = f"system:serviceaccount:{namespace}:{sa_name}"
+    for verb in ("create", "update", "patch", "delete"):
+        assert not _can(kube, sa, verb, "configmaps", namespace="kube-system")
+    assert not _can(kube, sa, "get", "namespaces", name=namespace)
+    as_sa = Kube.connect(str(kubeconfig))
+    with pytest.raises(Forbidden):
+        as_sa.create({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": f"{release}-probe", "namespace": "kube-system"}},
+                     field_manager="tests")
