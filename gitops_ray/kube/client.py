@@ -35,6 +35,7 @@ from gitops_ray.errors import ConfigError
 from gitops_ray.kube.errors import (
     KubeError,
     NotFound,
+    TooManyRequests,
     UnknownKind,
     Unreachable,
     error_from_response,
@@ -44,8 +45,10 @@ from gitops_ray.types import Manifest, split_api_version
 
 APPLY_PATCH = "application/apply-patch+yaml"
 JSON_PATCH = "application/json-patch+json"
-MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
+MAX_RETRIES = 3  # resends of one request (429, 5xx, lost connection), then the error
+MAX_RETRY_AFTER = 10.0  # a server's Retry-After is honoured up to this many seconds
+DISCOVERY_MISS_TTL = 10.0  # an unknown kind is not looked up again for this long
 AGGREGATED_DISCOVERY = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                         "application/json")
 
@@ -124,6 +127,8 @@ class Kube:
         self._discovery: dict[str, dict[str, ResourceInfo]] = {}
         self._lock = threading.Lock()
         self.stats: Counter[tuple[str, int]] = Counter()
+        self.retries = 0  # requests sent again (429, 5xx, lost connections)
+        self._misses: dict[tuple[str, str], float] = {}
         self.hooks: list[RequestHook] = []
         self.fence: WriteFence | None = None  # None: every write is allowed (CLI, tests)
 
@@ -153,12 +158,28 @@ class Kube:
              body: Any = None, content_type: str | None = None,
              timeout: float | None = DEFAULT_TIMEOUT, verb: str = "",
              resource: str = "", accept: str = "application/json") -> Any:
-        """Send one request and return the decoded JSON body (``None`` when empty)."""
-        resp = self._send(method, path, query=query, body=body, content_type=content_type,
-                          timeout=timeout, verb=verb or method.lower(), resource=resource,
-                          accept=accept)
-        data = resp.read()
-        return json.loads(data) if data else None
+        """Send one request and return the decoded JSON body (``None`` when empty).
+
+        Retried (see :func:`retry_delay`) when the server asks us to come back (429, or a
+        5xx with ``Retry-After``), and for requests that are safe to repeat (reads and
+        server-side apply) on any 5xx or a lost connection.
+        """
+        attempt = 0
+        while True:
+            try:
+                resp = self._send(method, path, query=query, body=body,
+                                  content_type=content_type, timeout=timeout,
+                                  verb=verb or method.lower(), resource=resource,
+                                  accept=accept)
+                data = resp.read()
+                return json.loads(data) if data else None
+            except KubeError as e:
+                attempt += 1
+                delay = retry_delay(e, attempt, idempotent=_idempotent(method, content_type))
+                if delay is None:
+                    raise
+                self.retries += 1
+                time.sleep(delay)
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any,
               content_type: str | None, timeout: float | None, verb: str,
@@ -183,7 +204,9 @@ class Kube:
             raise Unreachable(f"{method} {path}: API server unreachable: {e}") from e
         self._record(verb, resource, resp.status, start)
         if resp.status >= 300:
-            raise error_from_response(resp.status, resp.read(), f"{method} {path}")
+            error = error_from_response(resp.status, resp.read(), f"{method} {path}")
+            error.retry_after = _seconds(resp.getheader("Retry-After"))
+            raise error
         return resp
 
     def _record(self, verb: str, resource: str, status: int, start: float) -> None:
@@ -195,11 +218,21 @@ class Kube:
     # -- discovery -------------------------------------------------------------------
 
     def resource(self, api_version: str, kind: str) -> ResourceInfo:
-        """Look a kind up by discovery; refreshes once on a miss (a CRD may be new)."""
-        for refresh in (False, True):
-            found = self._group_version(api_version, refresh).get(kind)
+        """Look a kind up by discovery; refreshes once on a miss (a CRD may be new).
+
+        A miss is remembered for :data:`DISCOVERY_MISS_TTL` seconds, so asking again and
+        again for a kind whose CRD is not installed costs no request each time.
+        """
+        found = self._group_version(api_version, False).get(kind)
+        if found:
+            return found
+        missed = self._misses.get((api_version, kind))
+        if missed is None or _now() - missed >= DISCOVERY_MISS_TTL:
+            found = self._group_version(api_version, True).get(kind)
             if found:
+                self._misses.pop((api_version, kind), None)
                 return found
+            self._misses[(api_version, kind)] = _now()
         raise UnknownKind(f"the server has no resource for {api_version} {kind}; "
                           "is its CustomResourceDefinition installed?")
 
@@ -401,15 +434,53 @@ class Kube:
 
 
 def _lines(response: Any) -> Iterator[bytes]:
-    buffer = b""
+    """The newline-separated events of a watch stream, in time linear in its size.
+
+    A large object arrives in many chunks: each chunk is scanned once and appended once,
+    never re-split from the start of the line.
+    """
+    pending = bytearray()
     for chunk in response.stream(65536, decode_content=True):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield line
-    if buffer.strip():
-        yield buffer
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            pending += chunk[start:end]
+            if pending.strip():
+                yield bytes(pending)
+            pending.clear()
+            start = end + 1
+        pending += chunk[start:]
+    if pending.strip():
+        yield bytes(pending)
+
+
+def retry_delay(error: KubeError, attempt: int, *, idempotent: bool) -> float | None:
+    """Seconds to wait before sending a failed request again, or ``None``: give up.
+
+    429 means the server did not process the request, so any request may be resent;
+    a 5xx or a lost connection only for requests that are safe to repeat. The server's
+    ``Retry-After`` is honoured (capped); otherwise the wait doubles from 0.2 s.
+    """
+    if attempt > MAX_RETRIES:
+        return None
+    asked = error.retry_after
+    if isinstance(error, TooManyRequests) or (asked is not None and error.status >= 500):
+        pass
+    elif not (idempotent and (error.status >= 500 or isinstance(error, Unreachable))):
+        return None
+    backoff = 0.2 * 2 ** (attempt - 1)
+    return min(MAX_RETRY_AFTER, asked if asked is not None else backoff)
+
+
+def _idempotent(method: str, content_type: str | None) -> bool:
+    return method in ("GET", "HEAD") or (method == "PATCH" and content_type == APPLY_PATCH)
+
+
+def _seconds(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (the API server sends whole seconds)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
 
 def _in_cluster() -> bool:

@@ -34,6 +34,7 @@ class KubeError(GitOpsRayError):
         self.status = status
         self.reason = reason
         self.details = details or {}
+        self.retry_after: float | None = None  # the server's Retry-After, in seconds
 
 
 class Unreachable(KubeError):
