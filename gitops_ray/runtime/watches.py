@@ -207,26 +207,30 @@ class WarningEvents:
         self._on_event = on_event
         self._index: dict[Key, dict[str, Manifest]] = {}
         self._lock = threading.Lock()
-        self._watch: KindWatch | None = None
+        self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
 
     def about(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Warning Events about RayCluster ``namespace/name``."""
-        watch = self._started()
+        watch = self._started(None)
+        watch.settled.wait(self._options.sync_wait)
+        if watch.forbidden:  # RBAC grants some namespaces only (chart: clusterWide=false)
+            watch = self._started(namespace)
         if not watch.ready(self._options.sync_wait):
             return []
         with self._lock:
             found = self._index.get((namespace, name), {})
             return [copy.deepcopy(e) for _, e in sorted(found.items())]
 
-    def _started(self) -> KindWatch:
+    def _started(self, namespace: str | None) -> KindWatch:
         with self._lock:
-            if self._watch is None:
-                self._watch = KindWatch(self._kube, "v1", "Event", None, options=self._options,
-                                        on_event=self._indexed, stop=self._stop,
-                                        metrics=self._metrics)
-                threading.Thread(target=self._watch.run, name="watch-events",
-                                 daemon=True).start()
-            return self._watch
+            watch = self._watches.get(namespace)
+            if watch is None:
+                watch = KindWatch(self._kube, "v1", "Event", namespace, options=self._options,
+                                  on_event=self._indexed, stop=self._stop,
+                                  metrics=self._metrics)
+                self._watches[namespace] = watch
+                threading.Thread(target=watch.run, name="watch-events", daemon=True).start()
+            return watch
 
     def _indexed(self, kind: str, event: Manifest) -> None:
         about = event.get("involvedObject") or {}
