@@ -10,8 +10,9 @@ The parser is strict about what it honours and loud about what it does not:
   ``syncPolicy.retry``, a remote ``destination``, unknown keys) becomes a warning in
   ``Application.warnings``, never silence;
 * fields that only matter to Argo CD's UI or bookkeeping (``status``, ``spec.info``,
-  ``spec.revisionHistoryLimit``, ``metadata.labels``/``finalizers``, ``source.ref``/
-  ``name``) are accepted quietly.
+  ``spec.revisionHistoryLimit``, ``metadata.labels``, ``source.ref``/``name``) are
+  accepted quietly; ``metadata.finalizers`` is kept, because Argo CD's resources
+  finalizer decides whether deleting the Application deletes its objects.
 
 Empty ``helm``/``kustomize``/``directory`` sections are dropped, as Argo CD's API server
 does, so ``helm: {}`` does not force the Helm renderer onto a Kustomize directory.
@@ -173,7 +174,8 @@ def parse_application(doc: Mapping[str, Any], *, origin: str = "") -> Applicatio
         project=_string(spec, "project", "spec", ctx, default="default") or "default",
         ignore_differences=_ignore_differences(spec, ctx),
         sync_policy=_sync_policy(spec.get("syncPolicy"), ctx),
-        annotations=_annotations(meta, ctx), warnings=tuple(ctx.warnings))
+        annotations=_annotations(meta, ctx),
+        finalizers=_strings(meta, "finalizers", "metadata", ctx), warnings=tuple(ctx.warnings))
 
 
 def _name(meta: Mapping[str, Any], ctx: _Context) -> str:

@@ -110,6 +110,10 @@ class RecordStore:
                 continue
         raise Conflict(f"record of app {app!r} kept changing; gave up after {attempts} tries")
 
+    def delete(self, app: str) -> bool:
+        """Forget the app (its Application was deleted); ``False`` if it had no record."""
+        return self.kube.delete("v1", "ConfigMap", record_name(app), self.namespace)
+
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
         body: Manifest = {
             "apiVersion": "v1", "kind": "ConfigMap",
