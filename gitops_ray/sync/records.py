@@ -92,9 +92,13 @@ class RecordStore:
         return self.kube.get(api_version, kind, name, namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
-        """All records in the namespace, by app name."""
+        """All records in the namespace, by app name.
+
+        Only our record ConfigMaps: an app's own ConfigMaps carry the same label, and the
+        control namespace may be an app's destination too.
+        """
         items, _ = self.kube.list("v1", "ConfigMap", self.namespace, label_selector=APP_LABEL)
-        return {str(cm.get("data", {}).get("app", "")): _decode(cm) for cm in items}
+        return {str(cm["data"]["app"]): _decode(cm) for cm in items if _is_record(cm)}
 
     def update(self, app: str, change: Callable[[AppRecord], None], *,
                attempts: int = 5) -> AppRecord:
@@ -136,6 +140,11 @@ class RecordStore:
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
                                  field_manager="gitops-ray")
+
+
+def _is_record(cm: Manifest) -> bool:
+    data = cm.get("data") or {}
+    return bool(data.get("app")) and cm["metadata"]["name"] == record_name(str(data["app"]))
 
 
 def _decode(cm: Manifest) -> AppRecord:

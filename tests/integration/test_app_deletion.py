@@ -56,12 +56,14 @@ def records(kube: Kube, namespace: str) -> set[str]:
 def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
         namespace: str) -> None:
+    kept = config_map("cm-adopted")
+    kept["metadata"]["annotations"] = {"argocd.argoproj.io/sync-options": "Prune=false"}
     git_repo.commit({
         "apps/cascade.yaml": app_with("cascade", git_repo, namespace, cascade=True),
         "apps/orphan.yaml": app_with("orphan", git_repo, namespace, cascade=False),
         "apps/keep.yaml": app_with("keep", git_repo, namespace, cascade=True),
         "cascade/rc.yaml": raycluster("rc-cascade"),
-        "cascade/cm.yaml": [config_map("cm-cascade"), config_map("cm-adopted")],
+        "cascade/cm.yaml": [config_map("cm-cascade"), kept],
         "orphan/rc.yaml": raycluster("rc-orphan"),
         "keep/rc.yaml": raycluster("rc-keep")})
     ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]},
@@ -69,9 +71,12 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
     for name in ("rc-cascade", "rc-orphan", "rc-keep"):
         eventually(lambda n=name: ctl.live(n), message=f"{name} synced")
     eventually(lambda: kube.get("v1", "ConfigMap", "cm-adopted", namespace), message="cm")
-    eventually(lambda: {"cascade", "orphan", "keep"} <= records(kube, namespace),
-               message="records")
+    # cm-adopted leaves git but stays (Prune=false), in the inventory; then another app
+    # takes it over: deleting "cascade" must leave it alone.
+    sha = git_repo.commit({"cascade/cm.yaml": [config_map("cm-cascade")]})
+    eventually(lambda: ctl.status("cascade").get("revision") == sha, message="resynced")
     adopt(kube, namespace, "cm-adopted", "someone-else")
+    assert {"cascade", "orphan", "keep"} <= records(kube, namespace)
 
     # The source fails to load (a broken file) in the same commit that drops two apps:
     # nothing may be deleted, since nobody knows what the source holds now.
