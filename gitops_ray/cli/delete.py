@@ -41,12 +41,12 @@ def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...]
     failed = False
     for app in apps:
         teardown = delete_app(kube, store, app, policy=policy)
-        _report(teardown, cascade=cascade)
+        report_teardown(teardown, cascade=cascade)
         failed |= not teardown.ok
     sys.exit(EXIT_FAILED if failed else 0)
 
 
-def _report(teardown: Teardown, *, cascade: bool) -> None:
+def report_teardown(teardown: Teardown, *, cascade: bool) -> None:
     for res in teardown.resources:
         click.echo(f"{teardown.app}\t{res.key}\t{res.action}"
                    + (f"\t{res.message}" if res.message else ""))

@@ -6,6 +6,12 @@ render or sync fails is reported and the others carry on. Every sync that is not
 run is recorded as the controller records its own, failures included, so ``status`` never
 shows the Synced of an earlier sync after a failed one.
 
+An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
+record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``
+as the controller does (objects too with Argo CD's resources finalizer, else orphaned;
+the record goes). Only with ``--prune``, only for a complete directory (no ``--app``),
+and only after the directory loaded.
+
 ``status`` lists the apps' recorded state like ``argocd app list``; ``--refresh`` (like
 ``argocd app get --refresh``) compares the selected apps with git and the cluster now and
 records the result. ``wait`` blocks until apps are Synced and/or Healthy and needs no
@@ -18,6 +24,7 @@ progress and warnings to stderr.
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +45,7 @@ from gitops_ray.cli.common import (
     kube_options,
     select_apps,
 )
+from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Kube
@@ -47,6 +55,7 @@ from gitops_ray.reconcile.status import live_health, save_failed_sync, save_stat
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.sync.teardown import delete_app, policy_of
 
 EXIT_FAILED = 2
 POLL_SECONDS = 1.0
@@ -67,15 +76,19 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
     selection = select_apps(pipeline.source, opts)
     reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
 
+    origin = _origin(opts)
+
     def sync_one(app: Application) -> SyncResult:
         try:
-            return reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                   prune=prune, dry_run=dry_run).result
+            result = reconciler.sync(app, revision=selection.revision, local=selection.local,
+                                     prune=prune, dry_run=dry_run).result
         except GitOpsRayError as e:  # this app's input is bad: the others go on
             result = SyncResult(app.name, selection.revision or "").fail(error_text(e))
             if not dry_run:
                 _record_failure(store, result)
-            return result
+        if origin and not dry_run:
+            _remember_origin(store, app, origin)
+        return result
 
     failed = False
     with Console(stderr=True).status(f"syncing {len(selection.apps)} app(s)", spinner="dots"), \
@@ -84,7 +97,39 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
                                strict=True):
             _report(app.name, result, dry_run=dry_run)
             failed |= not result.ok
+    if origin and prune and not dry_run and not opts.get("app_names"):
+        failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
     sys.exit(EXIT_FAILED if failed else 0)
+
+
+def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
+    """Where the apps' Applications are (``--repo``, ``--apps``), as records keep it."""
+    if not (opts.get("repo") and opts.get("apps_dir")):
+        return None
+    return {"repo": opts["repo"], "path": posixpath.normpath(opts["apps_dir"])}
+
+
+def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str]) -> None:
+    fields = {**origin, "finalizers": list(app.finalizers)}
+    try:
+        store.update(app.name, lambda r: r.status.update({"appSource": fields}))
+    except GitOpsRayError as e:
+        click.secho(f"warning: app {app.name}: origin not recorded: {e}", fg="yellow",
+                    err=True)
+
+
+def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str]) -> bool:
+    """Delete the apps synced from ``origin`` whose Application left it (True: all went)."""
+    ok = True
+    for name, record in sorted(store.list_apps().items()):
+        source = record.status.get("appSource") or {}
+        if name in present or {k: source.get(k) for k in origin} != origin:
+            continue
+        teardown = delete_app(store.kube, store, name,
+                              policy=policy_of(source.get("finalizers") or ()))
+        report_teardown(teardown, cascade=bool(policy_of(source.get("finalizers") or ())))
+        ok &= teardown.ok
+    return ok
 
 
 def _record_failure(store: RecordStore, result: SyncResult) -> None:

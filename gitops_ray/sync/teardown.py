@@ -17,6 +17,7 @@ Argo CD.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -38,7 +39,11 @@ _POLICIES = {RESOURCES_FINALIZER: "Foreground", f"{RESOURCES_FINALIZER}/foregrou
 
 def cascade_policy(app: Application) -> str | None:
     """The propagation policy of the app's resources finalizer; ``None``: orphan."""
-    return next((_POLICIES[f] for f in app.finalizers if f in _POLICIES), None)
+    return policy_of(app.finalizers)
+
+
+def policy_of(finalizers: Iterable[str]) -> str | None:
+    return next((_POLICIES[f] for f in finalizers if f in _POLICIES), None)
 
 
 @dataclass

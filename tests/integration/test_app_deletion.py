@@ -122,3 +122,32 @@ def test_cli_delete_cascades_or_orphans_and_forgets_the_app(
     assert kube.get(RC_API, "RayCluster", "del-two", namespace) is not None
     listed = runner.invoke(main, ["status", *kube_args, "-o", "json"])
     assert json.loads(listed.stdout) == []
+
+
+def test_cli_sync_prune_deletes_apps_whose_application_left_the_directory(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    git_repo.commit({"apps/gone.yaml": app_with("gone", git_repo, namespace, cascade=True),
+                     "apps/left.yaml": app_with("left", git_repo, namespace, cascade=False),
+                     "apps/stay.yaml": app_with("stay", git_repo, namespace, cascade=True),
+                     **{f"{n}/rc.yaml": raycluster(f"rc-{n}") for n in
+                        ("gone", "left", "stay", "flags")}})
+    base = ["--kubeconfig", str(control_plane.kubeconfig), "--control-namespace", namespace,
+            "--cache-dir", str(tmp_path / "c"), "--repo", git_repo.url]
+    runner = CliRunner()
+    for args in (["--apps", "apps/"], ["--path", "flags", "--dest-namespace", namespace]):
+        synced = runner.invoke(main, ["sync", *base, *args])
+        assert synced.exit_code == 0, synced.output
+    git_repo.commit({"apps/gone.yaml": None, "apps/left.yaml": None})
+
+    plain = runner.invoke(main, ["sync", *base, "--apps", "apps"])
+    assert plain.exit_code == 0, plain.output
+    assert records(kube, namespace) == {"gone", "left", "stay", "flags"}  # no --prune
+    pruned = runner.invoke(main, ["sync", *base, "--apps", "apps", "--prune"])
+    assert pruned.exit_code == 0, pruned.output
+    assert "gone\tray.io/RayCluster:" in pruned.stdout and "\tdeleted" in pruned.stdout
+    assert records(kube, namespace) == {"stay", "flags"}
+    eventually(lambda: kube.get(RC_API, "RayCluster", "rc-gone", namespace) is None,
+               message="cascade deletion")
+    for name in ("rc-left", "rc-stay", "rc-flags"):
+        assert kube.get(RC_API, "RayCluster", name, namespace) is not None, name
