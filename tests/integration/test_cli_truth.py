@@ -178,3 +178,19 @@ def test_readme_render_example_works_from_the_checkout(tmp_path: Path) -> None:
     assert wrong_root.exit_code == 2 and "unknown instance type" in wrong_root.output
     outside = runner.invoke(main, ["render", "--local", app, "--repo-root", str(tmp_path)])
     assert outside.exit_code == 2 and "not inside --repo-root" in outside.output
+
+
+def test_run_takes_the_global_flags_given_before_it(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    runner = CliRunner()
+    before = runner.invoke(main, ["--kubeconfig", str(kubeconfig), "--context", "nope",
+                                  "--log-level", "error", "run"])
+    assert before.exit_code == 2 and "name nope in" in before.output  # both flags reached run
+    after = runner.invoke(main, ["--kubeconfig", str(kubeconfig), "--context", "nope", "run",
+                                 "--context", "mine"])
+    assert after.exit_code == 2 and "name mine in" in after.output  # the later flag wins
