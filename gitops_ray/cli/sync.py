@@ -38,6 +38,7 @@ from rich.table import Table
 
 from gitops_ray.cli.common import (
     CliCommand,
+    Selection,
     app_options,
     build_pipeline,
     check_known,
@@ -166,19 +167,25 @@ def _selected(opts: dict[str, Any]) -> bool:
     return bool(opts.get("repo") or opts.get("local_dir"))
 
 
-def refresh(pipeline: Pipeline, store: RecordStore, opts: dict[str, Any],
-            names: tuple[str, ...], *, record: bool) -> dict[str, Status]:
-    """Compare the selected apps now (and record the result); the statuses by app."""
-    selection = select_apps(pipeline.source, {**opts, "app_names": names})
+def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
+            record: bool, pinned: dict[str, str] | None = None) -> dict[str, Status]:
+    """Compare the selected apps now (and record the result); the statuses by app.
+
+    ``pinned`` remembers each app's commit from the first round, so repeated rounds
+    (``wait``) compare the cluster with one commit and cost no git request.
+    """
+    pins = {} if pinned is None else pinned
     out = {}
     for app in selection.apps:
         try:
-            comparison = pipeline.compare(app, revision=selection.revision,
+            comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
                                           local=selection.local)
         except GitOpsRayError as e:
             error = {"sync": "Unknown", "error": error_text(e), "comparedAt": time.time()}
             out[app.name] = _save(store, app.name, error) if record else error
             continue
+        if selection.local is None:
+            pins[app.name] = comparison.revision
         if record:
             save_status(store, comparison)
         out[app.name] = store.load(app.name).status if record else status_of(comparison)
@@ -204,7 +211,8 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
     names = tuple(apps) + tuple(opts.get("app_names") or ())
     if refresh_now:
         pipeline, store = build_pipeline(opts)
-        statuses = refresh(pipeline, store, opts, names, record=True)
+        selection = select_apps(pipeline.source, {**opts, "app_names": names})
+        statuses = refresh(pipeline, store, selection, record=True)
     else:
         records = RecordStore(connect(opts), opts["control_namespace"]).list_apps()
         check_known(names, records)
@@ -268,8 +276,9 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
     """How to read the apps' state each round; fails at once on unknown apps."""
     if _selected(opts):
         pipeline, store = build_pipeline(opts)
-        select_apps(pipeline.source, {**opts, "app_names": apps})  # unknown names fail here
-        return lambda: refresh(pipeline, store, opts, apps, record=False)
+        selection = select_apps(pipeline.source, {**opts, "app_names": apps})  # or fail
+        pinned: dict[str, str] = {}
+        return lambda: refresh(pipeline, store, selection, record=False, pinned=pinned)
     kube = connect(opts)
     store = RecordStore(kube, opts["control_namespace"])
     check_known(apps, store.list_apps())
