@@ -88,6 +88,11 @@ class RecordStore:
         cm = self._lookup("v1", "ConfigMap", self.namespace, record_name(app))
         return _decode(cm) if cm else AppRecord()
 
+    def read(self, app: str) -> AppRecord:
+        """The app's record from the API server, never a cache (before deleting by it)."""
+        cm = self._get("v1", "ConfigMap", self.namespace, record_name(app))
+        return _decode(cm) if cm else AppRecord()
+
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         return self.kube.get(api_version, kind, name, namespace)
 

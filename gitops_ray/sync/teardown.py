@@ -65,7 +65,7 @@ class Teardown:
 
 def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) -> Teardown:
     """Delete (``policy`` set) or orphan (``None``) the app's objects, then its record."""
-    record = store.load(app)
+    record = store.read(app)  # the watch cache may not have the last sync's inventory
     teardown = Teardown(app)
     if policy is not None:
         _delete_objects(kube, record, teardown, policy)
