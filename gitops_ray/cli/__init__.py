@@ -1,16 +1,20 @@
 """The ``gitops-ray`` command line: kubectl- and argocd-like verbs over the pipeline.
 
 stdout carries data (diffs, tables, JSON); logs and progress go to stderr. Exit codes
-follow ``kubectl diff``: 0 no differences or success, 1 differences, 2 errors.
+follow ``kubectl diff``: 0 no differences or success, 1 differences, 2 errors. Global
+flags (``--log-level``, ``--kubeconfig``, ``--context``) go before or after the command,
+as with kubectl; every option also reads ``GITOPS_RAY_<OPTION>``.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from gitops_ray import __version__
+from gitops_ray.cli.common import global_options, name_envvars
 from gitops_ray.errors import GitOpsRayError
 
 EXIT_ERROR = 2
@@ -27,25 +31,24 @@ class _Group(click.Group):
             sys.exit(EXIT_ERROR)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"],
-                                           "auto_envvar_prefix": "GITOPS_RAY"})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gitops-ray")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="warning", show_default=True,
-              help="Log level of one-shot commands (logs go to stderr).")
-def main(log_level: str) -> None:
-    """Keep Ray clusters on Kubernetes in sync with git, without fighting the autoscaler."""
-    from gitops_ray.runtime.logs import configure_logging
+@global_options
+def main(**global_flags: Any) -> None:
+    """Keep Ray clusters on Kubernetes in sync with git, without fighting the autoscaler.
 
-    configure_logging("auto", log_level)  # stderr: stdout stays clean for data
+    --log-level, --kubeconfig and --context may be given here or after the command.
+    """
 
 
 def _register() -> None:
-    from gitops_ray.cli import diff, render, run, sync
+    from gitops_ray.cli import delete, diff, render, run, sync
 
-    for module in (render, diff, sync, run):
+    for module in (render, diff, sync, delete, run):
         for command in module.COMMANDS:
+            name_envvars(command)
             main.add_command(command)
 
 
+name_envvars(main)
 _register()

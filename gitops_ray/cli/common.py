@@ -6,20 +6,27 @@ Apps are chosen the way Argo CD users think of them:
   (app-of-apps); ``--app NAME`` picks some;
 * ``--repo URL --path P --dest-namespace NS`` builds one app from flags;
 * ``--local DIR`` renders a directory on disk instead of a git revision (local work, and
-  Argo CD's Config Management Plugin, which runs in the app's directory).
+  Argo CD's Config Management Plugin, which runs in the app's directory); ``--repo-root``
+  says where its repository starts when guessing is wrong.
 
-Every option can also be set as ``GITOPS_RAY_<OPTION>`` in the environment.
+The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
+Applications is an error (not a silent pass), and a name that matches no app is an error
+that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
+in the environment (see :func:`name_envvars`); ``--log-level``, ``--kubeconfig`` and
+``--context`` are global, given before or after the subcommand (:class:`CliCommand`).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
@@ -31,24 +38,45 @@ from gitops_ray.sync.records import RecordStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_CACHE = Path.home() / ".cache" / "gitops-ray" / "repos"
+ENV_PREFIX = "GITOPS_RAY_"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+GLOBAL_PARAMS = ("log_level", "kubeconfig", "kube_context")
+"""Parameters the group and every subcommand share (kubectl's global flags)."""
 
 
-def kube_options(func: F) -> F:
-    """``--kubeconfig``, ``--context`` and ``--control-namespace``."""
-    decorators = [
+def _apply(func: F, decorators: list[Callable[[F], F]]) -> F:
+    return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
+
+
+def log_level_option(func: F) -> F:
+    return click.option("--log-level", type=click.Choice(LOG_LEVELS), default="warning",
+                        show_default=True,
+                        help="Log level of one-shot commands (logs go to stderr).")(func)
+
+
+def global_options(func: F) -> F:
+    """``--log-level``, ``--kubeconfig`` and ``--context``: accepted on the group too."""
+    return _apply(func, [
+        log_level_option,
         click.option("--kubeconfig", envvar=["GITOPS_RAY_KUBECONFIG", "KUBECONFIG"],
                      help="Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config,"
                           " or in-cluster)."),
         click.option("--context", "kube_context", help="The kubeconfig context to use."),
+    ])
+
+
+def kube_options(func: F) -> F:
+    """The global options and ``--control-namespace``."""
+    return _apply(func, [
+        global_options,
         click.option("--control-namespace", default="gitops-ray", show_default=True,
                      help="Namespace holding gitops-ray's per-app records."),
-    ]
-    return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
+    ])
 
 
 def app_options(func: F) -> F:
     """How apps are selected (see the module docstring)."""
-    decorators = [
+    return _apply(func, [
         click.option("--repo", help="Config repository URL."),
         click.option("--revision", help="Branch, tag, commit SHA or HEAD (overrides the "
                                         "apps' targetRevision)."),
@@ -62,12 +90,50 @@ def app_options(func: F) -> F:
         click.option("--name", "app_name", help="Name of an app built from flags."),
         click.option("--local", "local_dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Render this directory instead of a git revision."),
+        click.option("--repo-root", type=click.Path(file_okay=False, path_type=Path),
+                     help="Repository root of --local (default: the outermost directory "
+                          "holding .gitops-ray/ inside the git work tree, else its root)."),
         click.option("--cache-dir", type=click.Path(path_type=Path), default=DEFAULT_CACHE,
                      show_default=True, help="Where git mirrors are kept."),
         click.option("--helm", "helm_bin", default="helm", show_default=True,
                      help="helm v3 binary."),
-    ]
-    return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
+    ])
+
+
+class CliCommand(click.Command):
+    """A subcommand whose global options may also be given before it, on the group.
+
+    A value typed after the subcommand wins, then one typed before it, then the
+    environment and defaults (which both levels read the same way).
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        parent = ctx.parent
+        for name in GLOBAL_PARAMS:
+            if name in ctx.params and parent is not None and name in parent.params \
+                    and ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE \
+                    and parent.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+                ctx.params[name] = parent.params[name]
+        if "log_level" in ctx.params:
+            from gitops_ray.runtime.logs import configure_logging
+
+            configure_logging("auto", ctx.params["log_level"])  # stderr: stdout is data
+        return super().invoke(ctx)
+
+
+def name_envvars(command: click.Command) -> None:
+    """Give every option its ``GITOPS_RAY_<OPTION>`` variable (``--repo``: ``_REPO``).
+
+    ``GITOPS_RAY_<COMMAND>_<OPTION>`` is read first, so one command can differ.
+    """
+    for param in command.params:
+        if not isinstance(param, click.Option) or param.envvar or not param.allow_from_autoenv:
+            continue
+        longest = max((o for o in param.opts if o.startswith("--")), key=len, default="")
+        option = longest[2:].split("/")[0].replace("-", "_").upper()
+        if option:
+            cmd = (command.name or "").replace("-", "_").upper()
+            param.envvar = [f"{ENV_PREFIX}{cmd}_{option}", f"{ENV_PREFIX}{option}"]
 
 
 @dataclass
@@ -85,37 +151,71 @@ def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
     """Resolve the app options into applications (see module docstring)."""
     local: Path | None = opts.get("local_dir")
     if local is not None:
-        root = repo_root_of(local, opts.get("source_path"))
+        root = _local_root(local, opts)
         app = application_from_flags(
             name=opts.get("app_name") or local.resolve().name, repo_url=str(root),
-            revision="local", path=str(local.resolve().relative_to(root)) or ".",
+            revision="local", path=local.resolve().relative_to(root).as_posix() or ".",
             dest_namespace=opts["dest_namespace"])
         return Selection([app], local=root)
     repo = opts.get("repo")
     if not repo:
         raise ConfigError("say which repository to use: --repo URL (or --local DIR)")
     if opts.get("apps_dir"):
-        checkout = source.checkout(repo, opts.get("revision") or "HEAD")
-        apps = load_applications(checkout.root, opts["apps_dir"])
+        apps = _app_of_apps(source, repo, opts["apps_dir"], opts.get("revision"))
     else:
         apps = [application_from_flags(
             name=opts.get("app_name") or _name_from_path(opts["app_path"]), repo_url=repo,
             revision=opts.get("revision") or "HEAD", path=opts["app_path"],
             dest_namespace=opts["dest_namespace"])]
-    wanted = set(opts.get("app_names") or ())
-    missing = wanted - {a.name for a in apps}
-    if missing:
-        raise ConfigError(f"no such app: {', '.join(sorted(missing))}")
+    wanted = tuple(opts.get("app_names") or ())
+    check_known(wanted, [a.name for a in apps])
     chosen = [a for a in apps if not wanted or a.name in wanted]
     return Selection(chosen, revision=opts.get("revision"))
+
+
+def _app_of_apps(source: GitSource, repo: str, apps_dir: str,
+                 revision: str | None) -> list[Application]:
+    checkout = source.checkout(repo, revision or "HEAD")
+    apps = load_applications(checkout.root, apps_dir)
+    if not apps:
+        raise ConfigError(f"no Argo CD Applications in {apps_dir!r} of {repo} at "
+                          f"{checkout.sha[:12]}: nothing to do (wrong --apps directory?)")
+    return apps
+
+
+def _local_root(local: Path, opts: dict[str, Any]) -> Path:
+    given: Path | None = opts.get("repo_root")
+    if given is None:
+        return repo_root_of(local, opts.get("source_path"))
+    root = given.resolve()
+    if not local.resolve().is_relative_to(root):
+        raise ConfigError(f"--local {local} is not inside --repo-root {given}")
+    return root
+
+
+def check_known(wanted: Iterable[str], known: Iterable[str]) -> None:
+    """Fail on names that match no app, suggesting the closest known one."""
+    names = sorted(set(known))
+    missing = sorted(set(wanted) - set(names))
+    if not missing:
+        return
+    raise ConfigError("; ".join(unknown_app(name, names) for name in missing))
+
+
+def unknown_app(name: str, known: Iterable[str]) -> str:
+    """``no such app: X`` plus the closest match, if there is one."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"no such app: {name}" + (f" (did you mean {close[0]}?)" if close else "")
 
 
 def repo_root_of(directory: Path, source_path: str | None = None) -> Path:
     """The repository root of ``directory``.
 
     ``source_path`` (Argo CD's ``ARGOCD_APP_SOURCE_PATH``, the app's path in the repo)
-    decides when given; else the nearest ancestor holding ``.git``, else the outermost one
-    holding ``.gitops-ray/`` (an app may override that config), else the directory itself.
+    decides when given. Else the outermost ancestor holding ``.gitops-ray/`` inside the
+    git work tree (a config repo kept in a subdirectory of another project, such as
+    ``examples/shapes`` here; an app may hold its own ``.gitops-ray/`` override), else the
+    git work tree's root, else the directory itself.
     """
     if source_path and source_path.strip("/") not in ("", "."):
         depth = len(Path(source_path.strip("/")).parts)
@@ -123,12 +223,12 @@ def repo_root_of(directory: Path, source_path: str | None = None) -> Path:
         if resolved.parts[-depth:] == Path(source_path.strip("/")).parts:
             return resolved.parents[depth - 1]
     start = directory.resolve()
-    chain = (start, *start.parents)
-    for candidate in chain:
-        if (candidate / ".git").exists():
-            return candidate
+    chain = [start, *start.parents]
+    git_root = next((c for c in chain if (c / ".git").exists()), None)
+    if git_root is not None:
+        chain = chain[:chain.index(git_root) + 1]
     configured = [c for c in chain if (c / ".gitops-ray").is_dir()]
-    return configured[-1] if configured else start
+    return configured[-1] if configured else git_root or start
 
 
 def _name_from_path(path: str) -> str:
@@ -136,9 +236,13 @@ def _name_from_path(path: str) -> str:
     return name if name not in ("", ".") else "app"
 
 
+def connect(opts: dict[str, Any]) -> Kube:
+    return Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
+
+
 def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
     """Connect to the cluster and build the pipeline for a command."""
-    kube = Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
+    kube = connect(opts)
     store = RecordStore(kube, opts["control_namespace"])
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts.get("helm_bin") or "helm")

@@ -4,6 +4,10 @@ Like ``kubectl diff`` and ``argocd app diff``: one unified diff per changed reso
 stdout (Secret values masked), ``-o json`` for machines, and exit code 0 when nothing
 differs, 1 when something does, 2 on errors. Predictions come from a server-side dry run,
 so defaults filled by the API server never show up as drift. Nothing is written.
+
+An app that cannot be compared (bad source, render or ignore rule) is reported on its own,
+on stderr and as ``"error"`` in the JSON, and the others are still compared: one broken
+Application must not hide every other app's drift. Any such error makes the exit code 2.
 """
 
 from __future__ import annotations
@@ -17,10 +21,19 @@ import click
 from rich.console import Console
 from rich.progress import Progress
 
-from gitops_ray.cli.common import app_options, build_pipeline, kube_options, select_apps
+from gitops_ray.cli.common import (
+    CliCommand,
+    app_options,
+    build_pipeline,
+    kube_options,
+    select_apps,
+)
 from gitops_ray.diff.format import to_json, unified
+from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.render.apps import Application
+
+EXIT_ERROR = 2
 
 
 def diff_options(func: Any) -> Any:
@@ -30,23 +43,41 @@ def diff_options(func: Any) -> Any:
                         help="Deadline in seconds for each jq ignore expression.")(func)
 
 
+Compared = tuple[Application, Comparison | GitOpsRayError]
+
+
 def compare_all(pipeline: Pipeline, apps: list[Application], revision: str | None,
-                local: Any) -> Iterator[Comparison]:
-    """Compare apps one by one, with a progress bar on a terminal when there are many."""
+                local: Any) -> Iterator[Compared]:
+    """Compare apps one by one (progress bar on a terminal when there are many).
+
+    An app whose source, render or diff fails yields its error, and the others go on.
+    """
     console = Console(stderr=True)
     if len(apps) < 3 or not console.is_terminal:
         for app in apps:
-            yield pipeline.compare(app, revision=revision, local=local)
+            yield app, _compare(pipeline, app, revision, local)
         return
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("comparing", total=len(apps))
         for app in apps:
             progress.update(task, description=f"comparing {app.name}")
-            yield pipeline.compare(app, revision=revision, local=local)
+            yield app, _compare(pipeline, app, revision, local)
             progress.advance(task)
 
 
-@click.command("diff")
+def _compare(pipeline: Pipeline, app: Application, revision: str | None,
+             local: Any) -> Comparison | GitOpsRayError:
+    try:
+        return pipeline.compare(app, revision=revision, local=local)
+    except GitOpsRayError as e:
+        return e
+
+
+def error_text(error: GitOpsRayError) -> str:
+    return f"error ({error.stage}): {error}"
+
+
+@click.command("diff", cls=CliCommand)
 @kube_options
 @app_options
 @diff_options
@@ -61,15 +92,20 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
     pipeline, _ = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
-    changed, report = False, []
-    for comparison in compare_all(pipeline, selection.apps, selection.revision,
-                                  selection.local):
-        for warning in comparison.warnings:
-            click.secho(f"warning: app {comparison.app.name}: {warning}", fg="yellow",
-                        err=True)
+    changed, failed = False, False
+    report: list[dict[str, Any]] = []
+    for app, comparison in compare_all(pipeline, selection.apps, selection.revision,
+                                       selection.local):
+        if isinstance(comparison, GitOpsRayError):
+            failed = True
+            click.secho(f"app {app.name}: {error_text(comparison)}", fg="red", err=True)
+            report.append({"app": app.name, "revision": "", "status": "Unknown",
+                           "error": error_text(comparison), "resources": []})
+            continue
+        _warn(comparison)
         changed |= comparison.diff.status == "OutOfSync"
         if output == "json":
-            report.append({"app": comparison.app.name, "revision": comparison.revision,
+            report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
                            "resources": to_json(comparison.diff)})
             continue
@@ -78,7 +114,12 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
                 click.echo(unified(resource, color=use_color), nl=False)
     if output == "json":
         click.echo(json.dumps(report, indent=2))
-    sys.exit(1 if changed and exit_code else 0)
+    sys.exit(EXIT_ERROR if failed else 1 if changed and exit_code else 0)
+
+
+def _warn(comparison: Comparison) -> None:
+    for warning in comparison.warnings:
+        click.secho(f"warning: app {comparison.app.name}: {warning}", fg="yellow", err=True)
 
 
 COMMANDS = [diff_command]

@@ -3,7 +3,9 @@
 Needs no cluster, so it doubles as an Argo CD Config Management Plugin ``generate``
 command: run in the app's directory with ``--local .``, it prints the manifests Argo CD
 should apply (``ARGOCD_APP_NAME`` and ``ARGOCD_APP_NAMESPACE`` fill name and namespace,
-``ARGOCD_APP_SOURCE_PATH`` locates the repository root for ``.gitops-ray/``).
+``ARGOCD_APP_SOURCE_PATH`` locates the repository root for ``.gitops-ray/``; elsewhere
+``--repo-root`` does, like ``argocd --local-repo-root``). The global ``--kubeconfig`` and
+``--context`` are accepted and unused, so one alias or environment works for every verb.
 """
 
 from __future__ import annotations
@@ -14,12 +16,19 @@ from typing import Any
 import click
 import yaml
 
-from gitops_ray.cli.common import DEFAULT_CACHE, app_options, select_apps
+from gitops_ray.cli.common import (
+    DEFAULT_CACHE,
+    CliCommand,
+    app_options,
+    global_options,
+    select_apps,
+)
 from gitops_ray.render import render_app
 from gitops_ray.source import GitSource
 
 
-@click.command("render")
+@click.command("render", cls=CliCommand)
+@global_options
 @app_options
 def render_command(**opts: Any) -> None:
     """Print the rendered manifests of the selected apps as a YAML stream."""

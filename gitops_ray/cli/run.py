@@ -4,6 +4,8 @@ Every flag is generated from :data:`gitops_ray.runtime.settings.OPTIONS`, so the
 its ``GITOPS_RAY_*`` variable and its key in the ``--config`` file can never drift apart.
 Precedence is file < environment < flags; the settings module reads the environment
 itself (click's automatic variables are turned off here so there is one reader only).
+The global flags typed before ``run`` (``gitops-ray --log-level debug run``) count as
+flags of ``run``, unless ``run`` is given its own.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from gitops_ray.runtime.settings import OPTIONS, Option, load_settings
 
@@ -56,9 +59,23 @@ def run_command(config_file: Path | None, **flags: Any) -> None:
     from gitops_ray.runtime.runner import Runtime
 
     given = {o.key: flags.get(_dest(o.key)) for o in OPTIONS if o.flag_name}
+    for key, value in _global_flags(click.get_current_context()).items():
+        given[key] = value if given.get(key) is None else given[key]
     settings = load_settings(config_file, env=os.environ, flags=given)
     configure_logging(settings.log_format, settings.log_level)
     sys.exit(Runtime(settings).run())
+
+
+_GLOBALS = {"log_level": "log.level", "kubeconfig": "kubeconfig", "kube_context": "context"}
+
+
+def _global_flags(ctx: click.Context) -> dict[str, Any]:
+    """Global flags typed on the group's command line, by settings key."""
+    parent = ctx.parent
+    if parent is None:
+        return {}
+    return {key: parent.params[name] for name, key in _GLOBALS.items()
+            if parent.get_parameter_source(name) is ParameterSource.COMMANDLINE}
 
 
 COMMANDS = [run_command]

@@ -2,16 +2,32 @@
 
 ``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
 left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
-render or sync fails is reported and the others carry on; ``status`` lists the apps'
-recorded state like ``argocd app list``; ``wait`` blocks until apps are Synced and/or
-Healthy. Results go to stdout, progress and warnings to stderr.
+render or sync fails is reported and the others carry on. Every sync that is not a dry
+run is recorded as the controller records its own, failures included, so ``status`` never
+shows the Synced of an earlier sync after a failed one.
+
+An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
+record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``
+as the controller does (objects too with Argo CD's resources finalizer, else orphaned;
+the record goes). Only with ``--prune``, only for a complete directory (no ``--app``),
+and only after the directory loaded.
+
+``status`` lists the apps' recorded state like ``argocd app list``; ``--refresh`` (like
+``argocd app get --refresh``) compares the selected apps with git and the cluster now and
+records the result. ``wait`` blocks until apps are Synced and/or Healthy and needs no
+controller: health is read from the live objects, sync status from the record, or from a
+live comparison when the apps are selected (``--repo``/``--apps``/``--local``). Both fail
+fast on an app name nobody knows, suggesting the closest one. Results go to stdout,
+progress and warnings to stderr.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -20,19 +36,34 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from gitops_ray.cli.common import app_options, build_pipeline, kube_options, select_apps
-from gitops_ray.cli.diff import diff_options
+from gitops_ray.cli.common import (
+    CliCommand,
+    Selection,
+    app_options,
+    build_pipeline,
+    check_known,
+    connect,
+    kube_options,
+    select_apps,
+)
+from gitops_ray.cli.delete import report_teardown
+from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Kube
+from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.sync.teardown import delete_app, policy_of
 
 EXIT_FAILED = 2
+POLL_SECONDS = 1.0
+Status = dict[str, Any]
 
 
-@click.command("sync")
+@click.command("sync", cls=CliCommand)
 @kube_options
 @app_options
 @diff_options
@@ -46,13 +77,19 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
     selection = select_apps(pipeline.source, opts)
     reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
 
+    origin = _origin(opts)
+
     def sync_one(app: Application) -> SyncResult:
         try:
-            return reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                   prune=prune, dry_run=dry_run).result
+            result = reconciler.sync(app, revision=selection.revision, local=selection.local,
+                                     prune=prune, dry_run=dry_run).result
         except GitOpsRayError as e:  # this app's input is bad: the others go on
-            return SyncResult(app.name, selection.revision or "").fail(
-                f"error ({e.stage}): {e}")
+            result = SyncResult(app.name, selection.revision or "").fail(error_text(e))
+            if not dry_run:
+                _record_failure(store, result)
+        if origin and not dry_run:
+            _remember_origin(store, app, origin)
+        return result
 
     failed = False
     with Console(stderr=True).status(f"syncing {len(selection.apps)} app(s)", spinner="dots"), \
@@ -61,7 +98,47 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
                                strict=True):
             _report(app.name, result, dry_run=dry_run)
             failed |= not result.ok
+    if origin and prune and not dry_run and not opts.get("app_names"):
+        failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
     sys.exit(EXIT_FAILED if failed else 0)
+
+
+def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
+    """Where the apps' Applications are (``--repo``, ``--apps``), as records keep it."""
+    if not (opts.get("repo") and opts.get("apps_dir")):
+        return None
+    return {"repo": opts["repo"], "path": posixpath.normpath(opts["apps_dir"])}
+
+
+def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str]) -> None:
+    fields = {**origin, "finalizers": list(app.finalizers)}
+    try:
+        store.update(app.name, lambda r: r.status.update({"appSource": fields}))
+    except GitOpsRayError as e:
+        click.secho(f"warning: app {app.name}: origin not recorded: {e}", fg="yellow",
+                    err=True)
+
+
+def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str]) -> bool:
+    """Delete the apps synced from ``origin`` whose Application left it (True: all went)."""
+    ok = True
+    for name, record in sorted(store.list_apps().items()):
+        source = record.status.get("appSource") or {}
+        if name in present or {k: source.get(k) for k in origin} != origin:
+            continue
+        teardown = delete_app(store.kube, store, name,
+                              policy=policy_of(source.get("finalizers") or ()))
+        report_teardown(teardown, cascade=bool(policy_of(source.get("finalizers") or ())))
+        ok &= teardown.ok
+    return ok
+
+
+def _record_failure(store: RecordStore, result: SyncResult) -> None:
+    try:
+        save_failed_sync(store, result, result.message)
+    except GitOpsRayError as e:  # the cluster is unreachable too: say so, keep the result
+        click.secho(f"warning: app {result.app}: failed sync not recorded: {e}",
+                    fg="yellow", err=True)
 
 
 def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
@@ -74,26 +151,76 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
                 fg="green" if result.ok else "red", err=True)
 
 
-def _rows(records: dict[str, AppRecord]) -> list[dict[str, Any]]:
-    return [{"name": name, "sync": r.status.get("sync", "Unknown"),
-             "health": r.status.get("health", "Unknown"),
-             "revision": r.status.get("revision", ""),
-             "error": r.status.get("error", ""),
-             "lastSync": (r.status.get("operation") or {}).get("phase", ""),
-             "history": r.status.get("history", [])}
-            for name, r in sorted(records.items())]
+# -- status -------------------------------------------------------------------------------
+
+def _row(name: str, status: Status) -> dict[str, Any]:
+    return {"name": name, "sync": status.get("sync", "Unknown"),
+            "health": status.get("health", "Unknown"),
+            "revision": status.get("revision", ""),
+            "error": status.get("error", ""),
+            "lastSync": (status.get("operation") or {}).get("phase", ""),
+            "history": status.get("history", [])}
 
 
-@click.command("status")
+def _selected(opts: dict[str, Any]) -> bool:
+    """Whether the command was told where the apps are defined (so it can compare)."""
+    return bool(opts.get("repo") or opts.get("local_dir"))
+
+
+def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
+            record: bool, pinned: dict[str, str] | None = None) -> dict[str, Status]:
+    """Compare the selected apps now (and record the result); the statuses by app.
+
+    ``pinned`` remembers each app's commit from the first round, so repeated rounds
+    (``wait``) compare the cluster with one commit and cost no git request.
+    """
+    pins = {} if pinned is None else pinned
+    out = {}
+    for app in selection.apps:
+        try:
+            comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
+                                          local=selection.local)
+        except GitOpsRayError as e:
+            error = {"sync": "Unknown", "error": error_text(e), "comparedAt": time.time()}
+            out[app.name] = _save(store, app.name, error) if record else error
+            continue
+        if selection.local is None:
+            pins[app.name] = comparison.revision
+        if record:
+            save_status(store, comparison)
+        out[app.name] = store.load(app.name).status if record else status_of(comparison)
+    return out
+
+
+def _save(store: RecordStore, name: str, fields: Status) -> Status:
+    return store.update(name, lambda r: r.status.update(fields)).status
+
+
+@click.command("status", cls=CliCommand)
 @kube_options
+@app_options
+@click.option("--refresh", "refresh_now", is_flag=True,
+              help="Compare with git and the cluster now (needs --repo/--apps or --local) "
+                   "and record the result, instead of showing the last recorded state.")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]),
               default="table", show_default=True)
 @click.argument("apps", nargs=-1)
-def status_command(output: str, apps: tuple[str, ...], **opts: Any) -> None:
+def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
+                   **opts: Any) -> None:
     """List apps with their sync status, health and revision."""
-    kube = Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
-    records = RecordStore(kube, opts["control_namespace"]).list_apps()
-    rows = [r for r in _rows(records) if not apps or r["name"] in apps]
+    names = tuple(apps) + tuple(opts.get("app_names") or ())
+    if refresh_now:
+        pipeline, store = build_pipeline(opts)
+        selection = select_apps(pipeline.source, {**opts, "app_names": names})
+        statuses = refresh(pipeline, store, selection, record=True)
+    else:
+        records = RecordStore(connect(opts), opts["control_namespace"]).list_apps()
+        check_known(names, records)
+        statuses = {n: r.status for n, r in records.items() if not names or n in names}
+    _print_status([_row(n, s) for n, s in sorted(statuses.items())], output)
+
+
+def _print_status(rows: list[dict[str, Any]], output: str) -> None:
     if output == "json":
         click.echo(json.dumps(rows, indent=2))
     elif output == "yaml":
@@ -108,36 +235,70 @@ def status_command(output: str, apps: tuple[str, ...], **opts: Any) -> None:
         Console(width=200).print(table)
 
 
-@click.command("wait")
+# -- wait ---------------------------------------------------------------------------------
+
+Probe = Callable[[], dict[str, Status]]
+
+
+@click.command("wait", cls=CliCommand)
 @kube_options
+@app_options
 @click.option("--sync", "want_sync", is_flag=True, help="Wait until Synced.")
 @click.option("--health", "want_health", is_flag=True, help="Wait until Healthy.")
 @click.option("--timeout", default=300.0, show_default=True, type=float, help="Seconds.")
 @click.argument("apps", nargs=-1, required=True)
 def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple[str, ...],
                  **opts: Any) -> None:
-    """Wait until apps are Synced and/or Healthy (both when neither flag is given)."""
+    """Wait until apps are Synced and/or Healthy (both when neither flag is given).
+
+    Health is always read live; sync status too when the apps are selected with
+    --repo/--apps or --local (else from the record a sync or the controller wrote).
+    """
     if not (want_sync or want_health):
         want_sync = want_health = True
-    store = RecordStore(Kube.connect(opts.get("kubeconfig"), opts.get("kube_context")),
-                        opts["control_namespace"])
+    probe = _probe(opts, apps)
     deadline = time.monotonic() + timeout
     while True:
-        pending = [a for a in apps if not _done(store.load(a), want_sync, want_health)]
+        statuses = probe()
+        pending = [a for a in apps if not _done(statuses[a], want_sync, want_health)]
         if not pending:
             click.echo(f"{', '.join(apps)}: done")
             return
         if time.monotonic() > deadline:
-            click.secho(f"timed out after {timeout:.0f}s waiting for {', '.join(pending)}",
+            click.secho(f"timed out after {timeout:.0f}s waiting for "
+                        + ", ".join(_describe(a, statuses[a]) for a in pending),
                         fg="red", err=True)
             sys.exit(EXIT_FAILED)
-        time.sleep(1)
+        time.sleep(POLL_SECONDS)
 
 
-def _done(record: AppRecord, want_sync: bool, want_health: bool) -> bool:
-    status = record.status
+def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
+    """How to read the apps' state each round; fails at once on unknown apps."""
+    if _selected(opts):
+        pipeline, store = build_pipeline(opts)
+        selection = select_apps(pipeline.source, {**opts, "app_names": apps})  # or fail
+        pinned: dict[str, str] = {}
+        return lambda: refresh(pipeline, store, selection, record=False, pinned=pinned)
+    kube = connect(opts)
+    store = RecordStore(kube, opts["control_namespace"])
+    check_known(apps, store.list_apps())
+    return lambda: {a: _recorded_with_live_health(kube, store.load(a)) for a in apps}
+
+
+def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
+    health = live_health(kube, record)
+    return {**record.status, "health": health.status.value, "healthMessage": health.message}
+
+
+def _done(status: Status, want_sync: bool, want_health: bool) -> bool:
     return ((not want_sync or status.get("sync") == "Synced")
             and (not want_health or status.get("health") == "Healthy"))
+
+
+def _describe(name: str, status: Status) -> str:
+    detail = status.get("error") or status.get("healthMessage") or ""
+    return (f"{name} ({status.get('sync', 'Unknown')}, {status.get('health', 'Unknown')}"
+            + (f": {detail}" if detail else "") + ")")
 
 
 COMMANDS = [sync_command, status_command, wait_command]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gitops_ray.health import Health, aggregate, assess
+from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
@@ -54,6 +56,21 @@ def save_status(store: RecordStore, comparison: Comparison,
     store.update(comparison.app.name, change)
 
 
+def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None:
+    """Record a sync that failed before it could compare (source, render, diff).
+
+    As the controller records a failed refresh: sync status ``Unknown`` (we no longer
+    know), the error, and the failed operation in the history, so ``status`` cannot go on
+    showing the Synced of an earlier sync.
+    """
+
+    def change(record: AppRecord) -> None:
+        record.status.update({"sync": "Unknown", "error": error, "comparedAt": time.time()})
+        push_history(record.status, result.as_operation())
+
+    store.update(result.app, change)
+
+
 def save_error(store: RecordStore, app: str, stage: str, message: str) -> None:
     """Record that the last pass of ``app`` failed, keeping everything else as it was."""
 
@@ -62,3 +79,21 @@ def save_error(store: RecordStore, app: str, stage: str, message: str) -> None:
                               "error": f"{stage}: {message}", "comparedAt": time.time()})
 
     store.update(app, change)
+
+
+def live_health(kube: Kube, record: AppRecord) -> Health:
+    """The app's health now, from the live objects of its recorded inventory.
+
+    Needs neither git nor a controller: what ``wait --health`` polls, so an app whose
+    RayCluster became ready after the last recorded comparison is seen as Healthy.
+    """
+    return aggregate(assess(_get(kube, e.api_version, e.kind, e.namespace, e.name))
+                     for e in record.inventory)
+
+
+def _get(kube: Kube, api_version: str, kind: str, namespace: str, name: str
+         ) -> dict[str, Any] | None:
+    try:
+        return kube.get(api_version, kind, name, namespace or None)
+    except UnknownKind:
+        return None

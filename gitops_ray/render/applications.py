@@ -10,8 +10,9 @@ The parser is strict about what it honours and loud about what it does not:
   ``syncPolicy.retry``, a remote ``destination``, unknown keys) becomes a warning in
   ``Application.warnings``, never silence;
 * fields that only matter to Argo CD's UI or bookkeeping (``status``, ``spec.info``,
-  ``spec.revisionHistoryLimit``, ``metadata.labels``/``finalizers``, ``source.ref``/
-  ``name``) are accepted quietly.
+  ``spec.revisionHistoryLimit``, ``metadata.labels``, ``source.ref``/``name``) are
+  accepted quietly; ``metadata.finalizers`` is kept, because Argo CD's resources
+  finalizer decides whether deleting the Application deletes its objects.
 
 Empty ``helm``/``kustomize``/``directory`` sections are dropped, as Argo CD's API server
 does, so ``helm: {}`` does not force the Helm renderer onto a Kustomize directory.
@@ -40,7 +41,7 @@ from gitops_ray.render.apps import (
     KustomizeSource,
     SyncPolicy,
 )
-from gitops_ray.render.documents import Doc
+from gitops_ray.render.documents import Doc, parse_yaml, read_text
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 
@@ -173,7 +174,8 @@ def parse_application(doc: Mapping[str, Any], *, origin: str = "") -> Applicatio
         project=_string(spec, "project", "spec", ctx, default="default") or "default",
         ignore_differences=_ignore_differences(spec, ctx),
         sync_policy=_sync_policy(spec.get("syncPolicy"), ctx),
-        annotations=_annotations(meta, ctx), warnings=tuple(ctx.warnings))
+        annotations=_annotations(meta, ctx),
+        finalizers=_strings(meta, "finalizers", "metadata", ctx), warnings=tuple(ctx.warnings))
 
 
 def _name(meta: Mapping[str, Any], ctx: _Context) -> str:
@@ -426,9 +428,18 @@ def _apps_path(root: Path, path: str) -> Path:
 
 
 def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
+    """The Applications of one file of an app-of-apps directory.
+
+    Stricter than a plain directory, because a file we skip here takes its Applications
+    out of the catalog, and the controller then deletes them: YAML that does not decode
+    and an ``argoproj.io`` Application of another version are errors (the whole source
+    fails to load, and keeps its apps), never skipped.
+    """
     relative = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
     try:
         docs = file_documents(file, origin=relative)
+        if not docs and not file.name.endswith(".json"):
+            parse_yaml(read_text(file, origin=relative), origin=relative)  # must decode
     except RenderError as e:
         raise ConfigError(str(e)) from e
     found = []
@@ -437,7 +448,7 @@ def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
         if isinstance(body, dict) and body.get("kind") == "ApplicationSet":
             log.warning("%s: ApplicationSets are not supported; ignoring it", doc.where)
         if isinstance(body, dict) and body.get("kind") == "Application" and \
-                body.get("apiVersion") == API_VERSION:
+                str(body.get("apiVersion", "")).startswith("argoproj.io/"):
             origin = _app_origin(doc, len(docs))
             found.append((origin, parse_application(body, origin=origin)))
     return found

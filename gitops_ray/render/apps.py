@@ -97,4 +97,5 @@ class Application:
     ignore_differences: tuple[dict[str, Any], ...] = ()
     sync_policy: SyncPolicy = SyncPolicy()
     annotations: dict[str, str] = field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()  # resources-finalizer.argocd.argoproj.io: cascade delete
     warnings: tuple[str, ...] = ()

@@ -11,8 +11,12 @@ briefly unreachable. So:
 * app names are unique: a duplicate is reported and the first definition wins
   (inline Applications come first).
 
-Removing an Application from git stops managing it; its objects are left in place (as
-Argo CD does for an Application deleted without the resources finalizer).
+Removing an Application from git deletes the app as Argo CD deletes an Application: its
+objects too when it carries the resources finalizer, else they are left in place
+(:mod:`gitops_ray.sync.teardown`). ``CatalogChange.gone`` hands over the last definition
+of each removed app for that. An app only counts as removed when its manifest is gone
+from a source that *loaded*: a failed source keeps its apps, so an unreachable repo or a
+broken file can never delete anything.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class CatalogChange:
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     failed: tuple[AppSourceSpec, ...] = field(default=())
+    gone: tuple[Application, ...] = ()  # the last definitions of the removed apps
 
     @property
     def touched(self) -> tuple[str, ...]:
@@ -73,9 +78,10 @@ class Catalog:
         merged = self._merge()
         with self._lock:
             old, self._apps = self._apps, merged
+        removed = tuple(sorted(old.keys() - merged.keys()))
         return CatalogChange(
-            added=tuple(sorted(merged.keys() - old.keys())),
-            removed=tuple(sorted(old.keys() - merged.keys())),
+            added=tuple(sorted(merged.keys() - old.keys())), removed=removed,
+            gone=tuple(old[n] for n in removed),
             changed=tuple(sorted(n for n in merged.keys() & old.keys() if merged[n] != old[n])),
             failed=failed)
 

@@ -16,6 +16,12 @@ A refresh:
    next decision needs, requeues itself when a backoff is pending, posts Events, and
    writes the status record only when it changed (a no-op cycle writes nothing).
 
+An app removed from its app-of-apps source (:meth:`Controller.forget`) is deleted on
+its next turn in the work queue, so never while it is being refreshed or synced: its
+objects with it when the Application carried Argo CD's resources finalizer, else
+orphaned; its record goes either way (:mod:`gitops_ray.sync.teardown`). A deletion that
+failed is retried; an app that comes back before its turn is simply refreshed.
+
 Followers compare too, so their render and dry-run caches are warm when they take over,
 but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
 a running write to finish before it returns, so the lease is not given up mid-sync.
@@ -62,6 +68,7 @@ from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.records import AppRecord, record_name
+from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -70,6 +77,7 @@ STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repo
                "targetRevision", "destinationNamespace", "error", "autoSync", "warnings")
 Requeue = Callable[[str, float], None]
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
+DELETE_RETRY_SECONDS = 10.0
 
 
 def fingerprint(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -112,6 +120,7 @@ class Controller:
         self._cond = threading.Condition()
         self._last_ops: dict[str, LastOperation] = {}
         self._written: dict[str, dict[str, Any]] = {}
+        self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
 
     # -- leadership ------------------------------------------------------------------
 
@@ -179,9 +188,13 @@ class Controller:
     def refresh(self, name: str, reason: str) -> None:
         """Refresh one app (the work queue guarantees one refresh per app at a time)."""
         app = self.catalog.get(name)
-        if app is None:
-            return
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
+        with self._cond:
+            gone = self._gone.pop(name, None)
+        if app is None:
+            if gone is not None:
+                self._delete(gone, log)
+            return
         started, result = time.monotonic(), "success"
         try:
             self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
@@ -278,6 +291,31 @@ class Controller:
         follow_up = self._decide(app, observe(app, after))
         if follow_up.action in (Action.WAIT, Action.SYNC):
             self._requeue(app.name, follow_up.wait)
+
+    # -- deletion --------------------------------------------------------------------
+
+    def forget(self, app: Application) -> None:
+        """``app`` left its app-of-apps source: delete it on its next refresh turn."""
+        with self._cond:
+            self._gone[app.name] = app
+
+    def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
+        """Delete (or orphan) a removed app's objects and drop its record; leader only."""
+        with self._write_guard() as leading:
+            if not leading:
+                return
+            try:
+                teardown = delete_app(self.store.kube, self.store, app.name,
+                                      policy=cascade_policy(app))
+            except KubeError as e:
+                teardown = None
+                log.warning("app_delete_failed", error=str(e))
+            if teardown is not None and teardown.ok:
+                self._written.pop(app.name, None)
+                self._last_ops.pop(app.name, None)
+                return
+        self.forget(app)  # retried, unless the app comes back first
+        self._requeue(app.name, DELETE_RETRY_SECONDS)
 
     # -- status and errors -----------------------------------------------------------
 

@@ -195,10 +195,12 @@ class Runtime:
         change = self.catalog.reload()
         for spec in change.failed:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
-        for name in change.removed:
-            self._unpoll(name)
-            self.metrics.forget_app(name)
-            log.info("app_removed", app=name, trigger=reason)
+        for app in change.gone:  # deleted on its own queue turn: never mid-refresh
+            self._unpoll(app.name)
+            self.metrics.forget_app(app.name)
+            self.controller.forget(app)
+            self.queue.submit(app.name, "app-removed")
+            log.info("app_removed", app=app.name, trigger=reason)
         for name in change.touched:
             self._poll(name)
             self.queue.submit(name, "app-added" if name in change.added else "app-changed")

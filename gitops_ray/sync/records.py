@@ -89,13 +89,22 @@ class RecordStore:
         cm = self._lookup("v1", "ConfigMap", self.namespace, record_name(app))
         return _decode(cm) if cm else AppRecord()
 
+    def read(self, app: str) -> AppRecord:
+        """The app's record from the API server, never a cache (before deleting by it)."""
+        cm = self._get("v1", "ConfigMap", self.namespace, record_name(app))
+        return _decode(cm) if cm else AppRecord()
+
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         return self.kube.get(api_version, kind, name, namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
-        """All records in the namespace, by app name."""
+        """All records in the namespace, by app name.
+
+        Only our record ConfigMaps: an app's own ConfigMaps carry the same label, and the
+        control namespace may be an app's destination too.
+        """
         items, _ = self.kube.list("v1", "ConfigMap", self.namespace, label_selector=APP_LABEL)
-        return {str(cm.get("data", {}).get("app", "")): _decode(cm) for cm in items}
+        return {str(cm["data"]["app"]): _decode(cm) for cm in items if _is_record(cm)}
 
     def update(self, app: str, change: Callable[[AppRecord], None], *,
                attempts: int = 5) -> AppRecord:
@@ -110,6 +119,10 @@ class RecordStore:
             except Conflict:
                 continue
         raise Conflict(f"record of app {app!r} kept changing; gave up after {attempts} tries")
+
+    def delete(self, app: str) -> bool:
+        """Forget the app (its Application was deleted); ``False`` if it had no record."""
+        return self.kube.delete("v1", "ConfigMap", record_name(app), self.namespace)
 
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
         body: Manifest = {
@@ -141,6 +154,11 @@ class RecordStore:
                                   "metadata": {"name": self.namespace}},
                                  field_manager="gitops-ray")
             self.kube.create(body, field_manager="gitops-ray")
+
+
+def _is_record(cm: Manifest) -> bool:
+    data = cm.get("data") or {}
+    return bool(data.get("app")) and cm["metadata"]["name"] == record_name(str(data["app"]))
 
 
 def _decode(cm: Manifest) -> AppRecord:

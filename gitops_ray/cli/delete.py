@@ -1,0 +1,61 @@
+"""``gitops-ray delete``: stop managing apps, like ``argocd app delete``.
+
+The Application itself lives in git, so deleting it there is the real deletion (and the
+controller then follows its resources finalizer). This command is for the apps the CLI
+synced without a controller, or a controller whose source is gone: with ``--cascade``
+(the default, as in argocd) the app's objects are deleted by inventory with prune's
+safety (tracking id, ``uid`` precondition, ``Delete=false``), with ``--no-cascade`` they
+are orphaned; either way the app's record goes, so ``status`` stops listing it. Exit 0 when
+every app was deleted, 2 otherwise (what could not be deleted stays in the record).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gitops_ray.cli.common import CliCommand, check_known, connect, kube_options
+from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.teardown import Teardown, delete_app
+
+EXIT_FAILED = 2
+
+
+@click.command("delete", cls=CliCommand)
+@kube_options
+@click.option("--cascade/--no-cascade", default=True, show_default=True,
+              help="Delete the apps' objects too (else leave them running, orphaned).")
+@click.option("--propagation-policy", type=click.Choice(["foreground", "background"]),
+              default="foreground", show_default=True,
+              help="How dependents of deleted objects go (with --cascade).")
+@click.argument("apps", nargs=-1, required=True)
+def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...],
+                   **opts: Any) -> None:
+    """Forget apps (and, with --cascade, delete their objects)."""
+    kube = connect(opts)
+    store = RecordStore(kube, opts["control_namespace"])
+    check_known(apps, store.list_apps())
+    policy = propagation_policy.capitalize() if cascade else None
+    failed = False
+    for app in apps:
+        teardown = delete_app(kube, store, app, policy=policy)
+        report_teardown(teardown, cascade=cascade)
+        failed |= not teardown.ok
+    sys.exit(EXIT_FAILED if failed else 0)
+
+
+def report_teardown(teardown: Teardown, *, cascade: bool) -> None:
+    for res in teardown.resources:
+        click.echo(f"{teardown.app}\t{res.key}\t{res.action}"
+                   + (f"\t{res.message}" if res.message else ""))
+    if teardown.ok:
+        how = "objects deleted" if cascade else "objects orphaned"
+        click.secho(f"app {teardown.app}: deleted ({how})", fg="green", err=True)
+    else:
+        click.secho(f"app {teardown.app}: not fully deleted: {teardown.message}", fg="red",
+                    err=True)
+
+
+COMMANDS = [delete_command]

@@ -1,0 +1,121 @@
+"""Deleting an app: Argo CD's resources finalizer decides what happens to its objects.
+
+Argo CD deletes an Application's objects with it only when the Application carries
+``resources-finalizer.argocd.argoproj.io`` (foreground deletion; ``.../background`` for
+background); without it the objects are orphaned and keep running. We follow that, for
+an Application removed from its app-of-apps source (the controller) and for
+``gitops-ray delete``. Either way the app's record goes, so ``status`` stops listing an
+app nobody manages; a cascade that could not delete everything keeps the record with what
+is left (and the error), so nothing is lost track of and the deletion can be retried.
+
+Cascade deletion is prune with the same safety: only objects in the app's inventory
+*and* carrying a tracking id that names this app and themselves, with a ``uid``
+precondition; ``argocd.argoproj.io/sync-options: Delete=false`` keeps an object, as in
+Argo CD.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import structlog
+
+from gitops_ray.kube import Kube, KubeError
+from gitops_ray.render.apps import Application
+from gitops_ray.sync.engine import ResourceResult
+from gitops_ray.sync.events import post_event
+from gitops_ray.sync.order import prune_order, sync_options
+from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
+from gitops_ray.sync.tracking import is_tracked_by
+from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
+RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
+_POLICIES = {RESOURCES_FINALIZER: "Foreground", f"{RESOURCES_FINALIZER}/foreground":
+             "Foreground", f"{RESOURCES_FINALIZER}/background": "Background"}
+
+
+def cascade_policy(app: Application) -> str | None:
+    """The propagation policy of the app's resources finalizer; ``None``: orphan."""
+    return policy_of(app.finalizers)
+
+
+def policy_of(finalizers: Iterable[str]) -> str | None:
+    return next((_POLICIES[f] for f in finalizers if f in _POLICIES), None)
+
+
+@dataclass
+class Teardown:
+    """What deleting an app did to each of its objects (empty when orphaning)."""
+
+    app: str
+    resources: list[ResourceResult] = field(default_factory=list)
+    left: list[InventoryEntry] = field(default_factory=list)  # failed: still tracked
+
+    @property
+    def ok(self) -> bool:
+        return not self.left
+
+    @property
+    def message(self) -> str:
+        return "; ".join(r.message for r in self.resources if r.action == "failed")
+
+
+def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) -> Teardown:
+    """Delete (``policy`` set) or orphan (``None``) the app's objects, then its record."""
+    record = store.read(app)  # the watch cache may not have the last sync's inventory
+    teardown = Teardown(app)
+    if policy is not None:
+        _delete_objects(kube, record, teardown, policy)
+    if teardown.ok:
+        store.delete(app)
+    else:
+        _keep_what_is_left(store, teardown)
+    log.info("app_deleted", app=app, cascade=policy or "orphan", ok=teardown.ok,
+             deleted=sum(r.action == "deleted" for r in teardown.resources))
+    return teardown
+
+
+def _delete_objects(kube: Kube, record: AppRecord, teardown: Teardown, policy: str) -> None:
+    for stub in prune_order([_stub(e) for e in record.inventory]):
+        entry = InventoryEntry.of(stub)
+        outcome = _delete_one(kube, teardown.app, entry, policy)
+        if outcome.action != "gone":
+            teardown.resources.append(outcome)
+        if outcome.action == "failed":
+            teardown.left.append(entry)
+
+
+def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> ResourceResult:
+    try:
+        live = kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
+        if live is None:
+            return ResourceResult(entry.key, "gone")
+        if not is_tracked_by(app, live):
+            return ResourceResult(entry.key, "not-ours",
+                                  "not deleted: its tracking id does not name this app")
+        if "Delete=false" in sync_options(live):
+            return ResourceResult(entry.key, "orphaned", "kept (Delete=false)")
+        post_event(kube, live, reason="ResourceDeleted",
+                   message=f"deleted with app {app}: its Application was deleted")
+        kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
+                    propagation_policy=policy, uid=live["metadata"]["uid"])
+    except KubeError as e:
+        return ResourceResult(entry.key, "failed", f"{entry.key}: delete failed: {e}")
+    return ResourceResult(entry.key, "deleted")
+
+
+def _keep_what_is_left(store: RecordStore, teardown: Teardown) -> None:
+    def change(record: AppRecord) -> None:
+        record.inventory = sorted(set(teardown.left))
+        record.status.update({"sync": "Unknown", "comparedAt": time.time(),
+                              "error": f"delete: {teardown.message}"})
+
+    store.update(teardown.app, change)
+
+
+def _stub(entry: InventoryEntry) -> Manifest:
+    return {"apiVersion": entry.api_version, "kind": entry.kind,
+            "metadata": {"name": entry.name, "namespace": entry.namespace or None}}
