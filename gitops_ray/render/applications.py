@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.render.apps import (
     Application,
@@ -40,6 +40,7 @@ from gitops_ray.render.apps import (
     KustomizeSource,
     SyncPolicy,
 )
+from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.documents import Doc
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
@@ -288,6 +289,10 @@ def _helm(raw: object, path: str, ctx: _Context) -> HelmSource | None:
 def _values_text(data: Mapping[str, Any], path: str, ctx: _Context) -> str:
     """``helm.values``: a string holding a YAML mapping, checked now for a precise error."""
     text = _string(data, "values", path, ctx)
+    try:
+        check_yaml(text, origin=f"{path}.values")
+    except LimitExceeded as e:
+        raise ctx.error(str(e)) from e
     try:
         parsed = yaml.safe_load(text) if text.strip() else None
     except yaml.MarkedYAMLError as e:
