@@ -10,9 +10,11 @@ Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-ap
 """
 
 from gitops_ray.render.applications import (
+    AppScan,
     application_from_flags,
     load_applications,
     parse_application,
+    scan_applications,
 )
 from gitops_ray.render.apps import (
     Application,
@@ -26,7 +28,7 @@ from gitops_ray.render.apps import (
 from gitops_ray.render.pipeline import render_app, source_type
 
 __all__ = [
-    "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
+    "AppScan", "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
     "KustomizeSource", "SyncPolicy", "application_from_flags", "load_applications",
-    "parse_application", "render_app", "source_type",
+    "parse_application", "render_app", "scan_applications", "source_type",
 ]

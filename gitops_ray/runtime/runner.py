@@ -191,6 +191,8 @@ class Runtime:
         change = self.catalog.reload()
         for spec in change.failed:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
+        for spec in self.catalog.specs:
+            self.metrics.app_source_errors.labels(spec.path).set(self.catalog.errors(spec))
         for name in change.removed:
             self._unpoll(name)
             self.metrics.forget_app(name)
