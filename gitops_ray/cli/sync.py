@@ -79,6 +79,7 @@ def _rows(records: dict[str, AppRecord]) -> list[dict[str, Any]]:
              "health": r.status.get("health", "Unknown"),
              "revision": r.status.get("revision", ""),
              "error": r.status.get("error", ""),
+             "warnings": r.status.get("renderWarnings", []),
              "lastSync": (r.status.get("operation") or {}).get("phase", ""),
              "history": r.status.get("history", [])}
             for name, r in sorted(records.items())]
@@ -104,8 +105,14 @@ def status_command(output: str, apps: tuple[str, ...], **opts: Any) -> None:
             table.add_column(column)
         for row in rows:
             table.add_row(row["name"], row["sync"], row["health"], row["revision"][:12],
-                          row["error"] or row["lastSync"])
+                          row["error"] or _with_warnings(row))
         Console(width=200).print(table)
+
+
+def _with_warnings(row: dict[str, Any]) -> str:
+    count = len(row["warnings"])
+    return f"{row['lastSync']} ({count} render warning(s): -o yaml)" if count \
+        else str(row["lastSync"])
 
 
 @click.command("wait")

@@ -8,7 +8,9 @@ Argo CD renders renders the same here:
 * YAML files hold any number of documents, JSON files exactly one object;
 * a YAML file that fails to decode is an error only if it looks like a manifest (mentions
   ``apiVersion:``, ``kind:`` and ``metadata:``) or also holds real objects; otherwise it is
-  some other YAML (CI config, Helm values) and is skipped, with a log line;
+  skipped as a *tolerated* problem (``render.notes``: logged, shown in the app's status,
+  and the sync that follows prunes nothing, since the file may have held objects); valid
+  YAML that is not a manifest (CI config, Helm values) is skipped with an info line;
 * **unlike Argo CD**, a file holding a mapping that looks like an object (it has
   ``metadata`` or ``spec``) but lacks ``kind`` or ``apiVersion`` is an error, not "some
   other YAML": Argo CD skips it, so a one-line typo (``kind:`` deleted or misspelt) makes
@@ -44,6 +46,7 @@ from gitops_ray.render.documents import (
     parse_yaml,
     read_text,
 )
+from gitops_ray.render.notes import tolerate
 
 # stdlib logging, not structlog: unconfigured, it writes warnings to stderr and drops info,
 # so `gitops-ray render` (an Argo CD plugin) never gets log lines in its YAML on stdout.
@@ -122,10 +125,11 @@ def file_documents(path: Path, *, origin: str) -> list[Doc]:
         docs = parse_yaml(text, origin=origin)
     except LimitExceeded:
         raise
-    except RenderError:
+    except RenderError as e:
         if looks_like_manifest(text):
             raise
-        log.info("skipping %s: YAML that is not a Kubernetes manifest", origin)
+        tolerate(f"skipped {origin}: not valid YAML and not like a Kubernetes manifest "
+                 f"({e}); nothing is pruned while it is skipped")
         return []
     if _all_objects(docs) or looks_like_manifest(text) or \
             any(is_object(d.body) or looks_like_object(d.body) for d in docs):

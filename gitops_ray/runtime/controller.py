@@ -62,7 +62,7 @@ from gitops_ray.types import Manifest, ResourceKey
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
-               "targetRevision", "destinationNamespace", "error", "autoSync")
+               "targetRevision", "destinationNamespace", "error", "autoSync", "renderWarnings")
 Requeue = Callable[[str, float], None]
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 

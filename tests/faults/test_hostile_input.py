@@ -202,3 +202,25 @@ def test_a_bad_application_fails_only_itself_and_is_visible(
                message="a's file error in a's status")
     eventually(lambda: repo.synced("b", sha) and repo.value("b") == "3", message="b syncs")
     assert repo.live("RayCluster", "a") is not None
+
+
+def test_a_skipped_file_blocks_prune_but_the_rest_still_syncs(
+        controller_process: StartController, control_plane: LocalControlPlane, repo: Repo,
+        helm_bin: Path) -> None:
+    sha = bootstrap(repo, {"clusters/a/rc.yaml": raycluster("a"),
+                           "clusters/a/cm.yaml": configmap("a", "1")}, "a")
+    start(controller_process, control_plane, repo, helm_bin)
+    eventually(lambda: repo.synced("a", sha), message="first sync")
+
+    # kind: deleted *and* a syntax error: Argo CD's rule skips the file as "not a
+    # manifest", so its RayCluster drops out of the render. The sync still applies the
+    # ConfigMap, but prunes nothing and says why.
+    broken = "apiVersion: ray.io/v1\nmetadata: {name: a\nspec: {}\n"
+    repo.git.commit({"clusters/a/rc.yaml": broken, "clusters/a/cm.yaml": configmap("a", "2")})
+    eventually(lambda: repo.value("a") == "2", message="the rest of app a syncs")
+    status = eventually(lambda: repo.status("a") if repo.status("a").get("renderWarnings")
+                        else None, message="the skipped file in a's status")
+    assert "clusters/a/rc.yaml" in status["renderWarnings"][0]
+    pending = [r for r in status["operation"]["resources"] if r["action"] == "pending-prune"]
+    assert pending and "not pruned: the render had problems" in pending[0]["message"]
+    assert repo.live("RayCluster", "a") is not None

@@ -15,6 +15,7 @@ from gitops_ray.render.applications import application_from_flags, parse_applica
 from gitops_ray.render.bounds import check_value, check_yaml
 from gitops_ray.render.documents import parse_json, parse_yaml
 from gitops_ray.render.manifests import file_documents
+from gitops_ray.render.notes import collecting
 from gitops_ray.render.pipeline import render_app
 from gitops_ray.render.shapes import load_catalog, load_patches
 from gitops_ray.render.tools import run_tool
@@ -181,3 +182,11 @@ def test_yaml_that_does_not_look_like_an_object_is_still_skipped(tmp_path: Path)
     path = tmp_path / "ci.yaml"
     path.write_text("jobs:\n  test: {runs-on: ubuntu}\n")
     assert file_documents(path, origin="ci.yaml") == []
+
+
+def test_a_skipped_unparseable_file_is_a_tolerated_problem(tmp_path: Path) -> None:
+    path = tmp_path / "rc.yaml"
+    path.write_text("apiVersion: ray.io/v1\nmetadata: {name: a\n")
+    with collecting() as problems:
+        assert file_documents(path, origin="app/rc.yaml") == []
+    assert len(problems) == 1 and problems[0].startswith("skipped app/rc.yaml: not valid YAML")

@@ -20,21 +20,22 @@ matches no patch is returned as the very same object.
 Patch files are read for every app (patches also apply to plain Ray objects and to
 top-level kinds), but a patch file that does not load fails only the apps it could
 concern: apps that use shapes, and apps with an object of a kind the file's text names
-(``Pod`` for apps with Ray pod templates). Every other app renders without it, with a
-warning in the log: one team's broken ``.gitops-ray/patches.yaml`` must not stop the
-repo's unrelated apps, and a file that never names an app's kinds cannot patch it.
+(``Pod`` for apps with Ray pod templates). Every other app renders without it, as a
+tolerated problem (``render.notes``: logged, shown in status, no prune): one team's
+broken ``.gitops-ray/patches.yaml`` must not stop the repo's unrelated apps, and a file
+that never names an app's kinds cannot patch it.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray.errors import RenderError
+from gitops_ray.render.notes import tolerate
 from gitops_ray.render.shapes.catalog import Catalog, load_catalog
 from gitops_ray.render.shapes.compute import is_compute_config, render_compute_config
 from gitops_ray.render.shapes.defaults import default_patches, instance_type_patches
@@ -50,8 +51,6 @@ from gitops_ray.render.shapes.settings import (
     read_text,
 )
 from gitops_ray.types import Manifest, ResourceKey
-
-log = logging.getLogger(__name__)  # stdlib: see render.manifests
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ def _patch_file(path: Path, repo_root: Path, manifests: Sequence[Manifest]) -> l
     except RenderError as e:
         if uses_shapes(manifests) or _names_a_kind_of(text, manifests):
             raise
-        log.warning("ignoring %s for an app whose kinds it does not name: %s", origin, e)
+        tolerate(f"ignored {origin}, which names none of this app's kinds: {e}")
         return []
 
 
