@@ -11,7 +11,8 @@ and the bound) while every other app keeps syncing.
 Why these numbers: each is far above what real config repos hold and far below what
 hurts. For scale: a large RayCluster is ~18 KB and ~1,700 YAML nodes, a big CRD ~1 MB and
 ~60,000 nodes nested ~40 deep, a large Helm chart (kube-prometheus-stack) prints ~4 MB,
-and the API server refuses any single object over ~1.5 MiB. Real manifests rarely use
+and the API server refuses any single object over ~1.5 MiB; a million nodes of real
+manifests take ~70 MB once built. Real manifests rarely use
 aliases at all. The bounds are enforced by ``render.bounds`` (YAML and JSON text),
 ``render.tools`` (helm and kustomize output) and ``render.pipeline`` (objects per app).
 """
@@ -34,8 +35,9 @@ MAX_DEPTH = 100
 MAX_DOCUMENT_NODES = 250_000
 """Nodes (scalars, mappings, sequences) in one document, aliases counted expanded."""
 
-MAX_STREAM_NODES = 1_000_000
-"""Nodes in one file or tool output (all its documents), aliases counted expanded."""
+MAX_NODES = 2_000_000
+"""Nodes in one app's render (every file and tool output it decodes), or in one config
+file, aliases counted expanded. ~1,200 large RayClusters; ~140 MB once built."""
 
 MAX_ALIASES = 10_000
 """Alias uses (``*name``) in one file or tool output."""

@@ -6,7 +6,9 @@ Kustomize, and expands Ray pod shapes. Pure apart from the helm and kustomize pr
 Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-apps, flags),
 ``pipeline`` (``render_app``), ``manifests`` (plain directories), ``helm``, ``kustomize``,
 ``documents`` (YAML/JSON decoding with file and line), ``scope`` (default namespace),
-``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes).
+``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes),
+``bounds`` (every YAML/JSON text measured against ``gitops_ray.limits`` before it is
+built), ``notes`` (problems a render tolerated, so no prune follows it).
 """
 
 from gitops_ray.render.applications import (

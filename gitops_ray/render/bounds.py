@@ -9,6 +9,10 @@ make a document a DAG; the expanded size of an anchored node is remembered when 
 event ends (memoisation), and each alias adds that size to every enclosing node, so the
 million-node expansion of a 462-byte alias bomb is known after reading 462 bytes.
 
+Node counts are charged to the running app render (:func:`app_budget`, a context
+variable, so worker threads rendering other apps do not share it): a directory of many
+files, each under the bounds, cannot add up to more than ``MAX_NODES`` either.
+
 JSON has no aliases; ``json.loads`` (C) is bounded by the text size, and the decoded
 value is walked once for depth and node count.
 
@@ -19,6 +23,9 @@ never the document's values.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +35,28 @@ from gitops_ray import limits
 from gitops_ray.errors import LimitExceeded
 
 _EventParser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # events only
+_remaining: ContextVar[list[int] | None] = ContextVar("gitops_ray_node_budget", default=None)
+
+
+@contextmanager
+def app_budget() -> Iterator[None]:
+    """Charge every text decoded inside the block to one budget of ``MAX_NODES``."""
+    token = _remaining.set([limits.MAX_NODES])
+    try:
+        yield
+    finally:
+        _remaining.reset(token)
+
+
+def _allowance() -> int:
+    remaining = _remaining.get()
+    return remaining[0] if remaining is not None else limits.MAX_NODES
+
+
+def _charge(nodes: int) -> None:
+    remaining = _remaining.get()
+    if remaining is not None:
+        remaining[0] -= nodes
 
 
 def check_text_size(size: int, *, origin: str, limit: int = limits.MAX_FILE_BYTES) -> None:
@@ -49,6 +78,7 @@ class _Scan:
     """Running totals of one stream; ``check`` raises at the first bound exceeded."""
 
     origin: str
+    allowance: int = limits.MAX_NODES
     line: int = 0
     nodes: int = 0
     doc_nodes: int = 0
@@ -72,8 +102,9 @@ class _Scan:
         if self.doc_nodes > limits.MAX_DOCUMENT_NODES:
             raise self.fail("the number of nodes in one document (aliases expanded)",
                             limits.MAX_DOCUMENT_NODES)
-        if self.nodes > limits.MAX_STREAM_NODES:
-            raise self.fail("the number of nodes (aliases expanded)", limits.MAX_STREAM_NODES)
+        if self.nodes > self.allowance:
+            raise self.fail("the number of nodes (aliases expanded, counted over the app's "
+                            "whole render)", limits.MAX_NODES)
 
     def alias(self, anchor: str) -> None:
         nodes, chars = self.anchors.get(anchor, (1, 0))  # unknown: the composer says so
@@ -122,14 +153,15 @@ def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) ->
     check_text_size(len(text), origin=origin, limit=limit)
     if not any(c in text for c in "&*[{:-"):
         return  # a lone scalar: nothing nests, nothing aliases
-    scan = _Scan(origin)
+    scan = _Scan(origin, _allowance())
     parser = _EventParser(text)
     try:
         _walk_events(parser, scan)
     except yaml.YAMLError:
-        return
+        pass
     finally:
         parser.dispose()
+    _charge(scan.nodes)
 
 
 def _walk_events(parser: Any, scan: _Scan) -> None:
@@ -151,18 +183,26 @@ def _walk_events(parser: Any, scan: _Scan) -> None:
 def check_value(value: object, *, origin: str) -> None:
     """Depth and node bounds of an already decoded JSON value (JSON has no aliases)."""
     nodes, pending = 0, [(value, 1)]
+    allowance = min(_allowance(), limits.MAX_DOCUMENT_NODES)
     while pending:
         item, depth = pending.pop()
         nodes += 1
-        if nodes > limits.MAX_DOCUMENT_NODES:
-            raise LimitExceeded(f"{origin}: the number of nodes is over the limit of "
-                                f"{limits.MAX_DOCUMENT_NODES:,} (gitops_ray.limits)")
+        if nodes > allowance:
+            raise LimitExceeded(f"{origin}: {_too_many(allowance)} (gitops_ray.limits)")
         children = item.values() if isinstance(item, dict) else \
             item if isinstance(item, list) else ()
         if children and depth >= limits.MAX_DEPTH:
             raise LimitExceeded(f"{origin}: the nesting depth is over the limit of "
                                 f"{limits.MAX_DEPTH} (gitops_ray.limits)")
         pending += [(child, depth + 1) for child in children]
+    _charge(nodes)
+
+
+def _too_many(allowance: int) -> str:
+    if allowance < limits.MAX_DOCUMENT_NODES:
+        return f"the number of nodes is over the limit of {limits.MAX_NODES:,} counted " \
+               "over the app's whole render"
+    return f"the number of nodes is over the limit of {allowance:,} in one document"
 
 
 def _mib(size: int) -> str:

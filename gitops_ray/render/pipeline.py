@@ -29,6 +29,7 @@ from pathlib import Path
 from gitops_ray import limits
 from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.render.apps import Application, AppSource
+from gitops_ray.render.bounds import app_budget
 from gitops_ray.render.documents import Doc, located_manifests
 from gitops_ray.render.helm import render_helm
 from gitops_ray.render.kustomize import find_kustomization, render_kustomize
@@ -62,7 +63,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
     """
     tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
     try:
-        return _render(app, root.resolve(), tools, is_namespaced)
+        with app_budget():
+            return _render(app, root.resolve(), tools, is_namespaced)
     except LimitExceeded as e:
         raise LimitExceeded(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:

@@ -190,3 +190,14 @@ def test_a_skipped_unparseable_file_is_a_tolerated_problem(tmp_path: Path) -> No
     with collecting() as problems:
         assert file_documents(path, origin="app/rc.yaml") == []
     assert len(problems) == 1 and problems[0].startswith("skipped app/rc.yaml: not valid YAML")
+
+
+def test_many_files_under_the_bounds_cannot_add_up_past_the_app_budget(
+        tmp_path: Path) -> None:
+    per_file = limits.MAX_DOCUMENT_NODES - 10
+    (tmp_path / "app").mkdir()
+    for index in range(limits.MAX_NODES // per_file + 1):
+        (tmp_path / "app" / f"f{index:02}.json").write_text(json.dumps([0] * (per_file - 1)))
+    app = application_from_flags(name="wide", repo_url="https://x", path="app")
+    with pytest.raises(LimitExceeded, match="counted over the app's whole render"):
+        render_app(app, tmp_path)
