@@ -67,81 +67,66 @@ def check_text_size(size: int, *, origin: str, limit: int = limits.MAX_FILE_BYTE
 
 
 @dataclass
-class _Frame:
-    anchor: str | None
-    nodes: int = 1
-    chars: int = 0
-
-
-@dataclass
 class _Scan:
-    """Running totals of one stream; ``check`` raises at the first bound exceeded."""
+    """Running totals of one stream: expanded nodes and scalar text, aliases, anchors.
+
+    A subtree's expanded size is the growth of the running totals between its start and
+    end events, so nothing is added up per parent; an anchor remembers its subtree's
+    size, and an alias adds that size again (the DAG's memoisation).
+    """
 
     origin: str
-    allowance: int = limits.MAX_NODES
-    line: int = 0
+    allowance: int  # nodes left in the app's budget
     nodes: int = 0
-    doc_nodes: int = 0
+    chars: int = 0
     aliases: int = 0
     alias_nodes: int = 0
     alias_chars: int = 0
-    stack: list[_Frame] = field(default_factory=list)
+    node_limit: int = 0  # min(allowance, this document's start + MAX_DOCUMENT_NODES)
+    stack: list[tuple[str | None, int, int]] = field(default_factory=list)
     anchors: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def fail(self, what: str, limit: int) -> LimitExceeded:
-        return LimitExceeded(f"{self.origin}:{self.line}: {what} is over the limit of "
-                             f"{limit:,} (gitops_ray.limits); alias bombs and generated "
-                             "input are refused before they are built")
+    def fail(self, event: Any, what: str, limit: int) -> LimitExceeded:
+        return LimitExceeded(f"{self.origin}:{event.start_mark.line + 1}: {what} is over the "
+                             f"limit of {limit:,} (gitops_ray.limits); alias bombs and "
+                             "generated input are refused before they are built")
 
-    def add(self, nodes: int, chars: int) -> None:
-        self.nodes += nodes
-        self.doc_nodes += nodes
-        if self.stack:
-            self.stack[-1].nodes += nodes
-            self.stack[-1].chars += chars
-        if self.doc_nodes > limits.MAX_DOCUMENT_NODES:
-            raise self.fail("the number of nodes in one document (aliases expanded)",
-                            limits.MAX_DOCUMENT_NODES)
+    def too_many_nodes(self, event: Any) -> LimitExceeded:
         if self.nodes > self.allowance:
-            raise self.fail("the number of nodes (aliases expanded, counted over the app's "
-                            "whole render)", limits.MAX_NODES)
+            return self.fail(event, "the number of nodes (aliases expanded, counted over the "
+                                    "app's whole render)", limits.MAX_NODES)
+        return self.fail(event, "the number of nodes in one document (aliases expanded)",
+                         limits.MAX_DOCUMENT_NODES)
 
-    def alias(self, anchor: str) -> None:
-        nodes, chars = self.anchors.get(anchor, (1, 0))  # unknown: the composer says so
+    def alias(self, event: Any) -> None:
+        nodes, chars = self.anchors.get(str(event.anchor), (1, 0))  # unknown: composer says
         self.aliases += 1
         self.alias_nodes += nodes
         self.alias_chars += chars
-        if self.aliases > limits.MAX_ALIASES:
-            raise self.fail("the number of aliases", limits.MAX_ALIASES)
-        if self.alias_nodes > limits.MAX_ALIAS_NODES:
-            raise self.fail("the number of nodes added by expanding aliases",
-                            limits.MAX_ALIAS_NODES)
-        if self.alias_chars > limits.MAX_ALIAS_BYTES:
-            raise self.fail("the text added by expanding aliases (bytes)",
-                            limits.MAX_ALIAS_BYTES)
-        self.add(nodes, chars)
+        self.nodes += nodes
+        self.chars += chars
+        for count, limit, what in (
+                (self.aliases, limits.MAX_ALIASES, "the number of aliases"),
+                (self.alias_nodes, limits.MAX_ALIAS_NODES,
+                 "the number of nodes added by expanding aliases"),
+                (self.alias_chars, limits.MAX_ALIAS_BYTES,
+                 "the text added by expanding aliases (bytes)")):
+            if count > limit:
+                raise self.fail(event, what, limit)
 
-    def scalar(self, anchor: str | None, value: str) -> None:
-        if anchor:
-            self.anchors[anchor] = (1, len(value))
-        self.add(1, len(value))
-
-    def start(self, anchor: str | None) -> None:
+    def start(self, event: Any) -> None:
         if len(self.stack) >= limits.MAX_DEPTH:
-            raise self.fail("the nesting depth", limits.MAX_DEPTH)
-        self.add(1, 0)
-        self.stack.append(_Frame(anchor))
+            raise self.fail(event, "the nesting depth", limits.MAX_DEPTH)
+        self.stack.append((event.anchor, self.nodes, self.chars))
+        self.nodes += 1
 
     def end(self) -> None:
-        frame = self.stack.pop()
-        if self.stack:
-            self.stack[-1].nodes += frame.nodes - 1  # its own node was counted at start
-            self.stack[-1].chars += frame.chars
-        if frame.anchor:
-            self.anchors[frame.anchor] = (frame.nodes, frame.chars)
+        anchor, nodes, chars = self.stack.pop()
+        if anchor:
+            self.anchors[anchor] = (self.nodes - nodes, self.chars - chars)
 
     def document(self) -> None:
-        self.doc_nodes = 0
+        self.node_limit = min(self.allowance, self.nodes + limits.MAX_DOCUMENT_NODES)
         self.anchors.clear()  # anchors are scoped to their document
 
 
@@ -151,8 +136,6 @@ def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) ->
     Syntax errors are left to the loader that follows, which reports them with context.
     """
     check_text_size(len(text), origin=origin, limit=limit)
-    if not any(c in text for c in "&*[{:-"):
-        return  # a lone scalar: nothing nests, nothing aliases
     scan = _Scan(origin, _allowance())
     parser = _EventParser(text)
     try:
@@ -164,20 +147,31 @@ def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) ->
     _charge(scan.nodes)
 
 
+_STARTS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+_ENDS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+
+
 def _walk_events(parser: Any, scan: _Scan) -> None:
-    while parser.check_event():
-        event = parser.get_event()
-        scan.line = event.start_mark.line + 1
-        if isinstance(event, yaml.ScalarEvent):
-            scan.scalar(event.anchor, event.value)
-        elif isinstance(event, yaml.AliasEvent):
-            scan.alias(str(event.anchor))
-        elif isinstance(event, yaml.CollectionStartEvent):
-            scan.start(event.anchor)
-        elif isinstance(event, yaml.CollectionEndEvent):
+    """One pass over the events; scalars, by far the most of them, take the short path."""
+    get_event, check_event, scalar = parser.get_event, parser.check_event, yaml.ScalarEvent
+    while check_event():
+        event = get_event()
+        kind = type(event)
+        if kind is scalar:
+            scan.nodes += 1
+            scan.chars += len(event.value)
+            if event.anchor:
+                scan.anchors[event.anchor] = (1, len(event.value))
+        elif kind in _STARTS:
+            scan.start(event)
+        elif kind in _ENDS:
             scan.end()
-        elif isinstance(event, yaml.DocumentStartEvent):
+        elif kind is yaml.AliasEvent:
+            scan.alias(event)
+        elif kind is yaml.DocumentStartEvent:
             scan.document()
+        if scan.nodes > scan.node_limit:
+            raise scan.too_many_nodes(event)
 
 
 def check_value(value: object, *, origin: str) -> None:
@@ -190,11 +184,11 @@ def check_value(value: object, *, origin: str) -> None:
         if nodes > allowance:
             raise LimitExceeded(f"{origin}: {_too_many(allowance)} (gitops_ray.limits)")
         children = item.values() if isinstance(item, dict) else \
-            item if isinstance(item, list) else ()
-        if children and depth >= limits.MAX_DEPTH:
+            item if isinstance(item, list) else None
+        if children is not None and depth > limits.MAX_DEPTH:
             raise LimitExceeded(f"{origin}: the nesting depth is over the limit of "
                                 f"{limits.MAX_DEPTH} (gitops_ray.limits)")
-        pending += [(child, depth + 1) for child in children]
+        pending += [(child, depth + 1) for child in children or ()]
     _charge(nodes)
 
 

@@ -201,3 +201,8 @@ def test_many_files_under_the_bounds_cannot_add_up_past_the_app_budget(
     app = application_from_flags(name="wide", repo_url="https://x", path="app")
     with pytest.raises(LimitExceeded, match="counted over the app's whole render"):
         render_app(app, tmp_path)
+
+
+def test_json_nesting_at_the_limit_loads() -> None:
+    depth = limits.MAX_DEPTH
+    assert parse_json("[" * depth + "]" * depth, origin="f.json")[0].body is not None
