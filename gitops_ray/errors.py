@@ -41,3 +41,12 @@ class SyncError(GitOpsRayError):
     """Apply or prune failed, or an object was rejected by validation."""
 
     stage = "sync"
+
+
+class LimitExceeded(RenderError):
+    """Input over a bound of :mod:`gitops_ray.limits`; always an error of its app.
+
+    Never skipped as "not a manifest": an alias bomb must not vanish silently either.
+    """
+
+    stage = "render"

@@ -158,6 +158,7 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "health": status.get("health", "Unknown"),
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
+            "warnings": status.get("renderWarnings", []),
             "lastSync": (status.get("operation") or {}).get("phase", ""),
             "history": status.get("history", [])}
 
@@ -231,8 +232,14 @@ def _print_status(rows: list[dict[str, Any]], output: str) -> None:
             table.add_column(column)
         for row in rows:
             table.add_row(row["name"], row["sync"], row["health"], row["revision"][:12],
-                          row["error"] or row["lastSync"])
+                          row["error"] or _with_warnings(row))
         Console(width=200).print(table)
+
+
+def _with_warnings(row: dict[str, Any]) -> str:
+    count = len(row["warnings"])
+    return f"{row['lastSync']} ({count} render warning(s): -o yaml)" if count \
+        else str(row["lastSync"])
 
 
 # -- wait ---------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
+from gitops_ray.render.notes import collecting
 from gitops_ray.safepath import safe_path
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
@@ -127,6 +128,7 @@ class Comparison:
     diff: AppDiff
     health: Health | None = None
     warnings: list[str] = field(default_factory=list)
+    render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -150,6 +152,8 @@ class _Render:
     sha: str
     inputs: str | None  # see input_digest
     objects: list[DesiredObject]
+    problems: tuple[str, ...] = ()  # see render.notes
+    facts: str = ""  # the cluster's capabilities it was rendered with (digest)
 
 
 @dataclass(frozen=True)
@@ -193,16 +197,25 @@ class Pipeline:
                 local: Path | None = None) -> tuple[str, list[DesiredObject]]:
         """The commit SHA and git's objects for ``app``, tracking id included.
 
+        What the render tolerated (:mod:`gitops_ray.render.notes`) is in
+        :meth:`render_problems` afterwards.
+
         Cached per source spec: a known SHA costs nothing, and a new commit that leaves a
         plain-directory app's files untouched (see :func:`input_digest`) reuses its render,
         so a one-line commit re-renders one app, not every app in the repo.
         """
         if local is not None:
-            return "local", self._objects(app, local, self.capabilities())
+            rendered = self._render(app, local, "local", None,
+                                    capabilities=self.capabilities())
+            with self._lock:
+                self._renders["local:" + app.name] = rendered
+            return "local", rendered.objects
         capabilities, facts = self._cluster_facts()
-        spec = repr(app.source) + app.destination.namespace + app.name + facts
+        spec = _spec_key(app)
         with self._lock:
             cached = self._renders.get(spec)
+        if cached is not None and cached.facts != facts:
+            cached = None  # the cluster's APIs changed: a chart may render differently
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
@@ -210,22 +223,31 @@ class Pipeline:
         if cached is None or cached.sha != checkout.sha:
             inputs = input_digest(app, checkout.root)
             if cached is not None and inputs is not None and inputs == cached.inputs:
-                objects = cached.objects  # the commit did not touch this app
+                cached = dataclasses.replace(cached, sha=checkout.sha)  # app untouched
             else:
-                objects = self._objects(app, checkout.root, capabilities)
-            cached = _Render(checkout.sha, inputs, objects)
+                cached = self._render(app, checkout.root, checkout.sha, inputs,
+                                      capabilities=capabilities, facts=facts)
             with self._lock:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
 
-    def _objects(self, app: Application, root: Path,
-                 capabilities: Capabilities) -> list[DesiredObject]:
-        rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
-                              kubectl_bin=self.tools.kubectl_bin,
-                              kube_version=capabilities.kube_version,
-                              api_versions=capabilities.api_versions,
-                              is_namespaced=self._namespaced)
-        return [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+    def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
+        """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
+        key = "local:" + app.name if local else _spec_key(app)
+        with self._lock:
+            cached = self._renders.get(key)
+        return cached.problems if cached is not None else ()
+
+    def _render(self, app: Application, root: Path, sha: str, inputs: str | None, *,
+                capabilities: Capabilities, facts: str = "") -> _Render:
+        with collecting() as problems:
+            rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
+                                  kubectl_bin=self.tools.kubectl_bin,
+                                  kube_version=capabilities.kube_version,
+                                  api_versions=capabilities.api_versions,
+                                  is_namespaced=self._namespaced)
+        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+        return _Render(sha, inputs, objects, tuple(problems), facts)
 
     def capabilities(self) -> Capabilities:
         return self._cluster_facts()[0]
@@ -273,8 +295,10 @@ class Pipeline:
         for live in self._extraneous(app, {o.key for o in desired}):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         app_diff = AppDiff(resources=diffs)
+        problems = self.render_problems(app, local=local is not None)
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
-                          list(app.warnings) + list(app_diff.warnings))
+                          list(app.warnings) + list(app_diff.warnings) + list(problems),
+                          problems)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:
@@ -359,6 +383,10 @@ class Pipeline:
 
 def _reads_events(key: ResourceKey) -> bool:
     return key.kind == "RayCluster" and key.group == "ray.io"
+
+
+def _spec_key(app: Application) -> str:
+    return repr(app.source) + app.destination.namespace + app.name
 
 
 def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> None:

@@ -40,6 +40,7 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "destinationNamespace": comparison.app.destination.namespace,
         "comparedAt": time.time(),
         "error": "",
+        "renderWarnings": list(comparison.render_problems),
     }
 
 

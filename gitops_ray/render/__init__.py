@@ -6,13 +6,17 @@ Kustomize, and expands Ray pod shapes. Pure apart from the helm and kustomize pr
 Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-apps, flags),
 ``pipeline`` (``render_app``), ``manifests`` (plain directories), ``helm``, ``kustomize``,
 ``documents`` (YAML/JSON decoding with file and line), ``scope`` (default namespace),
-``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes).
+``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes),
+``bounds`` (every YAML/JSON text measured against ``gitops_ray.limits`` before it is
+built), ``notes`` (problems a render tolerated, so no prune follows it).
 """
 
 from gitops_ray.render.applications import (
+    AppScan,
     application_from_flags,
     load_applications,
     parse_application,
+    scan_applications,
 )
 from gitops_ray.render.apps import (
     Application,
@@ -26,7 +30,7 @@ from gitops_ray.render.apps import (
 from gitops_ray.render.pipeline import render_app, source_type
 
 __all__ = [
-    "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
+    "AppScan", "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
     "KustomizeSource", "SyncPolicy", "application_from_flags", "load_applications",
-    "parse_application", "render_app", "source_type",
+    "parse_application", "render_app", "scan_applications", "source_type",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.render.apps import (
     Application,
@@ -41,6 +41,7 @@ from gitops_ray.render.apps import (
     KustomizeSource,
     SyncPolicy,
 )
+from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
@@ -291,6 +292,10 @@ def _values_text(data: Mapping[str, Any], path: str, ctx: _Context) -> str:
     """``helm.values``: a string holding a YAML mapping, checked now for a precise error."""
     text = _string(data, "values", path, ctx)
     try:
+        check_yaml(text, origin=f"{path}.values")
+    except LimitExceeded as e:
+        raise ctx.error(str(e)) from e
+    try:
         parsed = yaml.safe_load(text) if text.strip() else None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark
@@ -399,20 +404,48 @@ def _ignore_differences(spec: Mapping[str, Any], ctx: _Context) -> tuple[dict[st
 
 # -- app-of-apps and flags ----------------------------------------------------------------
 
+@dataclass(frozen=True)
+class AppScan:
+    """Everything found in an app-of-apps path, good and bad, each with its file.
+
+    ``apps`` and ``invalid`` map app names to (file, Application) and (file, error): an
+    Application we can name but not use (a bad field, a ``path`` outside the repo, a
+    duplicate name) is an error *of that app*. ``broken_files`` maps files that could not
+    be read at all (invalid YAML, over a bound) to their error: no app name to blame.
+    """
+
+    apps: dict[str, tuple[str, Application]] = field(default_factory=dict)
+    invalid: dict[str, tuple[str, str]] = field(default_factory=dict)
+    broken_files: dict[str, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)  # every error, in file order
+
+
 def load_applications(root: Path, path: str) -> list[Application]:
     """Every Application in ``path`` (a directory, walked recursively, or one file).
 
-    Other documents are ignored; two Applications with the same name are an error.
+    Other documents are ignored; the first problem (see :func:`scan_applications`) is
+    raised as a :class:`ConfigError`, which is what a one-shot command wants.
+    """
+    scan = scan_applications(root, path)
+    if scan.problems:
+        raise ConfigError(scan.problems[0])
+    return [app for _, app in scan.apps.values()]
+
+
+def scan_applications(root: Path, path: str) -> AppScan:
+    """Every Application in ``path``, with the problems kept apart per app and per file.
+
+    What the controller uses: one bad Application must not hide the others. Only a
+    missing or escaping ``path`` itself raises.
     """
     root = root.resolve()
     target = _apps_path(root, path)
     files = [target] if target.is_file() else [
         f for f in walk_files(target, recurse=True) if f.name.endswith(MANIFEST_SUFFIXES)]
-    found: list[tuple[str, Application]] = []
+    scan = AppScan()
     for file in files:
-        found += _applications_in(file, root)
-    _check_unique_names(found)
-    return [app for _, app in found]
+        _scan_file(file, root, scan)
+    return scan
 
 
 def _apps_path(root: Path, path: str) -> Path:
@@ -427,13 +460,13 @@ def _apps_path(root: Path, path: str) -> Path:
     return target
 
 
-def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
-    """The Applications of one file of an app-of-apps directory.
+def _scan_file(file: Path, root: Path, scan: AppScan) -> None:
+    """The Applications of one file of an app-of-apps directory, into ``scan``.
 
     Stricter than a plain directory, because a file we skip here takes its Applications
     out of the catalog, and the controller then deletes them: YAML that does not decode
-    and an ``argoproj.io`` Application of another version are errors (the whole source
-    fails to load, and keeps its apps), never skipped.
+    and an ``argoproj.io`` Application of another version make the file broken (its
+    apps stay managed, marked invalid), never skipped.
     """
     relative = file.relative_to(root).as_posix() if file.is_relative_to(root) else str(file)
     try:
@@ -441,30 +474,51 @@ def _applications_in(file: Path, root: Path) -> list[tuple[str, Application]]:
         if not docs and not file.name.endswith(".json"):
             parse_yaml(read_text(file, origin=relative), origin=relative)  # must decode
     except RenderError as e:
-        raise ConfigError(str(e)) from e
-    found = []
+        scan.broken_files[relative] = str(e)
+        scan.problems.append(str(e))
+        return
     for doc in docs:
         body = doc.body
         if isinstance(body, dict) and body.get("kind") == "ApplicationSet":
             log.warning("%s: ApplicationSets are not supported; ignoring it", doc.where)
         if isinstance(body, dict) and body.get("kind") == "Application" and \
                 str(body.get("apiVersion", "")).startswith("argoproj.io/"):
-            origin = _app_origin(doc, len(docs))
-            found.append((origin, parse_application(body, origin=origin)))
-    return found
+            _scan_application(body, relative, _app_origin(doc, len(docs)), scan)
+
+
+def _scan_application(body: Mapping[str, Any], file: str, origin: str, scan: AppScan) -> None:
+    name = _raw_name(body)
+    try:
+        app = parse_application(body, origin=origin)
+    except ConfigError as e:
+        scan.problems.append(str(e))
+        if name:  # a good definition elsewhere is ambiguous now: neither is used
+            scan.apps.pop(name, None)
+            scan.invalid.setdefault(name, (file, str(e)))
+        else:
+            scan.broken_files.setdefault(file, str(e))
+        return
+    first = scan.apps.get(app.name)
+    if first is not None or app.name in scan.invalid:
+        message = f"duplicate Application name {app.name!r}: " \
+                  f"{first[0] if first else scan.invalid[app.name][0]} and {origin}"
+        scan.problems.append(message)
+        scan.apps.pop(app.name, None)
+        scan.invalid[app.name] = (file, message)
+        return
+    scan.apps[app.name] = (file, app)
+
+
+def _raw_name(body: Mapping[str, Any]) -> str:
+    """``metadata.name`` if it is a usable app name, else ``""`` (nothing to blame)."""
+    meta = body.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    ok = isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN.match(name)
+    return name if ok and isinstance(name, str) else ""
 
 
 def _app_origin(doc: Doc, count: int) -> str:
     return doc.origin if count == 1 else f"{doc.origin}:{doc.line} (document {doc.index})"
-
-
-def _check_unique_names(found: Sequence[tuple[str, Application]]) -> None:
-    seen: dict[str, str] = {}
-    for origin, app in found:
-        if app.name in seen:
-            raise ConfigError(f"duplicate Application name {app.name!r}: {seen[app.name]} "
-                              f"and {origin}")
-        seen[app.name] = origin
 
 
 def application_from_flags(*, name: str, repo_url: str, revision: str = "HEAD",

@@ -10,6 +10,10 @@ Decoding follows Kubernetes rather than YAML 1.1 where they differ in ways that 
 timestamps and ``!!binary`` stay strings (``sigs.k8s.io/yaml`` turns them into JSON
 strings; a ``datetime`` would not survive ``json.dumps`` on the way to the API server).
 ``kind: List`` (and any ``*List`` with ``items``) is expanded, empty documents dropped.
+
+Every text is measured by :mod:`gitops_ray.render.bounds` before it is built (size,
+depth, aliases, expanded node count), so an alias bomb fails its app instead of the
+process; the bounds are in :mod:`gitops_ray.limits`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from typing import Any
 
 import yaml
 
+from gitops_ray import limits
 from gitops_ray.errors import RenderError
+from gitops_ray.render.bounds import check_text_size, check_value, check_yaml
 from gitops_ray.types import Manifest
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -67,20 +73,24 @@ def decode_text(data: bytes, *, origin: str) -> str:
         raise RenderError(f"{origin}: not UTF-8 text (byte {e.start}): {e.reason}") from e
 
 
-def read_text(path: Path, *, origin: str) -> str:
-    """The text of ``path``; errors name ``origin``."""
+def read_text(path: Path, *, origin: str, limit: int = limits.MAX_FILE_BYTES) -> str:
+    """The text of ``path`` (at most ``limit`` bytes); errors name ``origin``."""
     try:
+        check_text_size(path.stat().st_size, origin=origin, limit=limit)
         return decode_text(path.read_bytes(), origin=origin)
     except OSError as e:
         raise RenderError(f"{origin}: cannot read: {e.strerror}") from e
 
 
-def parse_yaml(text: str, *, origin: str, helm_sources: bool = False) -> list[Doc]:
+def parse_yaml(text: str, *, origin: str, helm_sources: bool = False,
+               limit: int = limits.MAX_FILE_BYTES) -> list[Doc]:
     """The documents of a YAML stream; a syntax error names ``origin``, line and column.
 
     With ``helm_sources``, each document's origin is taken from the ``# Source:`` comment
-    that ``helm template`` writes above it.
+    that ``helm template`` writes above it. ``limit`` bounds the text's size; the other
+    bounds of :mod:`gitops_ray.limits` apply to every stream.
     """
+    check_yaml(text, origin=origin, limit=limit)
     lines = text.splitlines() if helm_sources else []
     docs = []
     for index, (line, body) in enumerate(_documents(text, origin), start=1):
@@ -123,10 +133,15 @@ def _helm_source(lines: Sequence[str], line: int) -> str:
 
 def parse_json(text: str, *, origin: str) -> list[Doc]:
     """A JSON file: exactly one value, as Argo CD requires of ``.json`` manifests."""
+    check_text_size(len(text), origin=origin)
     try:
-        return [Doc(json.loads(text), origin, 1, 1)]
+        value = json.loads(text)
     except json.JSONDecodeError as e:
         raise RenderError(f"{origin}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from e
+    except RecursionError as e:  # nested deeper than the interpreter's stack
+        raise RenderError(f"{origin}: invalid JSON: nested too deeply") from e
+    check_value(value, origin=origin)
+    return [Doc(value, origin, 1, 1)]
 
 
 def looks_like_manifest(text: str) -> bool:
@@ -176,7 +191,9 @@ def is_list(obj: Manifest) -> bool:
 def _require_type(obj: Manifest, where: str) -> None:
     for key in ("apiVersion", "kind"):
         if not isinstance(obj.get(key), str) or not obj[key]:
-            raise RenderError(f"{where}: object has no {key}")
+            raise RenderError(f"{where}: object has no {key} (a mapping with metadata or "
+                              f"spec is read as a Kubernetes object: add {key}, or exclude "
+                              "the file with spec.source.directory.exclude)")
 
 
 def _require_name(obj: Manifest, where: str) -> None:

@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 
 import yaml
 
+from gitops_ray import limits
 from gitops_ray.errors import RenderError, SourceError
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, HelmSource
@@ -134,7 +135,7 @@ def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: s
             extra_values=_write_extra_values(helm, Path(tmp)), helm=helm)
         replace = {run.extra_values: "spec.source.helm.values"} if run.extra_values else {}
         out = _template(str(helm_bin), repo_root, chart, run, what=what, replace=replace)
-    return parse_yaml(out, origin=what, helm_sources=True)
+    return parse_yaml(out, origin=what, helm_sources=True, limit=limits.MAX_RENDER_BYTES)
 
 
 def _value_files(repo_root: Path, chart: str, helm: HelmSource) -> tuple[str, ...]:

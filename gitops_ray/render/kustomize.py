@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from gitops_ray import limits
 from gitops_ray.errors import RenderError
 from gitops_ray.render.apps import Application, KustomizeSource
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
@@ -47,10 +48,12 @@ def render_kustomize(app: Application, *, repo_root: Path, app_dir: Path,
     what = f"kubectl kustomize {relative}"
     changes = overrides(app.source.kustomize)
     if not changes:
-        return parse_yaml(_build(kubectl_bin, repo_root, relative, what), origin=what)
+        return parse_yaml(_build(kubectl_bin, repo_root, relative, what), origin=what,
+                          limit=limits.MAX_RENDER_BYTES)
     with scratch_copy(repo_root) as copy:
         _edit(copy / relative, relative, changes)
-        return parse_yaml(_build(kubectl_bin, copy, relative, what), origin=what)
+        return parse_yaml(_build(kubectl_bin, copy, relative, what), origin=what,
+                          limit=limits.MAX_RENDER_BYTES)
 
 
 def _build(kubectl_bin: str, root: Path, relative: str, what: str) -> str:

@@ -8,7 +8,16 @@ Argo CD renders renders the same here:
 * YAML files hold any number of documents, JSON files exactly one object;
 * a YAML file that fails to decode is an error only if it looks like a manifest (mentions
   ``apiVersion:``, ``kind:`` and ``metadata:``) or also holds real objects; otherwise it is
-  some other YAML (CI config, Helm values) and is skipped, with a log line;
+  skipped as a *tolerated* problem (``render.notes``: logged, shown in the app's status,
+  and the sync that follows prunes nothing, since the file may have held objects); valid
+  YAML that is not a manifest (CI config, Helm values) is skipped with an info line;
+* **unlike Argo CD**, a file holding a mapping that looks like an object (it has
+  ``metadata`` or ``spec``) but lacks ``kind`` or ``apiVersion`` is an error, not "some
+  other YAML": Argo CD skips it, so a one-line typo (``kind:`` deleted or misspelt) makes
+  the object vanish from the render and the next pruning sync deletes it from the cluster;
+* a file over the bounds of :mod:`gitops_ray.limits` (size, aliases, depth, nodes) is
+  always an error, and so is a directory whose files add up to more than
+  ``MAX_RENDER_BYTES``;
 * a symlinked file must resolve inside the repository; dangling links and links to
   non-files are skipped.
 
@@ -24,9 +33,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from gitops_ray.errors import RenderError
+from gitops_ray import limits
+from gitops_ray.errors import LimitExceeded, RenderError
 from gitops_ray.globs import glob_matches
 from gitops_ray.render.apps import DirectorySource
+from gitops_ray.render.bounds import check_text_size
 from gitops_ray.render.documents import (
     Doc,
     is_object,
@@ -35,6 +46,7 @@ from gitops_ray.render.documents import (
     parse_yaml,
     read_text,
 )
+from gitops_ray.render.notes import tolerate
 
 # stdlib logging, not structlog: unconfigured, it writes warnings to stderr and drops info,
 # so `gitops-ray render` (an Argo CD plugin) never gets log lines in its YAML on stdout.
@@ -48,7 +60,11 @@ def render_directory(app_dir: Path, repo_root: Path,
                      options: DirectorySource | None = None) -> list[Doc]:
     """The documents of every selected file under ``app_dir`` (both paths resolved)."""
     docs: list[Doc] = []
+    total = 0
     for path in manifest_files(app_dir, repo_root, options or DirectorySource()):
+        total += path.stat().st_size
+        check_text_size(total, origin=f"{_rel(app_dir, repo_root)}/ (all manifest files)",
+                        limit=limits.MAX_RENDER_BYTES)
         docs += file_documents(path, origin=path.relative_to(repo_root).as_posix())
     return docs
 
@@ -107,15 +123,24 @@ def file_documents(path: Path, *, origin: str) -> list[Doc]:
         return parse_json(text, origin=origin)
     try:
         docs = parse_yaml(text, origin=origin)
-    except RenderError:
+    except LimitExceeded:
+        raise
+    except RenderError as e:
         if looks_like_manifest(text):
             raise
-        log.info("skipping %s: YAML that is not a Kubernetes manifest", origin)
+        tolerate(f"skipped {origin}: not valid YAML and not like a Kubernetes manifest "
+                 f"({e}); nothing is pruned while it is skipped")
         return []
-    if _all_objects(docs) or looks_like_manifest(text) or any(is_object(d.body) for d in docs):
+    if _all_objects(docs) or looks_like_manifest(text) or \
+            any(is_object(d.body) or looks_like_object(d.body) for d in docs):
         return docs
     log.info("skipping %s: YAML that is not a Kubernetes manifest", origin)
     return []
+
+
+def looks_like_object(body: object) -> bool:
+    """A mapping with ``metadata`` or ``spec``: meant as an object, whatever its type says."""
+    return isinstance(body, dict) and ("metadata" in body or "spec" in body)
 
 
 def _all_objects(docs: list[Doc]) -> bool:

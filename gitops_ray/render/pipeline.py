@@ -8,7 +8,8 @@ The steps, each a small function so they can be read (and tested) on their own:
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
 3. render (plain files, ``helm template`` or ``kubectl kustomize``) into documents;
-4. validate them into objects (empty documents dropped, lists expanded);
+4. validate them into objects (empty documents dropped, lists expanded), at most
+   ``limits.MAX_OBJECTS`` of them (every decoded text was bounded before, see ``bounds``);
 5. set or clear namespaces like Argo CD's controller (``scope``);
 6. refuse two objects with the same group, kind, namespace and name: Argo CD keeps the
    last one with a warning; here it is an error naming both files, because which copy
@@ -25,8 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gitops_ray.errors import ConfigError, RenderError, SourceError
+from gitops_ray import limits
+from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.render.apps import Application, AppSource
+from gitops_ray.render.bounds import app_budget
 from gitops_ray.render.documents import Doc, located_manifests
 from gitops_ray.render.helm import render_helm
 from gitops_ray.render.kustomize import find_kustomization, render_kustomize
@@ -64,7 +67,10 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
     """
     tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
     try:
-        return _render(app, root.resolve(), tools, is_namespaced)
+        with app_budget():
+            return _render(app, root.resolve(), tools, is_namespaced)
+    except LimitExceeded as e:
+        raise LimitExceeded(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
         raise RenderError(f"app {app.name}: {e}") from e
     except ConfigError as e:
@@ -81,6 +87,9 @@ def _render(app: Application, root: Path, tools: Tools,
     check_no_escaping_symlinks(root, app_dir)
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
+    if len(located) > limits.MAX_OBJECTS:
+        raise LimitExceeded(f"renders {len(located):,} objects, over the limit of "
+                            f"{limits.MAX_OBJECTS:,} per app (gitops_ray.limits)")
     manifests = apply_default_namespace([obj for _, obj in located],
                                         app.destination.namespace, lookup=is_namespaced)
     check_unique([where for where, _ in located], manifests)

@@ -5,6 +5,10 @@
   registry logins nor their cluster credentials can change (or leak into) a render. This
   is what Argo CD's repo-server does with its per-request helm homes.
 * Only ``PATH`` and locale variables are inherited from our environment.
+* Output is bounded: a tool that prints more than ``limits.MAX_RENDER_BYTES`` (a chart
+  that loops over ``until 10000000``) is killed and its app fails, instead of the whole
+  output landing in the controller's memory; stderr keeps only its last ``MAX_STDERR``
+  characters for the same reason.
 * A run that fails raises :class:`RenderError` with the tool's stderr (trimmed), because
   that is where helm and kustomize say which template or patch is wrong. Never its
   stdout, which is the rendered objects (their values); values Go's YAML decoder quotes
@@ -20,12 +24,15 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
-from gitops_ray.errors import RenderError
+from gitops_ray import limits
+from gitops_ray.errors import LimitExceeded, RenderError
 from gitops_ray.redact import redact
 
 TIMEOUT_SECONDS = 300
@@ -54,21 +61,55 @@ def sandbox_env(home: Path) -> dict[str, str]:
 
 
 def run_tool(argv: Sequence[str], *, what: str, hint: str = "",
-             cwd: Path | None = None) -> ToolResult:
-    """Run ``argv`` sandboxed; raise only if it cannot run at all (missing, timeout)."""
-    with tempfile.TemporaryDirectory(prefix="gitops-ray-home-") as home:
+             cwd: Path | None = None, max_output: int = limits.MAX_RENDER_BYTES) -> ToolResult:
+    """Run ``argv`` sandboxed; raise if it cannot run, times out or prints too much."""
+    with tempfile.TemporaryDirectory(prefix="gitops-ray-home-") as home, \
+            tempfile.TemporaryFile() as stderr:
         try:
-            proc = subprocess.run(list(argv), cwd=cwd, env=sandbox_env(Path(home)),
-                                  capture_output=True, text=True, check=False,
-                                  timeout=TIMEOUT_SECONDS)
+            proc = subprocess.Popen(list(argv), cwd=cwd, env=sandbox_env(Path(home)),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=stderr)
         except FileNotFoundError as e:
             raise RenderError(f"{what}: {argv[0]} not found{'; ' + hint if hint else ''}") \
                 from e
         except PermissionError as e:
             raise RenderError(f"{what}: {argv[0]} is not executable") from e
-        except subprocess.TimeoutExpired as e:
-            raise RenderError(f"{what}: timed out after {TIMEOUT_SECONDS}s") from e
-    return ToolResult(proc.returncode, proc.stdout, proc.stderr)
+        stdout = _bounded_output(proc, what, max_output)
+        return ToolResult(proc.returncode, stdout, _tail(stderr))
+
+
+def _bounded_output(proc: subprocess.Popen[bytes], what: str, max_output: int) -> str:
+    """All of ``proc``'s stdout once it exits; kills it past the time or size bound."""
+    assert proc.stdout is not None
+    timed_out = threading.Event()
+
+    def expire() -> None:
+        timed_out.set()
+        proc.kill()
+
+    timer = threading.Timer(TIMEOUT_SECONDS, expire)
+    timer.start()
+    try:
+        data = proc.stdout.read(max_output + 1)
+        if len(data) > max_output:
+            proc.kill()
+        proc.wait()
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+    if timed_out.is_set():
+        raise RenderError(f"{what}: timed out after {TIMEOUT_SECONDS}s")
+    if len(data) > max_output:
+        raise LimitExceeded(f"{what}: printed more than {max_output // limits.MIB} MiB "
+                            "(gitops_ray.limits.MAX_RENDER_BYTES); stopped")
+    return data.decode("utf-8", errors="replace")
+
+
+def _tail(stream: IO[bytes]) -> str:
+    """The last ``MAX_STDERR`` characters (a few more bytes) written to ``stream``."""
+    stream.seek(0, os.SEEK_END)
+    stream.seek(max(stream.tell() - 4 * MAX_STDERR, 0))
+    return stream.read().decode("utf-8", errors="replace")
 
 
 def tool_error(what: str, result: ToolResult, *,

@@ -8,6 +8,13 @@ briefly unreachable. So:
 * each app source is resolved cheaply first (``ls-remote``-style) and only checked out
   and parsed again when its commit changed;
 * a source that fails to load keeps the apps it had (and says so in the log);
+* **one bad Application is that app's problem**: an Application that can be named but
+  not used (a bad field, ``path: ../../etc``, a duplicate name) is kept as *invalid*
+  with its error, which the controller writes into that app's status; the source's
+  other apps load as usual. A file that cannot be read at all (invalid YAML, over a
+  bound) names no app: every app it held before stays, invalid with the file's error,
+  and the file is counted in the ``gitops_ray_app_source_errors`` metric and logged.
+  An invalid app is never synced and never pruned: its objects stay as they are;
 * app names are unique: a duplicate is reported and the first definition wins
   (inline Applications come first).
 
@@ -28,7 +35,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from gitops_ray.errors import GitOpsRayError
-from gitops_ray.render import load_applications
+from gitops_ray.render import AppScan, scan_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.settings import AppSourceSpec
@@ -38,8 +45,19 @@ log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
+class _Loaded:
+    """One source's last load: its commit, apps, invalid apps (name -> error), files."""
+
+    sha: str = ""
+    apps: tuple[Application, ...] = ()
+    invalid: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)  # app name -> file
+    broken_files: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class CatalogChange:
-    """What a reload changed, by app name; ``failed`` lists sources that did not load."""
+    """What a reload changed, by app name (invalid apps too); ``failed``: sources not loaded."""
 
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
@@ -60,8 +78,9 @@ class Catalog:
         self._source = source
         self.specs = tuple(specs)
         self._inline = tuple(inline)
-        self._loaded: dict[AppSourceSpec, tuple[str, list[Application]]] = {}
+        self._loaded: dict[AppSourceSpec, _Loaded] = {}
         self._apps: dict[str, Application] = {}  # empty until the first reload
+        self._invalid: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def apps(self) -> dict[str, Application]:
@@ -72,44 +91,90 @@ class Catalog:
         with self._lock:
             return self._apps.get(name)
 
+    def error(self, name: str) -> str | None:
+        """Why ``name`` is defined but cannot be used, or ``None``."""
+        with self._lock:
+            return self._invalid.get(name)
+
+    def invalid(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._invalid)
+
+    def errors(self, spec: AppSourceSpec) -> int:
+        """Invalid apps plus unreadable files in ``spec``'s last load."""
+        loaded = self._loaded.get(spec, _Loaded())
+        return len(loaded.invalid) + len(loaded.broken_files)
+
     def reload(self, specs: Iterable[AppSourceSpec] | None = None) -> CatalogChange:
         """Re-read ``specs`` (default: all) and return what changed."""
         failed = tuple(s for s in (self.specs if specs is None else specs) if not self._load(s))
-        merged = self._merge()
+        merged, invalid = self._merge()
         with self._lock:
-            old, self._apps = self._apps, merged
-        removed = tuple(sorted(old.keys() - merged.keys()))
+            old = {**self._apps, **self._invalid}
+            old_apps = self._apps
+            self._apps, self._invalid = merged, invalid
+        new: dict[str, object] = {**merged, **invalid}
+        removed = tuple(sorted(old.keys() - new.keys()))
         return CatalogChange(
-            added=tuple(sorted(merged.keys() - old.keys())), removed=removed,
-            gone=tuple(old[n] for n in removed),
-            changed=tuple(sorted(n for n in merged.keys() & old.keys() if merged[n] != old[n])),
+            added=tuple(sorted(new.keys() - old.keys())), removed=removed,
+            gone=tuple(old_apps[n] for n in removed if n in old_apps),
+            changed=tuple(sorted(n for n in new.keys() & old.keys() if new[n] != old[n])),
             failed=failed)
 
     def _load(self, spec: AppSourceSpec) -> bool:
         repo = redact_url(spec.repo)
+        previous = self._loaded.get(spec, _Loaded())
         try:
             sha = self._source.resolve(spec.repo, spec.revision)
-            if self._loaded.get(spec, ("", []))[0] == sha:
+            if previous.sha == sha:
                 return True
             checkout = self._source.checkout(spec.repo, sha)
-            apps = load_applications(checkout.root, spec.path)
+            scan = scan_applications(checkout.root, spec.path)
         except GitOpsRayError as e:
             log.warning("app_source_failed", repo=repo, path=spec.path, stage=e.stage,
                         error=str(e))
             return False
-        self._loaded[spec] = (sha, list(apps))
+        self._loaded[spec] = loaded = _from_scan(sha, scan, previous)
+        for name, error in sorted(loaded.invalid.items()):
+            log.warning("application_invalid", app=name, repo=repo, path=spec.path,
+                        error=error)
+        for file, error in sorted(loaded.broken_files.items()):
+            log.warning("application_file_unreadable", file=file, repo=repo, path=spec.path,
+                        error=error)
         log.info("app_source_loaded", repo=repo, path=spec.path, revision=sha[:12],
-                 apps=len(apps))
+                 apps=len(loaded.apps), invalid=len(loaded.invalid),
+                 broken_files=len(loaded.broken_files))
         return True
 
-    def _merge(self) -> dict[str, Application]:
-        merged: dict[str, Application] = {}
-        from_git = [a for spec in self.specs for a in self._loaded.get(spec, ("", []))[1]]
-        for app in [*self._inline, *from_git]:
-            if app.name in merged:
-                if merged[app.name] != app:
-                    log.error("duplicate_app", app=app.name,
+    def _merge(self) -> tuple[dict[str, Application], dict[str, str]]:
+        merged: dict[str, Application | str] = {}
+        defined = [*self._inline, *(item for spec in self.specs for item in _items(
+            self._loaded.get(spec, _Loaded())))]
+        for item in defined:
+            name = item.name if isinstance(item, Application) else item[0]
+            value = item if isinstance(item, Application) else item[1]
+            if name in merged:
+                if merged[name] != value:
+                    log.error("duplicate_app", app=name,
                               detail="defined twice; the first definition is used")
                 continue
-            merged[app.name] = app
-        return merged
+            merged[name] = value
+        return ({n: v for n, v in merged.items() if isinstance(v, Application)},
+                {n: v for n, v in merged.items() if isinstance(v, str)})
+
+
+def _items(loaded: _Loaded) -> list[Application | tuple[str, str]]:
+    """A source's apps and (name, error) pairs for its invalid apps, in a stable order."""
+    return [*loaded.apps, *sorted(loaded.invalid.items())]
+
+
+def _from_scan(sha: str, scan: AppScan, previous: _Loaded) -> _Loaded:
+    """The new load; apps of files that became unreadable stay, invalid with its error."""
+    invalid = {name: error for name, (_, error) in scan.invalid.items()}
+    files = {name: file for name, (file, _) in (*scan.apps.items(), *scan.invalid.items())}
+    for name, file in previous.files.items():
+        if file in scan.broken_files and name not in files:
+            invalid[name] = f"{scan.broken_files[file]} (the file defining this app)"
+            files[name] = file
+    return _Loaded(sha, tuple(app for _, app in scan.apps.values()), invalid, files,
+                   dict(scan.broken_files))

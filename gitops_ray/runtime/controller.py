@@ -10,6 +10,8 @@ A refresh:
    fetches and renders when the commit changed (renders are cached by SHA + spec);
 2. compares against the watch cache (no per-object GET when nothing changed);
 3. publishes sync status and health as metrics (every replica does);
+   An app whose Application is invalid (see :mod:`~gitops_ray.runtime.catalog`) stops
+   here: its error is published and recorded, nothing is rendered or synced;
 4. **on the leader only**: asks :mod:`gitops_ray.reconcile.autosync` what to do, syncs
    through the shared :class:`~gitops_ray.reconcile.reconciler.Reconciler` (with fresh
    reads, see :meth:`LiveCache.fresh`), records the operation with the counters the
@@ -74,7 +76,8 @@ from gitops_ray.types import Manifest, ResourceKey
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
-               "targetRevision", "destinationNamespace", "error", "autoSync", "warnings")
+               "targetRevision", "destinationNamespace", "error", "autoSync", "warnings",
+               "renderWarnings")
 Requeue = Callable[[str, float], None]
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
@@ -192,8 +195,11 @@ class Controller:
         with self._cond:
             gone = self._gone.pop(name, None)
         if app is None:
+            error = self.catalog.error(name)
             if gone is not None:
                 self._delete(gone, log)
+            elif error is not None:
+                self._invalid(name, error, log)
             return
         started, result = time.monotonic(), "success"
         try:
@@ -338,6 +344,16 @@ class Controller:
         with self._write_guard() as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}")
+
+    def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:
+        """An unusable Application: no render, sync or prune; status and metrics say why."""
+        self.metrics.reconciles.labels(name, "error").inc()
+        state = self.metrics.apps.get(name)
+        self.metrics.apps.set(name, AppState("Unknown", state.health_status, state.last_sync))
+        log.warning("refresh_failed", stage="config", error=error)
+        with self._write_guard() as leading:
+            if leading:
+                self._save_error(name, f"config: {error}")
 
     def _save_error(self, name: str, message: str) -> None:
         previous = self._written.get(name) or {}

@@ -95,6 +95,10 @@ class Metrics:
                                          "reverted by self-heal.", ["app", "kind"], registry=r)
         self.fetch_errors = Counter("gitops_ray_source_fetch_errors_total", "Failed git "
                                     "resolves and fetches.", ["app"], registry=r)
+        self.app_source_errors = Gauge(
+            "gitops_ray_app_source_errors", "Applications that cannot be used and files "
+            "that cannot be read, by app source path (see the apps' status for each "
+            "error, and the log for unreadable files).", ["source"], registry=r)
         self.k8s_requests = Counter("gitops_ray_k8s_requests_total", "Kubernetes API "
                                     "requests by verb and status code (0: unreachable).",
                                     ["verb", "code"], registry=r)

@@ -195,12 +195,18 @@ class Runtime:
         change = self.catalog.reload()
         for spec in change.failed:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
+        for spec in self.catalog.specs:
+            self.metrics.app_source_errors.labels(spec.path).set(self.catalog.errors(spec))
         for app in change.gone:  # deleted on its own queue turn: never mid-refresh
             self._unpoll(app.name)
             self.metrics.forget_app(app.name)
             self.controller.forget(app)
             self.queue.submit(app.name, "app-removed")
             log.info("app_removed", app=app.name, trigger=reason)
+        for name in set(change.removed) - {app.name for app in change.gone}:
+            self._unpoll(name)  # an invalid app whose Application left git
+            self.metrics.forget_app(name)
+            log.info("app_removed", app=name, trigger=reason)
         for name in change.touched:
             self._poll(name)
             self.queue.submit(name, "app-added" if name in change.added else "app-changed")

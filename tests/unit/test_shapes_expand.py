@@ -94,6 +94,29 @@ def test_a_broken_catalog_does_not_break_apps_without_shapes(tmp_path: Path) -> 
         expand(tmp_path, [shaped_cluster(head=it("x"))])
 
 
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+
+
+@pytest.mark.parametrize("broken", ["- [", "{not: a list}", "- {kind: Pod, patch: []}"])
+def test_a_broken_patch_file_fails_only_the_apps_it_could_concern(
+        tmp_path: Path, broken: str) -> None:
+    write(tmp_path, {".gitops-ray/patches.yaml": broken,
+                     ".gitops-ray/instance-types.yaml": CATALOG})
+    assert expand(tmp_path, [CONFIGMAP]) == [CONFIGMAP]  # no shapes, kind not named
+    with pytest.raises(RenderError, match=r"^\.gitops-ray/patches.yaml"):
+        expand(tmp_path, [copy.deepcopy(STANDARD)])  # uses shapes
+
+
+def test_a_broken_patch_file_naming_an_apps_kind_fails_that_app(tmp_path: Path) -> None:
+    write(tmp_path, {".gitops-ray/patches.yaml": "- {kind: Pod, patch: [{op: nope}]}"})
+    with pytest.raises(RenderError, match=r"patches\[0\]\.patch\[0\]"):
+        expand(tmp_path, [raycluster()])  # Ray pods: Pod patches would reach them
+    assert expand(tmp_path, [CONFIGMAP]) == [CONFIGMAP]
+    write(tmp_path, {".gitops-ray/patches.yaml": "- {kind: ConfigMap, patch: [{op: nope}]}"})
+    with pytest.raises(RenderError, match=r"patches\[0\]\.patch\[0\]"):
+        expand(tmp_path, [CONFIGMAP])
+
+
 def test_input_is_not_mutated(tmp_path: Path) -> None:
     write(tmp_path, {".gitops-ray/instance-types.yaml": CATALOG})
     manifests = [copy.deepcopy(STANDARD)]

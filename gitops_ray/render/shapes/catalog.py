@@ -33,6 +33,7 @@ from typing import Any
 import yaml
 
 from gitops_ray.errors import RenderError
+from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.shapes.quantity import is_whole, resource_amount
 
 NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9])?$")
@@ -116,6 +117,7 @@ class Catalog:
 def load_catalog(text: str, *, origin: str) -> Catalog:
     """Parse an ``instance_types.yaml`` document (YAML or JSON); ``origin`` names it in errors."""
     try:
+        check_yaml(text, origin=origin)
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise RenderError(f"{origin}: invalid YAML: {e}") from e

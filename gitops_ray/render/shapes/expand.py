@@ -16,15 +16,26 @@ later entry replaces an earlier one with the same name.
 The catalog and settings are read only when some manifest uses a shape, so a broken
 catalog cannot break apps that do not use it, and a manifest that names no shape and
 matches no patch is returned as the very same object.
+
+Patch files are read for every app (patches also apply to plain Ray objects and to
+top-level kinds), but a patch file that does not load fails only the apps it could
+concern: apps that use shapes, and apps with an object of a kind the file's text names
+(``Pod`` for apps with Ray pod templates). Every other app renders without it, as a
+tolerated problem (``render.notes``: logged, shown in status, no prune): one team's
+broken ``.gitops-ray/patches.yaml`` must not stop the repo's unrelated apps, and a file
+that never names an app's kinds cannot patch it.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitops_ray.errors import RenderError
+from gitops_ray.render.notes import tolerate
 from gitops_ray.render.shapes.catalog import Catalog, load_catalog
 from gitops_ray.render.shapes.compute import is_compute_config, render_compute_config
 from gitops_ray.render.shapes.defaults import default_patches, instance_type_patches
@@ -61,7 +72,7 @@ def expand_pod_shapes(manifests: list[Manifest], *, repo_root: Path, app_dir: Pa
     ``catalog_from_configmap`` and ``patches_from_configmap``); the repo's files win.
     """
     dirs = config_dirs(repo_root, app_dir)
-    patches = (*extra_patches, *_load_patch_files(dirs, repo_root))
+    patches = (*extra_patches, *_load_patch_files(dirs, repo_root, manifests))
     if not uses_shapes(manifests):
         if not patches:
             return manifests
@@ -100,13 +111,33 @@ def _top_level(obj: Manifest, patches: Sequence[Patch]) -> Manifest:
     return patched
 
 
-def _load_patch_files(dirs: list[Path], repo_root: Path) -> tuple[Patch, ...]:
+def _load_patch_files(dirs: list[Path], repo_root: Path,
+                      manifests: Sequence[Manifest]) -> tuple[Patch, ...]:
     patches: list[Patch] = []
     for path in (d / PATCHES_FILE for d in dirs):
         if path.is_file():
-            patches += load_patches(read_text(path, repo_root),
-                                    origin=display_path(path, repo_root))
+            patches += _patch_file(path, repo_root, manifests)
     return tuple(patches)
+
+
+def _patch_file(path: Path, repo_root: Path, manifests: Sequence[Manifest]) -> list[Patch]:
+    """One patch file's patches; if it does not load, ``[]`` for apps it cannot concern."""
+    origin = display_path(path, repo_root)
+    text = read_text(path, repo_root)
+    try:
+        return load_patches(text, origin=origin)
+    except RenderError as e:
+        if uses_shapes(manifests) or _names_a_kind_of(text, manifests):
+            raise
+        tolerate(f"ignored {origin}, which names none of this app's kinds: {e}")
+        return []
+
+
+def _names_a_kind_of(text: str, manifests: Sequence[Manifest]) -> bool:
+    kinds = {str(obj.get("kind", "")) for obj in manifests}
+    if any(next(pod_groups(obj), None) is not None for obj in manifests):
+        kinds.add("Pod")
+    return any(re.search(rf"\b{re.escape(kind)}\b", text) for kind in kinds if kind)
 
 
 def _load_catalog_files(dirs: list[Path], repo_root: Path) -> Catalog:

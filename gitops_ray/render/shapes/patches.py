@@ -37,6 +37,7 @@ import jsonpointer
 import yaml
 
 from gitops_ray.errors import RenderError
+from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.shapes.selector import Selector, SelectorError, parse_selector
 
 POD = "Pod"
@@ -62,6 +63,7 @@ class Patch:
 def load_patches(text: str, *, origin: str) -> list[Patch]:
     """Parse a ``patches.yaml`` document; every problem names ``origin`` and the entry."""
     try:
+        check_yaml(text, origin=origin)
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise RenderError(f"{origin}: invalid YAML: {e}") from e

@@ -258,7 +258,7 @@ def decode_ray_resources(value: object, where: str) -> dict[str, int]:
         text = text[1:-1]
     try:
         parsed = json.loads(text.replace("\\", ""))
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # RecursionError: nested too deep
         raise RenderError(f"{where}: rayStartParams.resources is not JSON: {e}") from e
     if not isinstance(parsed, dict) or not all(isinstance(v, int) for v in parsed.values()):
         raise RenderError(f"{where}: rayStartParams.resources must map names to integers")

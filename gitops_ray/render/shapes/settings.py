@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from gitops_ray.errors import RenderError
+from gitops_ray.render.bounds import check_text_size, check_yaml
 from gitops_ray.render.shapes.quantity import resource_amount
 
 CONFIG_DIR = ".gitops-ray"
@@ -72,6 +73,7 @@ def parse_settings(text: str, *, origin: str, base: ShapesConfig = ShapesConfig(
                    ) -> ShapesConfig:
     """``base`` with the keys set in the ``shapes.yaml`` document ``text`` replaced."""
     try:
+        check_yaml(text, origin=origin)
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise RenderError(f"{origin}: invalid YAML: {e}") from e
@@ -139,6 +141,7 @@ def read_text(path: Path, repo_root: Path) -> str:
     if not path.resolve().is_relative_to(repo_root.resolve()):
         raise RenderError(f"{display_path(path, repo_root)}: resolves outside the repository")
     try:
+        check_text_size(path.stat().st_size, origin=display_path(path, repo_root))
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RenderError(f"{display_path(path, repo_root)}: cannot read: {e}") from e
