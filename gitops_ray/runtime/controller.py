@@ -62,6 +62,7 @@ _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "error", "autoSync")
 Requeue = Callable[[str, float], None]
+Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 
 
@@ -85,7 +86,8 @@ class Controller:
     def __init__(self, *, reconciler: Reconciler, cache: LiveCache, catalog: Catalog,
                  revisions: Revisions, metrics: Metrics, autosync: AutoSyncSettings,
                  identity: str, requeue: Requeue, recent: float = RECENT,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_refreshed: Refreshed = lambda app, error: None) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
         self.revisions = revisions
@@ -98,6 +100,7 @@ class Controller:
         self.identity = identity
         self._requeue = requeue
         self._clock = clock
+        self._on_refreshed = on_refreshed
         self._leading = False
         self._writes = 0
         self._cond = threading.Condition()
@@ -169,12 +172,14 @@ class Controller:
             return
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         started, result = time.monotonic(), "success"
+        error: GitOpsRayError | None = None
         try:
             self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
         except GitOpsRayError as e:
-            result = "error"
+            result, error = "error", e
             self._failed(app, e, log)
         finally:
+            self._on_refreshed(name, error)
             self.metrics.reconciles.labels(name, result).inc()
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 
