@@ -343,11 +343,10 @@ class Runtime:
             return ""
         headers = {k: v for k, v in request.headers.items() if k in _FORWARD_HEADERS}
         self._spawn_forward(url, {**headers, FORWARDED_HEADER: self.settings.lease.identity},
-                            request.body)
+                            bytes(request.body))
         return leader
 
-    def _spawn_forward(self, url: str, headers: Mapping[str, str], body: bytes | bytearray
-                       ) -> None:
+    def _spawn_forward(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
         def send() -> None:
             req = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
             try:

@@ -133,7 +133,7 @@ def admit(provider: str, headers: Mapping[str, str], secret: str) -> None:
     authenticate(provider, headers, b"", secret)
 
 
-def authenticate(provider: str, headers: Mapping[str, str], body: bytes | bytearray,
+def authenticate(provider: str, headers: Mapping[str, str], body: bytes | memoryview,
                  secret: str) -> None:
     """Raise :class:`WebhookRejected` (401) unless the delivery carries the secret."""
     if not secret:
@@ -151,7 +151,7 @@ def authenticate(provider: str, headers: Mapping[str, str], body: bytes | bytear
         raise WebhookRejected(401, "the signature does not match")
 
 
-def parse_push(provider: str, headers: Mapping[str, str], body: bytes | bytearray
+def parse_push(provider: str, headers: Mapping[str, str], body: bytes | memoryview
                ) -> Push | None:
     """The push in an authenticated delivery; ``None`` for other events (ping, issues)."""
     event = headers.get("x-github-event" if provider == "github" else "x-gitlab-event", "")
@@ -160,7 +160,7 @@ def parse_push(provider: str, headers: Mapping[str, str], body: bytes | bytearra
     if nesting_depth(body) > MAX_DEPTH:
         raise WebhookRejected(400, f"the payload nests deeper than {MAX_DEPTH} levels")
     try:
-        payload = json.loads(body)
+        payload = json.loads(bytes(body))
     except (ValueError, RecursionError) as e:
         raise WebhookRejected(400, "the payload is not JSON") from e
     if not isinstance(payload, dict) or not isinstance(payload.get("ref"), str):
@@ -168,7 +168,7 @@ def parse_push(provider: str, headers: Mapping[str, str], body: bytes | bytearra
     return _github_push(payload) if provider == "github" else _gitlab_push(payload)
 
 
-def nesting_depth(body: bytes | bytearray) -> int:
+def nesting_depth(body: bytes | memoryview) -> int:
     """How deeply arrays and objects nest in a JSON text, without decoding it.
 
     Strings are cut out (a bracket inside one does not count), every other byte but the
