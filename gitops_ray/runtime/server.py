@@ -44,6 +44,7 @@ from gitops_ray.errors import ConfigError
 log = structlog.get_logger(__name__)
 MIB = 1024 * 1024
 _CHUNK = 256 * 1024
+_MAX_DIGITS = 18
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
          b"Content-Length: 5\r\nConnection: close\r\n\r\nbusy\n")
 
@@ -133,12 +134,12 @@ def content_length(headers: Mapping[str, str], limit: int) -> int:
     text = headers.get("content-length")
     if text is None:
         raise _Refused(Refusal.BAD_LENGTH, Response(411, b"Content-Length required\n"))
-    if not text.strip().isdigit() or not text.strip().isascii():
+    value = text.strip()
+    if not (value.isascii() and value.isdigit()):
         raise _Refused(Refusal.BAD_LENGTH, Response(400, b"bad Content-Length\n"))
-    length = int(text)
-    if length > limit:
+    if len(value) > _MAX_DIGITS or int(value) > limit:  # int() of 5,000 digits would raise
         raise _Refused(Refusal.TOO_LARGE, Response(413, b"payload too large\n"))
-    return length
+    return int(value)
 
 
 def _headers(items: Iterable[tuple[str, str]]) -> dict[str, str]:
