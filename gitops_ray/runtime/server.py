@@ -14,7 +14,8 @@ proven it knows the secret is bounded:
   gets ``503`` from the accepting thread and is closed;
 * **time**: the request line and headers must arrive within ``header_timeout``, the
   whole body within ``body_timeout`` (a total deadline, so a client dripping one byte at
-  a time cannot hold a thread either);
+  a time cannot hold a thread either); after a refusal the connection is closed within
+  ``linger_timeout`` (:func:`linger`);
 * **memory**: the body is only read after the route's *admission* check has passed on
   the headers alone (the webhook's signature or token header), only when it announces a
   valid ``Content-Length`` of at most ``max_body`` (chunked, missing, negative or
@@ -26,6 +27,7 @@ proven it knows the secret is bounded:
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import socket
 import sys
@@ -58,6 +60,8 @@ class HttpLimits:
     max_body_reads: int = 4  # bodies read and handled at once, per listen address
     header_timeout: float = 10.0  # request line + headers (slowloris)
     body_timeout: float = 10.0  # the whole body; GitHub gives up after 10 s anyway
+    linger_bytes: int = 64 * 1024  # after a refusal, unread bytes discarded before closing
+    linger_timeout: float = 1.0  # ... for at most this long
 
 
 LIMITS = HttpLimits()
@@ -188,6 +192,26 @@ def read_body(rfile: Any, sock: socket.socket, length: int, deadline: float) -> 
     return body
 
 
+def linger(sock: socket.socket, limits: HttpLimits) -> None:
+    """Half-close, then discard a little of what the client still sends, then return.
+
+    Closing a socket with unread bytes makes the kernel send a reset, which can destroy
+    the response before the client reads it: a small unsigned delivery would see
+    "connection reset" instead of its 401. Discarding into a small buffer for a bounded
+    time (nginx's "lingering close") avoids that; a big body is still never read.
+    """
+    deadline = time.monotonic() + limits.linger_timeout
+    left = limits.linger_bytes
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_WR)
+        while left > 0 and (wait := deadline - time.monotonic()) > 0:
+            sock.settimeout(wait)
+            chunk = sock.recv(min(left, 16384))
+            if not chunk:
+                return
+            left -= len(chunk)
+
+
 class _Server(ThreadingHTTPServer):
     """A threaded server that bounds its connections and logs errors in one line."""
 
@@ -269,6 +293,7 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
                 self.server.on_refused(refused.reason)
                 self.close_connection = True  # an unread body may follow
                 self._send(refused.response)
+                linger(self.connection, self.server.limits)
 
         def _serve(self, route: Route, method: str, path: str,
                    headers: dict[str, str]) -> Response:

@@ -194,3 +194,9 @@ def test_get_routes_never_read_a_body(server: Server) -> None:
     ({"content-length": "1000"}, 1000)])
 def test_content_length_accepts_plain_numbers(headers: dict[str, str], expected: int) -> None:
     assert content_length(headers, 1000) == expected
+
+
+def test_a_refused_body_sent_in_full_still_gets_its_response(server: Server) -> None:
+    body = b"x" * 50_000  # sent before the client reads (see server.linger)
+    for _ in range(20):
+        assert status(exchange(server, f"{POST}\r\nContent-Length: 50000", body)) == 413
