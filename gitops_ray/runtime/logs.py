@@ -8,6 +8,8 @@ a terminal, one JSON object per line otherwise. Libraries that log through the s
 ``logging`` module (APScheduler, urllib3) go through the same renderer.
 
 Nothing secret is ever passed to a logger: URLs are logged through :func:`redact_url`.
+Lines a stranger can trigger at will (a refused webhook delivery) go through a
+:class:`Throttle`, so a flood of requests is not also a flood of log lines.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import structlog
@@ -26,6 +31,28 @@ _NOISY = ("apscheduler", "urllib3", "kubernetes", "git")
 def redact_url(url: str) -> str:
     """``https://user:token@host/x`` -> ``https://***@host/x`` (scp-like SSH URLs kept)."""
     return _USERINFO.sub("***@", url)
+
+
+class Throttle:
+    """At most one line per ``period`` seconds per key; counts the lines held back."""
+
+    def __init__(self, period: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.period = period
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> int | None:
+        """``None``: hold this line back; else how many were held back since the last one."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.period:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
 
 
 def use_json(fmt: str, stream: TextIO) -> bool:

@@ -51,6 +51,7 @@ from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
 from gitops_ray.runtime.inline import parse_inline
+from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.queue import Timers, WorkQueue
 from gitops_ray.runtime.readiness import (
@@ -89,6 +90,7 @@ log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
+REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
 _FORWARD_HEADERS = ("content-type", "x-github-event", "x-hub-signature-256", "x-gitlab-event",
                     "x-gitlab-token", "x-github-delivery")
 
@@ -104,6 +106,7 @@ class Runtime:
         self.api_health = ApiHealth()
         self.kube.hooks.append(self.api_health.observe)
         self.refreshes = RefreshOutcomes()
+        self._rejections = Throttle(REJECTION_LOG_PERIOD)
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.exit_code = 0
@@ -300,8 +303,10 @@ class Runtime:
 
     def _rejected(self, provider: str, e: WebhookRejected) -> Response:
         self.metrics.webhooks.labels(provider or "unknown", "rejected").inc()
-        log.warning("webhook_rejected", provider=provider or "unknown", reason=e.reason,
-                    status=e.status)
+        held = self._rejections.allow(e.reason)
+        if held is not None:  # a flood of refusals is counted, not logged line by line
+            log.warning("webhook_rejected", provider=provider or "unknown", reason=e.reason,
+                        status=e.status, similar_suppressed=held)
         return Response(e.status, f"{e.reason}\n".encode())
 
     def _webhook(self, request: Request) -> Response:
