@@ -135,6 +135,8 @@ MALFORMED = {  # what a client sends -> the status it must get (never a tracebac
     "too-large": (head(LIMITS.max_body + 1), 413),
     "unsigned": (head(BIG, signature=None), 401),
     "malformed-signature": (head(BIG, signature="sha256=short"), 401),
+    "gitlab-wrong-token": (b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-Gitlab-Event: Push Hook"
+                           b"\r\nX-Gitlab-Token: guess\r\nContent-Length: 20000000\r\n\r\n", 401),
     "get": (b"GET /webhook HTTP/1.1\r\nHost: x\r\n\r\n", 405),
     "bad-request-line": (b"GARBAGE\r\n\r\n", 400),
 }
@@ -185,6 +187,7 @@ def test_floods_are_bounded_and_a_signed_push_still_gets_through(
         most = threads(hooked)
         print(f"{SILENT} silent connections: threads {baseline_threads} -> {most}")
         assert most <= baseline_threads + LIMITS.max_connections + 8
+        assert hooked.readyz() == 200  # the probes have their own server and limits
 
         accepted = eventually(lambda: _accepted(hooked, git_repo), timeout=90,
                               message="a signed push gets through the flood")
