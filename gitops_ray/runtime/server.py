@@ -216,6 +216,7 @@ class _Server(ThreadingHTTPServer):
     """A threaded server that bounds its connections and logs errors in one line."""
 
     daemon_threads = True
+    request_queue_size = 128  # listen backlog: a burst waits in the kernel, not in threads
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  limits: HttpLimits, on_refused: OnRefused) -> None:
