@@ -20,7 +20,8 @@ proven it knows the secret is bounded:
   the headers alone (the webhook's signature or token header), only when it announces a
   valid ``Content-Length`` of at most ``max_body`` (chunked, missing, negative or
   garbage lengths are 4xx), and at most ``max_body_reads`` bodies are read and handled
-  at once, so the peak is about ``max_body_reads * max_body`` plus their parsing;
+  at once (each into an anonymous ``mmap``, see :func:`read_body`), so the peak is about
+  ``max_body_reads * max_body`` plus the parsing of authenticated ones;
 * **errors**: a malformed request gets a 4xx, a handler bug a bare ``500``; the log gets
   one structured line with the exception's class, never a traceback or request content.
 """
@@ -68,7 +69,7 @@ LIMITS = HttpLimits()
 
 
 class Refusal(StrEnum):
-    """Why the HTTP layer refused a request before any handler saw it (a metric label)."""
+    """Why the HTTP layer answered instead of the route's handler (a metric label)."""
 
     BUSY = "busy"  # too many connections, or no body slot within the body deadline
     BAD_LENGTH = "bad_length"  # Content-Length missing, negative, not a number, or chunked
@@ -76,7 +77,7 @@ class Refusal(StrEnum):
     TIMEOUT = "timeout"  # the body did not arrive within body_timeout
     NOT_ADMITTED = "not_admitted"  # the route's header check refused it
     NOT_FOUND = "not_found"  # no such route (404) or method (405)
-    ERROR = "error"  # a handler raised
+    ERROR = "error"  # the handler raised (a bare 500)
 
 
 @dataclass(frozen=True)
