@@ -177,3 +177,51 @@ def test_every_refresh_forbidden_is_503_until_rbac_allows_it(
                    message="and it syncs")
     finally:
         kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", binding)
+
+
+def test_leader_election_denied_is_503_until_leases_are_allowed(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path, controller_process: StartController) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "no-leases", "namespace": namespace}},
+                field_manager="tests")
+    everything_but_leases = [{"apiGroups": ["", "ray.io"], "resources": ["*"], "verbs": ["*"]}]
+    leases = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]}]
+    name = f"gitops-ray-faults-{namespace}"
+    grant(kube, "ClusterRole", name, namespace, "no-leases", everything_but_leases)
+    config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                        name="no-leases", path=tmp_path / "sa.kubeconfig")
+    proc = controller_process("ready-lease", {
+        **settings(config, namespace, git_repo),
+        "leaderElection": {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s",
+                           "retryPeriod": "500ms"}})
+    try:
+        failed = eventually(lambda: failing_checks(proc).get("leader_election"),
+                            message="503 naming leader_election")
+        print(f"503 body reason: {failed}")
+        assert "HTTP 403" in failed
+        assert gauge(proc, "leader_election") == "0.0"
+
+        grant(kube, "Role", name, namespace, "no-leases", leases)
+        eventually(proc.ready, message="ready once the lease can be taken")
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+                   message="and, leading, it syncs")
+    finally:
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+
+
+def grant(kube: Kube, kind: str, name: str, namespace: str, account: str,
+          rules: list[dict[str, Any]]) -> None:
+    """A (Cluster)Role with ``rules`` bound to ServiceAccount ``account``."""
+    scope = {"namespace": namespace} if kind == "Role" else {}
+    api = "rbac.authorization.k8s.io/v1"
+    kube.create({"apiVersion": api, "kind": kind, "metadata": {"name": name, **scope},
+                 "rules": rules}, field_manager="tests")
+    kube.create({"apiVersion": api, "kind": f"{kind}Binding",
+                 "metadata": {"name": name, **scope},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
+                             "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": account,
+                               "namespace": namespace}]}, field_manager="tests")
