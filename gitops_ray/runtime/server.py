@@ -281,6 +281,15 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
         def do_POST(self) -> None:
             self._dispatch("POST")
 
+        def do_PUT(self) -> None:  # other methods: 405 (or 404), not the base class's 501
+            self._dispatch("PUT")
+
+        def do_PATCH(self) -> None:
+            self._dispatch("PATCH")
+
+        def do_DELETE(self) -> None:
+            self._dispatch("DELETE")
+
         def _dispatch(self, method: str) -> None:
             path = self.path.split("?", 1)[0]
             headers = _headers(self.headers.items())

@@ -184,6 +184,15 @@ def test_a_handler_error_is_a_bare_500(server: Server, capsys: pytest.CaptureFix
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_other_methods_and_oversized_headers_are_4xx(server: Server) -> None:
+    assert status(exchange(server, "PUT /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 0")) == 405
+    assert status(exchange(server, "DELETE /nope HTTP/1.1\r\nHost: x")) == 404
+    many = "\r\n".join(f"X-H{i}: v" for i in range(120))
+    assert status(exchange(server, f"GET /ok HTTP/1.1\r\n{many}")) == 431
+    assert status(exchange(server, f"GET /ok HTTP/1.1\r\nX-Long: {'v' * 70000}")) == 431
+    assert status(exchange(server, "GARBAGE")) == 400
+
+
 def test_get_routes_never_read_a_body(server: Server) -> None:
     response = exchange(server, "GET /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5", b"hello")
     assert status(response) == 200 and b"Connection: close" in response
