@@ -79,6 +79,7 @@ STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repo
                "targetRevision", "destinationNamespace", "error", "autoSync", "warnings",
                "renderWarnings")
 Requeue = Callable[[str, float], None]
+Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
 
@@ -104,7 +105,8 @@ class Controller:
                  revisions: Revisions, metrics: Metrics, autosync: AutoSyncSettings,
                  identity: str, requeue: Requeue, recent: float = RECENT,
                  fence: WriteFence | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 on_refreshed: Refreshed = lambda app, error: None) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
         self.revisions = revisions
@@ -118,6 +120,7 @@ class Controller:
         self._requeue = requeue
         self._fence = fence  # None: no leader election, writes are never fenced
         self._clock = clock
+        self._on_refreshed = on_refreshed
         self._leading = False
         self._writes = 0
         self._cond = threading.Condition()
@@ -195,22 +198,24 @@ class Controller:
         with self._cond:
             gone = self._gone.pop(name, None)
         if app is None:
-            error = self.catalog.error(name)
+            invalid = self.catalog.error(name)
             if gone is not None:
                 self._delete(gone, log)
-            elif error is not None:
-                self._invalid(name, error, log)
+            elif invalid is not None:
+                self._invalid(name, invalid, log)
             return
         started, result = time.monotonic(), "success"
+        error: GitOpsRayError | None = None
         try:
             self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
         except LeaseExpired as e:
             result = "error"
             log.warning("sync_aborted_lease_expired", error=str(e))
         except GitOpsRayError as e:
-            result = "error"
+            result, error = "error", e
             self._failed(app, e, log)
         finally:
+            self._on_refreshed(name, error)
             self.metrics.reconciles.labels(name, result).inc()
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 

@@ -10,13 +10,17 @@ a terminal, one JSON object per line otherwise. Libraries that log through the s
 Nothing secret should reach a logger (URLs go through :func:`redact_url`), and as a last
 line of defence every rendered line passes :func:`redact_fields`, so a URL with
 ``user:token@`` quoted by an exception or a library's message is masked all the same.
+Lines a stranger can trigger at will (a refused webhook delivery) go through a
+:class:`Throttle`, so a flood of requests is not also a flood of log lines.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+import threading
+import time
+from collections.abc import Callable, MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -41,6 +45,28 @@ def _redacted(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_redacted(v) for v in value]
     return value
+
+
+class Throttle:
+    """At most one line per ``period`` seconds per key; counts the lines held back."""
+
+    def __init__(self, period: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.period = period
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: str) -> int | None:
+        """``None``: hold this line back; else how many were held back since the last one."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.period:
+                self._held[key] = self._held.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._held.pop(key, 0)
 
 
 def use_json(fmt: str, stream: TextIO) -> bool:

@@ -9,13 +9,17 @@ App status is exported the way Argo CD's ``argocd_app_info`` is: one series per 
 from :class:`AppStates` by a custom collector, so a status change never leaves a stale
 series behind. Revisions stay out of labels (unbounded cardinality); they are in logs
 and events.
+
+Readiness is exported the same way: ``gitops_ray_ready{check}`` is computed at scrape
+time from the same checks ``/readyz`` answers with (:mod:`gitops_ray.runtime.readiness`),
+1 passing and 0 failing, so an alert can say *which* check fails.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -73,6 +77,25 @@ class AppStates(Collector):
         yield last
 
 
+ReadinessSource = Callable[[], Sequence[tuple[str, bool]]]
+"""The current ``(check name, passing)`` pairs."""
+
+
+class ReadinessGauge(Collector):
+    """``gitops_ray_ready{check}``, evaluated at scrape time."""
+
+    def __init__(self) -> None:
+        self.source: ReadinessSource = list
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("gitops_ray_ready", "Readiness checks of this replica "
+                                   "(1 passing, 0 failing; /readyz is 503 while any fails).",
+                                   labels=["check"])
+        for check, ok in self.source():
+            family.add_metric([check], 1 if ok else 0)
+        yield family
+
+
 class Metrics:
     """All metrics of one controller, on their own registry."""
 
@@ -80,6 +103,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.apps = AppStates()
         self.registry.register(self.apps)
+        self.readiness = ReadinessGauge()
+        self.registry.register(self.readiness)
         r = self.registry
         self.reconciles = Counter("gitops_ray_reconcile_total", "App refreshes by result "
                                   "(success, error).", ["app", "result"], registry=r)
@@ -104,6 +129,10 @@ class Metrics:
                                     ["verb", "code"], registry=r)
         self.webhooks = Counter("gitops_ray_webhook_requests_total", "Webhook deliveries "
                                 "by provider and result.", ["provider", "result"], registry=r)
+        self.http_refused = Counter("gitops_ray_http_refused_total", "HTTP requests refused "
+                                    "before a handler ran, by reason (busy, bad_length, "
+                                    "too_large, timeout, not_admitted, ...).", ["reason"],
+                                    registry=r)
         self.watch_events = Counter("gitops_ray_watch_events_total", "Watch events received, "
                                     "by kind and type.", ["kind", "type"], registry=r)
         self.relists = Counter("gitops_ray_watch_relists_total", "Full relists of a watched "

@@ -18,10 +18,16 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
   follower that receives one refreshes locally *and* forwards it, unchanged, to the
   leader's advertised URL (read from the Lease), so it does not matter which replica
   the Service picked.
+
+``/readyz`` answers from :mod:`gitops_ray.runtime.readiness` (named checks, the failing
+ones and their reasons in the 503 body, ``gitops_ray_ready{check}`` in the metrics). The
+webhook route admits a delivery on its headers before its body is read (see
+:func:`gitops_ray.runtime.webhook.admit` and :mod:`gitops_ray.runtime.server`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -46,15 +52,33 @@ from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
 from gitops_ray.runtime.inline import parse_inline
+from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.queue import Timers, WorkQueue
+from gitops_ray.runtime.readiness import (
+    PROBE_INTERVAL,
+    ApiHealth,
+    CheckResult,
+    RefreshOutcomes,
+    evaluate,
+    failing,
+)
 from gitops_ray.runtime.revisions import RECENT, Revisions
-from gitops_ray.runtime.server import HttpServers, Request, Response, Routes, group_routes
+from gitops_ray.runtime.server import (
+    HttpServers,
+    Refusal,
+    Request,
+    Response,
+    Route,
+    Routes,
+    group_routes,
+)
 from gitops_ray.runtime.settings import Settings
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.runtime.webhook import (
     Push,
     WebhookRejected,
+    admit,
     authenticate,
     parse_push,
     provider_of,
@@ -67,6 +91,7 @@ log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
+REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
 _FORWARD_HEADERS = ("content-type", "x-github-event", "x-hub-signature-256", "x-gitlab-event",
                     "x-gitlab-token", "x-github-delivery")
 
@@ -81,6 +106,10 @@ class Runtime:
         self.kube.hooks.append(self.metrics.observe_request)
         self.fence = WriteFence() if settings.leader_election else None
         self.kube.fence = self.fence  # every write checks the lease (kube.fence)
+        self.api_health = ApiHealth()
+        self.kube.hooks.append(self.api_health.observe)
+        self.refreshes = RefreshOutcomes()
+        self._rejections = Throttle(REJECTION_LOG_PERIOD)
         self.stopping = threading.Event()
         self.ready = threading.Event()
         self.exit_code = 0
@@ -91,7 +120,9 @@ class Runtime:
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
         self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
         self.elector = self._elector()
-        self.http = HttpServers(group_routes(self._routes()))
+        self.http = HttpServers(group_routes(self._routes()), on_refused=self._refused)
+        self.metrics.readiness.source = lambda: [(r.check.value, r.ok)
+                                                 for r in self.readiness()]
         self._threads: list[threading.Thread] = []
 
     def _controller(self) -> Controller:
@@ -107,7 +138,8 @@ class Runtime:
             catalog=Catalog(source, s.app_sources, parse_inline(s.applications)),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
             identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
-            recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT)
+            recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
+            on_refreshed=self.refreshes.observe)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -119,6 +151,7 @@ class Runtime:
         if self.catalog.specs:
             self._poll(CATALOG)
         self.queue.submit(CATALOG, "startup")
+        self._spawn(self._probe_api, "api-probe")
         if self.elector is None:
             self._start_leading()
         else:
@@ -206,6 +239,7 @@ class Runtime:
         for name in set(change.removed) - {app.name for app in change.gone}:
             self._unpoll(name)  # an invalid app whose Application left git
             self.metrics.forget_app(name)
+            self.refreshes.forget(name)
             log.info("app_removed", app=name, trigger=reason)
         for name in change.touched:
             self._poll(name)
@@ -245,25 +279,58 @@ class Runtime:
 
     def _routes(self) -> list[tuple[str, Routes]]:
         listen = self.settings.listen
+        webhook = Route(self._webhook, admit=self._admit_webhook)
         return [
             (listen.health, {("GET", "/healthz"): self._healthz,
                              ("GET", "/readyz"): self._readyz}),
             (listen.metrics, {("GET", "/metrics"): self._metrics}),
-            (listen.webhook, {("POST", "/webhook"): self._webhook,
-                              ("POST", "/api/webhook"): self._webhook}),
+            (listen.webhook, {("POST", "/webhook"): webhook,
+                              ("POST", "/api/webhook"): webhook}),
         ]
 
     def _healthz(self, request: Request) -> Response:
         alive = self.scheduler.running or self.stopping.is_set()
         return Response() if alive else Response(500, b"scheduler stopped\n")
 
+    def readiness(self) -> list[CheckResult]:
+        """Every readiness check, now (``/readyz`` and ``gitops_ray_ready``)."""
+        return evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
+                        api=self.api_health, refreshes=self.refreshes,
+                        leader_election=self.elector is not None)
+
     def _readyz(self, request: Request) -> Response:
-        if self.ready.is_set() and self.cache.synced():
-            return Response()
-        return Response(503, b"not ready: loading apps or listing watched kinds\n")
+        failed = failing(self.readiness())
+        return _json(503 if failed else 200, {"ready": not failed, "failing": failed})
+
+    def _probe_api(self) -> None:
+        """While the API server is not answering, ask it every few seconds whether it is."""
+        while not self.stopping.wait(PROBE_INTERVAL):
+            if self.api_health.down:
+                with contextlib.suppress(KubeError):
+                    self.kube.call("GET", "/version", verb="probe", timeout=PROBE_INTERVAL)
+
+    def _refused(self, reason: Refusal) -> None:
+        self.metrics.http_refused.labels(reason.value).inc()
 
     def _metrics(self, request: Request) -> Response:
         return Response(200, self.metrics.exposition(), CONTENT_TYPE_LATEST)
+
+    def _admit_webhook(self, headers: Mapping[str, str]) -> Response | None:
+        """Refuse, before its body is read, a delivery whose headers cannot be genuine."""
+        provider = provider_of(headers)
+        try:
+            admit(provider, headers, self.settings.webhook_secret.reveal())
+        except WebhookRejected as e:
+            return self._rejected(provider, e)
+        return None
+
+    def _rejected(self, provider: str, e: WebhookRejected) -> Response:
+        self.metrics.webhooks.labels(provider or "unknown", "rejected").inc()
+        held = self._rejections.allow(e.reason)
+        if held is not None:  # a flood of refusals is counted, not logged line by line
+            log.warning("webhook_rejected", provider=provider or "unknown", reason=e.reason,
+                        status=e.status, similar_suppressed=held)
+        return Response(e.status, f"{e.reason}\n".encode())
 
     def _webhook(self, request: Request) -> Response:
         provider = provider_of(request.headers)
@@ -272,10 +339,7 @@ class Runtime:
                          self.settings.webhook_secret.reveal())
             push = parse_push(provider, request.headers, request.body)
         except WebhookRejected as e:
-            self.metrics.webhooks.labels(provider or "unknown", "rejected").inc()
-            log.warning("webhook_rejected", provider=provider or "unknown", reason=e.reason,
-                        status=e.status)
-            return Response(e.status, f"{e.reason}\n".encode())
+            return self._rejected(provider, e)
         if push is None:
             self.metrics.webhooks.labels(provider, "ignored").inc()
             return _json(200, {"refreshed": [], "note": "not a push event"})
@@ -307,7 +371,7 @@ class Runtime:
             return ""
         headers = {k: v for k, v in request.headers.items() if k in _FORWARD_HEADERS}
         self._spawn_forward(url, {**headers, FORWARDED_HEADER: self.settings.lease.identity},
-                            request.body)
+                            bytes(request.body))
         return leader
 
     def _spawn_forward(self, url: str, headers: Mapping[str, str], body: bytes) -> None:

@@ -311,9 +311,18 @@ class LiveCache:
 
     def synced(self) -> bool:
         """Whether every watch has completed its first list (for ``/readyz``)."""
+        return not self.unsynced()
+
+    def unsynced(self) -> list[str]:
+        """The watches that have not completed their first list, as ``apiVersion/kind``.
+
+        A watch RBAC forbids counts as synced: its kind is then watched per namespace
+        (those watches are listed here until they sync), or read with plain GETs.
+        """
         with self._lock:
-            watches = list(self._watches.values())
-        return all(w.synced.is_set() or w.forbidden for w in watches)
+            watches = list(self._watches.items())
+        return sorted(f"{a}/{k}" + (f" in {ns}" if ns else "") for (a, k, ns), w in watches
+                      if not (w.synced.is_set() or w.forbidden))
 
     def kinds(self) -> list[str]:
         with self._lock:

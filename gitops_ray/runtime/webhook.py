@@ -10,6 +10,13 @@ matters because every accepted delivery costs git and API traffic.
   constant time. The SHA-1 signature GitHub also sends is ignored.
 * GitLab: ``X-Gitlab-Token`` must equal the secret (constant-time comparison).
 
+Nothing is read or parsed before the headers say the delivery can be genuine
+(:func:`admit`, run by the HTTP layer before the body is read): a GitHub delivery must
+carry a well-formed signature header, a GitLab delivery the right token. Only then is the
+body read (bounded, see :mod:`gitops_ray.runtime.server`), its HMAC checked, its JSON
+nesting depth checked (:func:`nesting_depth`, so a deeply nested body is a 400, not a
+``RecursionError``), and only then is it decoded.
+
 Which apps a push touches follows Argo CD (``util/webhook``): same repository after URL
 normalisation (scheme, credentials, port, ``.git`` and case ignored; scp-like SSH URLs
 understood) and the app's ``targetRevision`` names the pushed branch or tag, or is
@@ -22,12 +29,18 @@ import hashlib
 import hmac
 import json
 import re
+from array import array
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 from urllib.parse import urlsplit
 
-MAX_BODY = 25 * 1024 * 1024  # GitHub caps payloads at 25 MB
+MAX_DEPTH = 32  # JSON nesting a push payload may have (GitHub's and GitLab's are < 10)
+_SIGNATURE = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # signed: +1 / -1
 _SCP = re.compile(r"^(?:[\w.\-]+@)?([\w.\-]+):(?!//)(.+)$")
 _REF_PREFIXES = ("refs/heads/", "refs/tags/")
 _GITHUB_URL_KEYS = ("html_url", "clone_url", "ssh_url", "git_url", "url", "svn_url")
@@ -103,7 +116,25 @@ def provider_of(headers: Mapping[str, str]) -> str:
     return ""
 
 
-def authenticate(provider: str, headers: Mapping[str, str], body: bytes, secret: str) -> None:
+def admit(provider: str, headers: Mapping[str, str], secret: str) -> None:
+    """Raise :class:`WebhookRejected` unless the headers alone allow a genuine delivery.
+
+    Runs before the body is read: a GitLab token is checked completely here, a GitHub
+    signature must at least be present and well-formed (its HMAC needs the body).
+    """
+    if not secret:
+        raise WebhookRejected(401, "no webhook secret is configured")
+    if provider == "github":
+        if not _SIGNATURE.match(headers.get("x-hub-signature-256", "")):
+            raise WebhookRejected(401, "the delivery is not signed")
+        return
+    if provider != "gitlab":
+        raise WebhookRejected(400, "not a GitHub or GitLab delivery")
+    authenticate(provider, headers, b"", secret)
+
+
+def authenticate(provider: str, headers: Mapping[str, str], body: bytes | memoryview,
+                 secret: str) -> None:
     """Raise :class:`WebhookRejected` (401) unless the delivery carries the secret."""
     if not secret:
         raise WebhookRejected(401, "no webhook secret is configured")
@@ -120,18 +151,32 @@ def authenticate(provider: str, headers: Mapping[str, str], body: bytes, secret:
         raise WebhookRejected(401, "the signature does not match")
 
 
-def parse_push(provider: str, headers: Mapping[str, str], body: bytes) -> Push | None:
+def parse_push(provider: str, headers: Mapping[str, str], body: bytes | memoryview
+               ) -> Push | None:
     """The push in an authenticated delivery; ``None`` for other events (ping, issues)."""
     event = headers.get("x-github-event" if provider == "github" else "x-gitlab-event", "")
     if event not in ("push", "Push Hook", "Tag Push Hook"):
         return None
+    if nesting_depth(body) > MAX_DEPTH:
+        raise WebhookRejected(400, f"the payload nests deeper than {MAX_DEPTH} levels")
     try:
-        payload = json.loads(body)
-    except ValueError as e:
+        payload = json.loads(bytes(body))
+    except (ValueError, RecursionError) as e:
         raise WebhookRejected(400, "the payload is not JSON") from e
     if not isinstance(payload, dict) or not isinstance(payload.get("ref"), str):
         raise WebhookRejected(400, "the push payload has no ref")
     return _github_push(payload) if provider == "github" else _gitlab_push(payload)
+
+
+def nesting_depth(body: bytes | memoryview) -> int:
+    """How deeply arrays and objects nest in a JSON text, without decoding it.
+
+    Strings are cut out (a bracket inside one does not count), every other byte but the
+    brackets is dropped (both at C speed), and the deepest running count of open minus
+    closed brackets is the depth. Linear in the size; never recursive.
+    """
+    steps = array("b", _STRING.sub(b"", body).translate(_DEPTH_STEPS, _NOT_BRACKETS))
+    return max(accumulate(steps), default=0)
 
 
 def _github_push(payload: dict[str, Any]) -> Push:

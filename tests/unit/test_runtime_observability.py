@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 import structlog
 
-from gitops_ray.runtime.logs import configure_logging, redact_url
+from gitops_ray.runtime.logs import Throttle, configure_logging, redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.server import HttpServers, Request, Response, group_routes
 
@@ -100,3 +100,14 @@ def test_json_logs_carry_bound_context() -> None:
         structlog.reset_defaults()
         root.handlers[:], _ = saved
         root.setLevel(saved[1])
+
+
+def test_throttle_lets_one_line_per_period_through_and_counts_the_rest() -> None:
+    now = [0.0]
+    throttle = Throttle(10, clock=lambda: now[0])
+    assert throttle.allow("unsigned") == 0
+    assert throttle.allow("unsigned") is None and throttle.allow("unsigned") is None
+    assert throttle.allow("forged") == 0  # keys are independent
+    now[0] = 10.0
+    assert throttle.allow("unsigned") == 2
+    assert throttle.allow("unsigned") is None

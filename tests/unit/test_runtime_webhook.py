@@ -9,8 +9,11 @@ import json
 import pytest
 
 from gitops_ray.runtime.webhook import (
+    MAX_DEPTH,
     WebhookRejected,
+    admit,
     authenticate,
+    nesting_depth,
     normalize_repo_url,
     parse_push,
     provider_of,
@@ -137,3 +140,54 @@ def test_changed_files_say_which_apps_a_push_touched() -> None:
     bare_headers, bare_body = github(GITHUB_PUSH)  # no file lists: nothing is "touched"
     bare = parse_push("github", bare_headers, bare_body)
     assert bare is not None and not bare.touches(".")
+
+
+# -- before the body: admission on the headers alone ----------------------------------------
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"x-github-event": "push"}, 401),
+    ({"x-github-event": "push", "x-hub-signature-256": "sha256=nothex"}, 401),
+    ({"x-github-event": "push", "x-hub-signature-256": "sha1=" + "a" * 40}, 401),
+    ({"x-gitlab-event": "Push Hook", "x-gitlab-token": "wrong"}, 401),
+    ({"x-gitlab-event": "Push Hook"}, 401),
+    ({}, 400),
+])
+def test_admission_refuses_on_headers_alone(headers: dict[str, str], status: int) -> None:
+    with pytest.raises(WebhookRejected) as info:
+        admit(provider_of(headers), headers, SECRET)
+    assert info.value.status == status
+
+
+def test_admission_lets_plausible_deliveries_through() -> None:
+    admit("github", {"x-hub-signature-256": "sha256=" + "ab" * 32}, SECRET)
+    admit("gitlab", {"x-gitlab-token": SECRET}, SECRET)
+
+
+def test_admission_without_a_configured_secret_refuses_everything() -> None:
+    with pytest.raises(WebhookRejected) as info:
+        admit("gitlab", {"x-gitlab-token": ""}, "")
+    assert info.value.status == 401
+
+
+# -- JSON depth -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "depth"), [
+    (b"1", 0), (b"{}", 1), (b"[[[]]]", 3), (b'{"a": [1, {"b": "]]]\\"[[["}]}', 3),
+    (b'"[[[["', 0), (b"[" * 100_000 + b"]" * 100_000, 100_000)])
+def test_nesting_depth_ignores_brackets_in_strings(text: bytes, depth: int) -> None:
+    assert nesting_depth(text) == depth
+    assert nesting_depth(memoryview(text)) == depth
+
+
+def test_deep_json_is_a_400_not_a_recursion_error() -> None:
+    headers, _ = github(GITHUB_PUSH)
+    for body in (b"[" * 100_000 + b"]" * 100_000, b'{"ref": ' + b"[" * 40 + b"]" * 40 + b"}"):
+        with pytest.raises(WebhookRejected) as info:
+            parse_push("github", headers, body)
+        assert info.value.status == 400 and "deeper" in info.value.reason
+
+
+def test_a_push_within_the_depth_limit_parses() -> None:
+    headers, body = github({**GITHUB_PUSH, "x": [[[[[[[[{"a": 1}]]]]]]]]})
+    assert nesting_depth(body) < MAX_DEPTH
+    assert parse_push("github", headers, body) is not None

@@ -1,0 +1,227 @@
+"""``/readyz`` tells the truth: 503 while the API server is unreachable or RBAC denies every
+refresh, with the failing checks in the body and ``gitops_ray_ready{check}`` at 0, and 200
+again once the cause is gone (issue 13, item 8).
+
+The outage is real but private: the controller reaches the session's API server through
+a TCP relay this test owns, and the test cuts the relay (refusing connections and
+breaking the open ones, watches included) instead of stopping the shared control plane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+
+from gitops_ray.kube import Kube
+from gitops_ray.localcluster import LocalControlPlane
+from gitops_ray.localcluster.controlplane import free_port
+from tests.conftest import GitRepo
+from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
+from tests.integration.test_controller import application, eventually
+from tests.samples import raycluster
+
+
+class Relay:
+    """A loopback TCP relay to ``target`` that can be cut (refuse and reset) and restored."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._conns: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self.restore()
+
+    def restore(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            conns, self._conns = self._conns, []
+        if listener is not None:
+            listener.close()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                return
+            upstream.settimeout(None)
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+@pytest.fixture
+def relay(control_plane: LocalControlPlane) -> Iterator[Relay]:
+    r = Relay(("127.0.0.1", control_plane.port))
+    yield r
+    r.cut()
+
+
+def kubeconfig_via(source: Path, port: int, path: Path) -> Path:
+    doc = yaml.safe_load(source.read_text())
+    for cluster in doc["clusters"]:
+        cluster["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
+
+
+def settings(kubeconfig: Path, namespace: str, repo: GitRepo) -> dict[str, Any]:
+    return {"kubeconfig": str(kubeconfig), "controlNamespace": namespace,
+            "interval": "2s", "jitter": "0", "debounce": "100ms",
+            "leaderElection": {"enabled": False},
+            "applications": [application("probed", repo.url, namespace)]}
+
+
+def readyz(proc: ControllerProcess) -> tuple[int, dict[str, Any]]:
+    with contextlib.suppress(requests.RequestException, ValueError):
+        resp = requests.get(f"http://127.0.0.1:{proc.health_port}/readyz", timeout=5)
+        return resp.status_code, resp.json()
+    return 0, {}
+
+
+def failing_checks(proc: ControllerProcess) -> dict[str, str]:
+    code, body = readyz(proc)
+    return dict(body.get("failing") or {}) if code == 503 else {}
+
+
+def gauge(proc: ControllerProcess, check: str) -> str:
+    line = f'gitops_ray_ready{{check="{check}"}} '
+    return next((x[len(line):] for x in proc.metrics().splitlines() if x.startswith(line)), "")
+
+
+def test_unreachable_api_server_is_503_until_it_answers_again(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        relay: Relay, tmp_path: Path, controller_process: StartController) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
+    config = kubeconfig_via(control_plane.kubeconfig, relay.port, tmp_path / "relay.kubeconfig")
+    proc = controller_process("ready-relay", settings(config, namespace, git_repo))
+    eventually(proc.ready, message="ready through the relay")
+    eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+               message="synced through the relay")
+    assert gauge(proc, "api_reachable") == "1.0"
+
+    relay.cut()
+    failed = eventually(lambda: failing_checks(proc).get("api_reachable"),
+                        message="503 naming api_reachable")
+    print(f"503 body reason: {failed}")
+    assert "has not answered" in failed
+    assert gauge(proc, "api_reachable") == "0.0"  # metrics still answer during the outage
+
+    relay.restore()
+    eventually(proc.ready, message="ready again once the API server answers")
+    assert gauge(proc, "api_reachable") == "1.0"
+    assert proc.alive()
+    assert not [r for r in proc.records() if r.get("event") == "(not json)"]
+
+
+def test_every_refresh_forbidden_is_503_until_rbac_allows_it(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path, controller_process: StartController) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "nobody", "namespace": namespace}}, field_manager="tests")
+    config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                        name="nobody", path=tmp_path / "nobody.kubeconfig")
+    proc = controller_process("ready-rbac", settings(config, namespace, git_repo))
+
+    failed = eventually(lambda: failing_checks(proc).get("api_authorized"), timeout=90,
+                        message="503 naming api_authorized")
+    print(f"503 body reason: {failed}")
+    assert "denied" in failed
+    assert gauge(proc, "api_authorized") == "0.0"
+    assert readyz(proc)[0] == 503
+
+    binding = f"gitops-ray-faults-{namespace}"
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": binding},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": "cluster-admin"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "nobody",
+                               "namespace": namespace}]}, field_manager="tests")
+    try:
+        eventually(proc.ready, timeout=90, message="ready once RBAC allows the refresh")
+        assert gauge(proc, "api_authorized") == "1.0"
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+                   message="and it syncs")
+    finally:
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", binding)
+
+
+def test_leader_election_denied_is_503_until_leases_are_allowed(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path, controller_process: StartController) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "no-leases", "namespace": namespace}},
+                field_manager="tests")
+    everything_but_leases = [{"apiGroups": ["", "ray.io"], "resources": ["*"], "verbs": ["*"]}]
+    leases = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["*"]}]
+    name = f"gitops-ray-faults-{namespace}"
+    grant(kube, "ClusterRole", name, namespace, "no-leases", everything_but_leases)
+    config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                        name="no-leases", path=tmp_path / "sa.kubeconfig")
+    proc = controller_process("ready-lease", {
+        **settings(config, namespace, git_repo),
+        "leaderElection": {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s",
+                           "retryPeriod": "500ms"}})
+    try:
+        failed = eventually(lambda: failing_checks(proc).get("leader_election"),
+                            message="503 naming leader_election")
+        print(f"503 body reason: {failed}")
+        assert "HTTP 403" in failed
+        assert gauge(proc, "leader_election") == "0.0"
+
+        grant(kube, "Role", name, namespace, "no-leases", leases)
+        eventually(proc.ready, message="ready once the lease can be taken")
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+                   message="and, leading, it syncs")
+    finally:
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+
+
+def grant(kube: Kube, kind: str, name: str, namespace: str, account: str,
+          rules: list[dict[str, Any]]) -> None:
+    """A (Cluster)Role with ``rules`` bound to ServiceAccount ``account``."""
+    scope = {"namespace": namespace} if kind == "Role" else {}
+    api = "rbac.authorization.k8s.io/v1"
+    kube.create({"apiVersion": api, "kind": kind, "metadata": {"name": name, **scope},
+                 "rules": rules}, field_manager="tests")
+    kube.create({"apiVersion": api, "kind": f"{kind}Binding",
+                 "metadata": {"name": name, **scope},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
+                             "name": name},
+                 "subjects": [{"kind": "ServiceAccount", "name": account,
+                               "namespace": namespace}]}, field_manager="tests")

@@ -1,0 +1,211 @@
+"""The HTTP layer's bounds, on real loopback sockets with small limits (no mocks).
+
+Each test speaks raw HTTP over a socket, so it can do what a hostile client does: lie
+about the length, announce a body and never send it, or hold connections open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from gitops_ray.runtime.server import (
+    HttpLimits,
+    HttpServers,
+    Refusal,
+    Request,
+    Response,
+    Route,
+    content_length,
+    group_routes,
+)
+
+LIMITS = HttpLimits(max_body=1000, max_connections=4, max_body_reads=1, header_timeout=1.0,
+                    body_timeout=1.0)
+
+
+class Server:
+    def __init__(self) -> None:
+        self.seen: list[Request] = []
+        self.refused: list[Refusal] = []
+        self.release = threading.Event()
+        self.release.set()
+        routes = group_routes([("127.0.0.1:0", {
+            ("POST", "/hook"): Route(self.handle, admit=self.admit),
+            ("POST", "/boom"): self.boom,
+            ("GET", "/ok"): lambda r: Response(),
+        })])
+        self.servers = HttpServers(routes, limits=LIMITS, on_refused=self.refused.append)
+        self.port = self.servers.ports[0]
+
+    def admit(self, headers: Mapping[str, str]) -> Response | None:
+        return None if headers.get("x-token") == "yes" else Response(401, b"no token\n")
+
+    def handle(self, request: Request) -> Response:
+        self.release.wait(10)
+        self.seen.append(request)
+        return Response(202, b"taken\n")
+
+    def boom(self, request: Request) -> Response:
+        raise RuntimeError("secret document value")
+
+    def connect(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        return sock
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    s = Server()
+    s.servers.start()
+    yield s
+    s.release.set()
+    s.servers.stop()
+
+
+def exchange(server: Server, head: str, body: bytes = b"") -> bytes:
+    """Send a request (head without the blank line) and read until the server closes."""
+    with server.connect() as sock:
+        sock.sendall(head.encode() + b"\r\n\r\n" + body)
+        return read_all(sock)
+
+
+def read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            if b"\r\n\r\n" in b"".join(chunks) and _complete(b"".join(chunks)):
+                break
+    return b"".join(chunks)
+
+
+def _complete(data: bytes) -> bool:
+    head, _, body = data.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            return len(body) >= int(line.split(b":")[1])
+    return False
+
+
+def status(response: bytes) -> int:
+    return int(response.split(b" ", 2)[1])
+
+
+POST = "POST /hook HTTP/1.1\r\nHost: x\r\nX-Token: yes"
+
+
+@pytest.mark.parametrize(("length", "code"), [
+    ("-1", 400), ("abc", 400), ("1e3", 400), ("5, 7", 400), ("1001", 413),
+    ("99999999999999999999999", 413), ("9" * 60000, 413)])
+def test_bad_lengths_are_4xx_and_no_body_is_read(server: Server, length: str,
+                                                 code: int) -> None:
+    response = exchange(server, f"{POST}\r\nContent-Length: {length}", b"x" * 5)
+    assert status(response) == code
+    assert server.seen == []
+
+
+def test_two_different_lengths_are_400(server: Server) -> None:
+    response = exchange(server, f"{POST}\r\nContent-Length: 4\r\nContent-Length: 2", b"data")
+    assert status(response) == 400 and server.seen == []
+
+
+def test_missing_length_and_chunked_are_411(server: Server) -> None:
+    assert status(exchange(server, POST)) == 411
+    chunked = exchange(server, f"{POST}\r\nTransfer-Encoding: chunked", b"5\r\nhello\r\n0\r\n\r\n")
+    assert status(chunked) == 411
+    assert server.seen == [] and server.refused.count(Refusal.BAD_LENGTH) == 2
+
+
+def test_admission_runs_on_the_headers_before_the_body_is_sent(server: Server) -> None:
+    with server.connect() as sock:  # announces 1000 bytes, sends none, still gets its 401
+        sock.sendall(b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+        response = read_all(sock)
+    assert status(response) == 401 and response.endswith(b"no token\n")
+    assert server.refused == [Refusal.NOT_ADMITTED]
+
+
+def test_an_admitted_body_is_read_and_handled(server: Server) -> None:
+    response = exchange(server, f"{POST}\r\nContent-Length: 4", b"data")
+    assert status(response) == 202
+    assert server.seen[0].body == b"data"
+
+
+def test_a_body_that_never_arrives_times_out_with_408(server: Server) -> None:
+    with server.connect() as sock:
+        sock.sendall(f"{POST}\r\nContent-Length: 10\r\n\r\nabc".encode())
+        response = read_all(sock)
+    assert status(response) == 408 and server.seen == []
+
+
+def test_silent_connections_are_dropped_after_the_header_timeout(server: Server) -> None:
+    with server.connect() as sock:
+        sock.sendall(b"POST /hook HTTP/1.1\r\n")  # and nothing more
+        assert read_all(sock) == b""  # closed by the server, no thread left behind
+    assert status(exchange(server, "GET /ok HTTP/1.1\r\nHost: x")) == 200
+
+
+def test_connections_beyond_the_bound_get_503_at_once(server: Server) -> None:
+    held = [server.connect() for _ in range(LIMITS.max_connections)]
+    try:
+        for sock in held:
+            sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status(read_all(sock)) == 200  # served: each now holds a thread (keep-alive)
+        with server.connect() as extra:
+            assert status(read_all(extra)) == 503
+    finally:
+        for sock in held:
+            sock.close()
+    assert Refusal.BUSY in server.refused
+
+
+def test_body_reads_beyond_the_bound_wait_then_get_503(server: Server) -> None:
+    server.release.clear()  # the first delivery holds the only body slot
+    first = server.connect()
+    try:
+        first.sendall(f"{POST}\r\nContent-Length: 1\r\n\r\nx".encode())
+        second = exchange(server, f"{POST}\r\nContent-Length: 1", b"y")
+        assert status(second) == 503
+        server.release.set()
+        assert status(read_all(first)) == 202
+    finally:
+        first.close()
+
+
+def test_a_handler_error_is_a_bare_500(server: Server, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    response = exchange(server, "POST /boom HTTP/1.1\r\nHost: x\r\nContent-Length: 0")
+    assert status(response) == 500 and response.endswith(b"internal error\n")
+    assert b"secret document value" not in response and b"Traceback" not in response
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_other_methods_and_oversized_headers_are_4xx(server: Server) -> None:
+    assert status(exchange(server, "PUT /hook HTTP/1.1\r\nHost: x\r\nContent-Length: 0")) == 405
+    assert status(exchange(server, "DELETE /nope HTTP/1.1\r\nHost: x")) == 404
+    many = "\r\n".join(f"X-H{i}: v" for i in range(120))
+    assert status(exchange(server, f"GET /ok HTTP/1.1\r\n{many}")) == 431
+    assert status(exchange(server, f"GET /ok HTTP/1.1\r\nX-Long: {'v' * 70000}")) == 431
+    assert status(exchange(server, "GARBAGE")) == 400
+
+
+def test_get_routes_never_read_a_body(server: Server) -> None:
+    response = exchange(server, "GET /ok HTTP/1.1\r\nHost: x\r\nContent-Length: 5", b"hello")
+    assert status(response) == 200 and b"Connection: close" in response
+
+
+@pytest.mark.parametrize(("headers", "expected"), [
+    ({"content-length": "0"}, 0), ({"content-length": " 12 "}, 12),
+    ({"content-length": "1000"}, 1000)])
+def test_content_length_accepts_plain_numbers(headers: dict[str, str], expected: int) -> None:
+    assert content_length(headers, 1000) == expected
+
+
+def test_a_refused_body_sent_in_full_still_gets_its_response(server: Server) -> None:
+    body = b"x" * 50_000  # sent before the client reads (see server.linger)
+    for _ in range(20):
+        assert status(exchange(server, f"{POST}\r\nContent-Length: 50000", body)) == 413
