@@ -55,6 +55,7 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
+from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
 
@@ -84,7 +85,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
             result = reconciler.sync(app, revision=selection.revision, local=selection.local,
                                      prune=prune, dry_run=dry_run).result
         except GitOpsRayError as e:  # this app's input is bad: the others go on
-            result = SyncResult(app.name, selection.revision or "").fail(error_text(e))
+            result = SyncResult(app.name, selection.revision or "").fail(
+                error_text(e), reason_of(e), cause=e)
             if not dry_run:
                 _record_failure(store, result)
         if origin and not dry_run:
@@ -146,7 +148,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
         click.echo(f"{name}\t{res.key}\t{res.action}"
                    + (f"\t{res.message}" if res.message else ""))
     suffix = " (dry run)" if dry_run else ""
-    click.secho(f"app {name}: {result.phase}{suffix} at {result.revision[:12]}"
+    phase = f"{result.phase} ({result.reason})" if result.reason else result.phase
+    click.secho(f"app {name}: {phase}{suffix} at {result.revision[:12]}"
                 + (f": {result.message}" if result.message else ""),
                 fg="green" if result.ok else "red", err=True)
 
@@ -160,6 +163,7 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
             "lastSync": (status.get("operation") or {}).get("phase", ""),
+            "reason": (status.get("operation") or {}).get("reason", ""),
             "history": status.get("history", [])}
 
 
@@ -238,8 +242,8 @@ def _print_status(rows: list[dict[str, Any]], output: str) -> None:
 
 def _with_warnings(row: dict[str, Any]) -> str:
     count = len(row["warnings"])
-    return f"{row['lastSync']} ({count} render warning(s): -o yaml)" if count \
-        else str(row["lastSync"])
+    last = f"{row['lastSync']} ({row['reason']})" if row["reason"] else str(row["lastSync"])
+    return f"{last} ({count} render warning(s): -o yaml)" if count else last
 
 
 # -- wait ---------------------------------------------------------------------------------

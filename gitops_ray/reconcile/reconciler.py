@@ -10,6 +10,14 @@ an ignored patch file: :mod:`gitops_ray.render.notes`) may be missing objects th
 still in git; pruning would delete them from the cluster. Such a sync applies what was
 rendered and leaves every prune pending, saying why. (A render that *failed* never gets
 this far: nothing is synced at all.)
+
+**Every sync is recorded, failed or not** (:mod:`gitops_ray.sync.reasons`). The sync
+itself never raises, and the steps around it that can fail are folded into its result:
+a comparison after the sync that fails makes it a ``CompareFailed`` operation (recorded
+without a comparison: sync status ``Unknown``, the error), and a record that cannot be
+written makes it ``RecordFailed`` (unless it had failed already), returned all the same
+so the controller can back off in memory. Only :class:`~gitops_ray.kube.LeaseExpired`
+escapes: a replica that lost its lease records nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +26,13 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import LeaseExpired
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
-from gitops_ray.reconcile.status import save_status
+from gitops_ray.reconcile.status import save_failed_sync, save_status
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
+from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.types import ResourceKey
 
 
@@ -32,6 +43,7 @@ class SyncOutcome:
     before: Comparison
     result: SyncResult
     after: Comparison | None
+    unrecorded: GitOpsRayError | None = None  # why the operation could not be recorded
 
 
 class Reconciler:
@@ -51,14 +63,51 @@ class Reconciler:
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
                               out_of_sync=before.out_of_sync)
-        result = self.syncer.sync(request, self.pipeline.rules(app))
+        result = self._sync(request)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
         if dry_run:
             return SyncOutcome(before, result, None)
-        after = self.pipeline.compare(app, revision=before.revision, local=local)
-        save_status(self.syncer.store, after, result)
-        return SyncOutcome(before, result, after)
+        after = self._compare_after(app, result, local=local)
+        unrecorded = self._record(result, after)
+        return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
+                           unrecorded)
+
+    def _sync(self, request: SyncRequest) -> SyncResult:
+        try:
+            rules = self.pipeline.rules(request.app)
+        except GitOpsRayError as e:  # an invalid ignore rule (compare would have said so)
+            return SyncResult(request.app.name, request.revision).fail(
+                str(e), reason_of(e), cause=e)
+        return self.syncer.sync(request, rules)
+
+    def _compare_after(self, app: Application, result: SyncResult, *,
+                       local: Path | None) -> Comparison | GitOpsRayError:
+        """The comparison after the sync, or why it failed (the result fails too)."""
+        try:
+            return self.pipeline.compare(app, revision=result.revision, local=local)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            result.fail(f"the comparison after the sync failed: {e}",
+                        reason_of(e, Reason.COMPARE_FAILED), cause=e)
+            return e
+
+    def _record(self, result: SyncResult, after: Comparison | GitOpsRayError
+                ) -> GitOpsRayError | None:
+        """Record the operation; the error if it could not be (the result says so too)."""
+        try:
+            if isinstance(after, Comparison):
+                save_status(self.syncer.store, after, result)
+            else:
+                save_failed_sync(self.syncer.store, result, f"{after.stage}: {after}")
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            result.fail(f"the operation could not be recorded: {e}", Reason.RECORD_FAILED,
+                        cause=e)
+            return e
+        return None
 
 
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:

@@ -18,6 +18,13 @@ A refresh:
    next decision needs, requeues itself when a backoff is pending, posts Events, and
    writes the status record only when it changed (a no-op cycle writes nothing).
 
+A sync's failure is an outcome, not an exception (:mod:`gitops_ray.sync.reasons`): it is
+counted by reason (``gitops_ray_sync_failures_total{reason}``), named in the Event, and
+remembered in memory *before* anything is written, so the retry limit and backoff apply
+even when the record itself cannot be written (RBAC, a conflict storm). Such a record
+write failure is logged once per app (``record_not_written``) until a write succeeds
+again, instead of on every refresh.
+
 An app removed from its app-of-apps source (:meth:`Controller.forget`) is deleted on
 its next turn in the work queue, so never while it is being refreshed or synced: its
 objects with it when the Application carried Argo CD's resources finalizer, else
@@ -68,6 +75,7 @@ from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.records import AppRecord, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
@@ -127,6 +135,7 @@ class Controller:
         self._last_ops: dict[str, LastOperation] = {}
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
+        self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
 
     # -- leadership ------------------------------------------------------------------
 
@@ -207,7 +216,10 @@ class Controller:
         started, result = time.monotonic(), "success"
         error: GitOpsRayError | None = None
         try:
-            self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
+            synced = self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS
+                                   else self.recent)
+            if synced is not None and not synced.ok:  # recorded already: only count it
+                result, error = "error", synced.cause
         except LeaseExpired as e:
             result = "error"
             log.warning("sync_aborted_lease_expired", error=str(e))
@@ -219,7 +231,9 @@ class Controller:
             self.metrics.reconciles.labels(name, result).inc()
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 
-    def _refresh(self, app: Application, log: FilteringBoundLogger, max_age: float) -> None:
+    def _refresh(self, app: Application, log: FilteringBoundLogger,
+                 max_age: float) -> SyncResult | None:
+        """Compare, then (leader only) decide and maybe sync; the sync's result, if any."""
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                      max_age=max_age)
         comparison = self.pipeline.compare(app, revision=sha)
@@ -227,16 +241,16 @@ class Controller:
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard() as leading:
             if not leading:
-                return
+                return None
             observed = observe(app, comparison)
             decision = self._decide(app, observed)
             if decision.action is Action.SYNC:
-                self._sync(app, comparison, observed, decision, log)
-                return
+                return self._sync(app, comparison, observed, decision, log)
             if decision.action is Action.WAIT:
                 log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
                 self._requeue(app.name, decision.wait)
             self._save(app.name, status_of(comparison), decision)
+            return None
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
         return decide(app.sync_policy, observed, self._last_ops.get(app.name),
@@ -250,7 +264,8 @@ class Controller:
     # -- sync ------------------------------------------------------------------------
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
-              decision: Decision, log: FilteringBoundLogger) -> None:
+              decision: Decision, log: FilteringBoundLogger) -> SyncResult:
+        """Sync, remember (in memory first), record, account."""
         log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
@@ -258,15 +273,20 @@ class Controller:
             outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
                                            only=decision.only, before=before)
         result = outcome.result
-        fields = operation_fields(decision, observed, self.identity)
-        self._record_operation(app.name, fields, decision)
-        self._last_ops[app.name] = LastOperation(
+        self._last_ops[app.name] = LastOperation(  # first: backoff must not need the record
             result.revision, result.phase, result.finished_at or self._clock(),
             observed.source_key, decision.self_heal_attempts, decision.attempt)
+        if outcome.unrecorded is not None:
+            self._not_written(app.name, outcome.unrecorded)
+        else:
+            self._record_operation(app.name, operation_fields(decision, observed,
+                                                              self.identity), decision)
         self._account(app.name, outcome, decision, time.monotonic() - started)
         log.info("sync_finished", phase=result.phase, message=result.message,
-                 revision=result.revision[:12], kind=decision.trigger)
+                 reason=result.reason or "", revision=result.revision[:12],
+                 kind=decision.trigger)
         self._after_sync(app, outcome)
+        return result
 
     def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
         def change(record: AppRecord) -> None:
@@ -275,12 +295,40 @@ class Controller:
                     op.update(fields)
             record.status["autoSync"] = _auto_sync_status(decision)
 
-        self._written[name] = fingerprint(self.store.update(name, change).status)
+        self._update(name, change)
+
+    def _update(self, name: str, change: Callable[[AppRecord], None]) -> AppRecord | None:
+        """Write the app's record; ``None`` (logged once) when it cannot be written."""
+        try:
+            record = self.store.update(name, change)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            self._not_written(name, e)
+            return None
+        self._unwritable.discard(name)
+        self._written[name] = fingerprint(record.status)
+        return record
+
+    def _not_written(self, name: str, error: GitOpsRayError) -> None:
+        """Log a record write failure once per app, until a write succeeds again.
+
+        Backoff does not depend on it (:attr:`_last_ops` is kept in memory), so a record
+        RBAC forbids costs one log line, not one per refresh.
+        """
+        with self._cond:
+            first = name not in self._unwritable
+            self._unwritable.add(name)
+        if first:
+            _log.warning("record_not_written", app=name, error=str(error),
+                         note="backing off in memory; logged once until a write succeeds")
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
                  seconds: float) -> None:
         result = outcome.result
         self.metrics.syncs.labels(name, result.phase, decision.trigger).inc()
+        if result.reason is not None:
+            self.metrics.sync_failures.labels(name, result.reason.value).inc()
         self.metrics.sync_seconds.labels(name).observe(seconds)
         state = self.metrics.apps.get(name)
         self.metrics.apps.set(name, AppState(state.sync_status, state.health_status,
@@ -291,8 +339,9 @@ class Controller:
                     self.metrics.drift_corrections.labels(name, res.key.kind).inc()
         summary = ", ".join(f"{r.key} {r.action}" for r in result.resources
                             if r.action != "unchanged") or "no changes"
+        failed = f"{result.reason}: " if result.reason else ""
         self._event(name, reason="SyncSucceeded" if result.ok else "SyncFailed",
-                    message=f"{decision.trigger} to {result.revision[:12]}: "
+                    message=f"{failed}{decision.trigger} to {result.revision[:12]}: "
                             f"{result.message or summary}", warning=not result.ok)
 
     def _after_sync(self, app: Application, outcome: SyncOutcome) -> None:
@@ -335,8 +384,7 @@ class Controller:
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
         if self._written.get(name) == fingerprint(fields):
             return
-        record = self.store.update(name, lambda r: r.status.update(fields))
-        self._written[name] = fingerprint(record.status)
+        self._update(name, lambda r: r.status.update(fields))
 
     def _failed(self, app: Application, error: GitOpsRayError, log: FilteringBoundLogger) -> None:
         if error.stage == "source":
@@ -364,14 +412,10 @@ class Controller:
         previous = self._written.get(name) or {}
         if previous.get("error") == message:
             return
-        try:
-            record = self.store.update(name, lambda r: r.status.update(
-                {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
-        except KubeError as e:
-            _log.warning("status_not_saved", app=name, error=str(e))
-            return
-        self._written[name] = fingerprint(record.status)
-        self._event(name, reason="ComparisonError", message=message, warning=True)
+        record = self._update(name, lambda r: r.status.update(
+            {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
+        if record is not None:
+            self._event(name, reason="ComparisonError", message=message, warning=True)
 
     def _event(self, name: str, *, reason: str, message: str, warning: bool = False) -> None:
         """An Event on the app's record ConfigMap (``kubectl get events -n <control ns>``)."""

@@ -12,6 +12,12 @@ The three promises, and where they are kept:
   tracking id that names this app and themselves are deleted, never when the render is
   empty (unless ``allowEmpty``), never with ``Prune=false``, never after a failed apply,
   and with a ``uid`` precondition so a re-created object is left alone.
+
+**A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
+failure, whichever step it happens in, is returned as a ``Failed`` result with a
+:class:`~gitops_ray.sync.reasons.Reason`, so it is recorded as an operation and
+auto-sync's retry limit and backoff apply to it. The only exception that escapes is
+:class:`~gitops_ray.kube.LeaseExpired`: a replica that lost its lease records nothing.
 """
 
 from __future__ import annotations
@@ -25,12 +31,13 @@ from typing import Protocol
 import structlog
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.errors import SyncError
+from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
 from gitops_ray.sync.order import apply_order, prune_order, sync_options
+from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
@@ -64,20 +71,33 @@ class SyncResult:
     revision: str
     phase: str = "Succeeded"
     message: str = ""
+    reason: Reason | None = None  # why it failed (None while it has not)
     resources: list[ResourceResult] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     finished_at: float = 0.0
+    cause: GitOpsRayError | None = field(default=None, repr=False, compare=False)
+    """The error behind the failure, if any (not recorded: e.g. readiness asks if it is a 403)."""
 
     @property
     def ok(self) -> bool:
         return self.phase == "Succeeded"
 
-    def fail(self, message: str) -> SyncResult:
-        self.phase, self.message, self.finished_at = "Failed", message, time.time()
+    def fail(self, message: str, reason: Reason, *,
+             cause: GitOpsRayError | None = None) -> SyncResult:
+        """Mark the operation failed.
+
+        The first failure names it (later ones are in :attr:`resources`): the root cause
+        is what a user must fix first.
+        """
+        if self.ok:
+            self.phase, self.message, self.reason = "Failed", message, reason
+            self.cause = cause
+        self.finished_at = time.time()
         return self
 
     def as_operation(self) -> dict[str, object]:
         return {"revision": self.revision, "phase": self.phase, "message": self.message,
+                "reason": self.reason.value if self.reason else "",
                 "startedAt": self.started_at, "finishedAt": self.finished_at,
                 "resources": [{"key": str(r.key), "action": r.action, "message": r.message}
                               for r in self.resources]}
@@ -112,26 +132,44 @@ class Syncer:
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
 
     def sync(self, request: SyncRequest, rules: IgnoreRules) -> SyncResult:
+        """Sync one app; never raises but :class:`LeaseExpired` (see the module docstring)."""
+        result = SyncResult(request.app.name, request.revision)
+        try:
+            self._sync(request, rules, result)
+        except StepFailed as e:
+            cause = e.__cause__ if isinstance(e.__cause__, GitOpsRayError) else e
+            return result.fail(str(e), e.reason, cause=cause)
+        result.finished_at = time.time()
+        return result
+
+    def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
         app = request.app
-        result = SyncResult(app.name, request.revision)
         objs = [with_tracking(app.name, o) for o in request.desired]
         problems = validate_ray_objects(objs)
         if problems:
-            return result.fail("invalid Ray objects, nothing applied: " + "; ".join(problems))
+            result.fail("invalid Ray objects, nothing applied: " + "; ".join(problems),
+                        Reason.VALIDATION_FAILED)
+            return
         if request.prune and not objs and not app.sync_policy.allow_empty:
-            return result.fail(f"refusing to sync app {app.name!r}: the render is empty and "
-                               "allowEmpty is not set, so pruning would delete everything")
-        record = self.store.load(app.name)
+            result.fail(f"refusing to sync app {app.name!r}: the render is empty and "
+                        "allowEmpty is not set, so pruning would delete everything",
+                        Reason.EMPTY_RENDER)
+            return
+        with failing_as(Reason.INVENTORY_FAILED):
+            record = self.store.load(app.name)
         if not request.dry_run:
-            self._ensure_namespace(request)
-            self._remember(app.name, [InventoryEntry.of(o) for o in objs])
-        if not self._apply_all(request, objs, rules, result):
-            return result
-        kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
+            with failing_as(Reason.NAMESPACE_FAILED):
+                self._ensure_namespace(request)
+            with failing_as(Reason.INVENTORY_FAILED):
+                self._remember(app.name, [InventoryEntry.of(o) for o in objs])
+        with failing_as(Reason.APPLY_FAILED):
+            if not self._apply_all(request, objs, rules, result):
+                return
+        with failing_as(Reason.PRUNE_FAILED):
+            kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
         if not request.dry_run:
-            self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
-        result.finished_at = time.time()
-        return result
+            with failing_as(Reason.INVENTORY_FAILED):
+                self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
 
     # -- apply -----------------------------------------------------------------------
 
@@ -145,11 +183,11 @@ class Syncer:
                 result.resources.append(self._apply(request, obj, rules))
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
-            except KubeError as e:
+            except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
                 result.resources.append(ResourceResult(key, "failed", str(e)))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
-                result.fail(f"{key}: {e}")
+                result.fail(f"{key}: {e}", Reason.APPLY_FAILED, cause=e)
                 return False
         return True
 
@@ -220,11 +258,17 @@ class Syncer:
             if outcome.action != "gone":
                 result.resources.append(outcome)
             if outcome.action == "failed":
-                result.fail(outcome.message)
+                result.fail(outcome.message, Reason.PRUNE_FAILED)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        live = self.kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
+        try:
+            live = self.kube.get(entry.api_version, entry.kind, entry.name,
+                                 entry.namespace or None)
+        except LeaseExpired:
+            raise
+        except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours, keep it
+            return ResourceResult(entry.key, "failed", f"prune failed: cannot read it: {e}")
         if live is None:
             return ResourceResult(entry.key, "gone")
         if not is_tracked_by(request.app.name, live):
