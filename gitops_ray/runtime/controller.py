@@ -265,7 +265,11 @@ class Controller:
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
               decision: Decision, log: FilteringBoundLogger) -> SyncResult:
-        """Sync, remember (in memory first), record, account."""
+        """Sync, remember (in memory first), record, account, requeue.
+
+        The recorded ``autoSync`` is what happens next (a retry after backoff, blocked
+        after the last retry), so the status says so without waiting for a refresh.
+        """
         log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
@@ -276,16 +280,18 @@ class Controller:
         self._last_ops[app.name] = LastOperation(  # first: backoff must not need the record
             result.revision, result.phase, result.finished_at or self._clock(),
             observed.source_key, decision.self_heal_attempts, decision.attempt)
+        follow_up = self._after_sync(app, outcome)
         if outcome.unrecorded is not None:
             self._not_written(app.name, outcome.unrecorded)
         else:
             self._record_operation(app.name, operation_fields(decision, observed,
-                                                              self.identity), decision)
+                                                              self.identity), follow_up)
         self._account(app.name, outcome, decision, time.monotonic() - started)
         log.info("sync_finished", phase=result.phase, message=result.message,
                  reason=result.reason or "", revision=result.revision[:12],
-                 kind=decision.trigger)
-        self._after_sync(app, outcome)
+                 kind=decision.trigger, next=follow_up.action.value)
+        if follow_up.action in (Action.WAIT, Action.SYNC):
+            self._requeue(app.name, follow_up.wait)
         return result
 
     def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
@@ -344,13 +350,11 @@ class Controller:
                     message=f"{failed}{decision.trigger} to {result.revision[:12]}: "
                             f"{result.message or summary}", warning=not result.ok)
 
-    def _after_sync(self, app: Application, outcome: SyncOutcome) -> None:
-        """Publish the post-sync comparison and requeue if a retry or heal is now pending."""
+    def _after_sync(self, app: Application, outcome: SyncOutcome) -> Decision:
+        """Publish the post-sync comparison; what auto-sync will do next."""
         after = outcome.after or outcome.before
         self._publish(app.name, after)
-        follow_up = self._decide(app, observe(app, after))
-        if follow_up.action in (Action.WAIT, Action.SYNC):
-            self._requeue(app.name, follow_up.wait)
+        return self._decide(app, observe(app, after))
 
     # -- deletion --------------------------------------------------------------------
 
@@ -412,8 +416,12 @@ class Controller:
         previous = self._written.get(name) or {}
         if previous.get("error") == message:
             return
-        record = self._update(name, lambda r: r.status.update(
-            {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
+        try:
+            record = self._update(name, lambda r: r.status.update(
+                {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
+        except LeaseExpired as e:  # not leading any more: nothing to record
+            _log.warning("status_not_saved", app=name, error=str(e))
+            return
         if record is not None:
             self._event(name, reason="ComparisonError", message=message, warning=True)
 
