@@ -82,8 +82,11 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
 
     def sync_one(app: Application) -> SyncResult:
         try:
-            result = reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                     prune=prune, dry_run=dry_run).result
+            outcome = reconciler.sync(app, revision=selection.revision, local=selection.local,
+                                      prune=prune, dry_run=dry_run)
+            result = outcome.result
+            if outcome.unrecorded is not None:
+                _warn_unrecorded(app.name, outcome.unrecorded)
         except GitOpsRayError as e:  # this app's input is bad: the others go on
             result = SyncResult(app.name, selection.revision or "").fail(
                 error_text(e), reason_of(e), cause=e)
@@ -139,8 +142,11 @@ def _record_failure(store: RecordStore, result: SyncResult) -> None:
     try:
         save_failed_sync(store, result, result.message)
     except GitOpsRayError as e:  # the cluster is unreachable too: say so, keep the result
-        click.secho(f"warning: app {result.app}: failed sync not recorded: {e}",
-                    fg="yellow", err=True)
+        _warn_unrecorded(result.app, e)
+
+
+def _warn_unrecorded(app: str, error: GitOpsRayError) -> None:
+    click.secho(f"warning: app {app}: sync not recorded: {error}", fg="yellow", err=True)
 
 
 def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
