@@ -89,8 +89,8 @@ class Reconciler:
         except LeaseExpired:
             raise
         except GitOpsRayError as e:
-            result.fail(f"the comparison after the sync failed: {e}",
-                        reason_of(e, Reason.COMPARE_FAILED), cause=e)
+            result.fail(f"the comparison after the sync failed: {e}", Reason.COMPARE_FAILED,
+                        cause=e)  # the step names it, whatever the stage (e.g. git)
             return e
 
     def _record(self, result: SyncResult, after: Comparison | GitOpsRayError

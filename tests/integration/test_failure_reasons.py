@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,21 @@ def test_validation_and_empty_render_refusals_carry_their_reasons(
     empty = env.reconciler.sync(env.app(git_repo, name="empty-app"), prune=True)
     assert empty.result.reason == "EmptyRender"
     assert operation(env, "empty-app")["reason"] == "EmptyRender"
+
+
+def test_a_comparison_after_the_sync_that_fails_is_compare_failed(
+        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path) -> None:
+    git_repo.commit({"manifests/rc.yaml": raycluster("compared")})
+    app = env.app(git_repo, name="compare-app")
+    before = env.pipeline.compare(app)
+    shutil.rmtree(git_repo.bare)  # the repo is gone by the time the sync compares again
+    other = Env(env.kube, env.namespace, tmp_path / "other", helm_bin)  # no render cached
+    outcome = other.reconciler.sync(app, before=before)
+    assert (outcome.result.phase, outcome.result.reason) == ("Failed", "CompareFailed")
+    assert outcome.after is None and env.live("compared") is not None  # it was applied
+    status = RecordStore(env.kube, env.namespace).load("compare-app").status
+    assert (status["operation"]["reason"], status["sync"]) == ("CompareFailed", "Unknown")
+    assert status["error"].startswith("source: ")
 
 
 def test_a_lost_lease_aborts_the_sync_and_records_nothing(
