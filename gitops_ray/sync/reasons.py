@@ -11,9 +11,10 @@ the message is for people and may change.
 
 The reason names the *step* that failed, not the exception's class: a 403 on a GET is a
 ``PruneFailed`` while pruning and an ``ApplyFailed`` while applying. The steps of
-:class:`~gitops_ray.sync.engine.Syncer` wrap themselves in :func:`failing_as`; errors
-raised before or after the sync proper (source, render, the comparisons) are mapped from
-their stage by :func:`reason_of`.
+:class:`~gitops_ray.sync.engine.Syncer` wrap themselves in :func:`failing_as`, and the
+comparison after a sync is a ``CompareFailed`` whatever broke in it. Only errors raised
+before the sync could start (fetching, rendering, comparing: ``gitops-ray sync``) are
+mapped from their stage by :func:`reason_of`.
 
 The one exception that is never turned into a reason is
 :class:`~gitops_ray.kube.LeaseExpired`: a replica that lost its lease must stop at once
