@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration import test_controller
 from tests.integration.test_controller import RC_API, Controller, application, eventually
