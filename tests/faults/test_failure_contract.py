@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore, record_name
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.faults.test_readiness import grant

@@ -18,12 +18,12 @@ import pytest
 
 from gitops_ray.kube import Kube, LeaseExpired
 from gitops_ray.kube.fence import WriteFence
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore, record_name
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import service_account_kubeconfig
 from tests.faults.test_readiness import grant
