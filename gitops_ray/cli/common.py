@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -144,7 +144,6 @@ class Selection:
     revision: str | None = None
     local: Path | None = None
     repo_root: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:

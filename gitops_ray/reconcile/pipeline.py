@@ -40,7 +40,7 @@ from gitops_ray.render.notes import collecting
 from gitops_ray.safepath import safe_path
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
-from gitops_ray.sync.records import InventoryEntry, RecordStore
+from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -395,10 +395,6 @@ def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> 
 
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
-    return {e.key for e in entries}
 
 
 def input_digest(app: Application, root: Path) -> str | None:

@@ -72,16 +72,6 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None
     store.update(result.app, change)
 
 
-def save_error(store: RecordStore, app: str, stage: str, message: str) -> None:
-    """Record that the last pass of ``app`` failed, keeping everything else as it was."""
-
-    def change(record: AppRecord) -> None:
-        record.status.update({"sync": record.status.get("sync", "Unknown"),
-                              "error": f"{stage}: {message}", "comparedAt": time.time()})
-
-    store.update(app, change)
-
-
 def live_health(kube: Kube, record: AppRecord) -> Health:
     """The app's health now, from the live objects of its recorded inventory.
 
