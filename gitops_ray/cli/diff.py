@@ -32,6 +32,7 @@ from gitops_ray.diff.format import to_json, unified
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.render.apps import Application
+from gitops_ray.types import SyncStatus
 
 EXIT_ERROR = 2
 
@@ -99,18 +100,18 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
         if isinstance(comparison, GitOpsRayError):
             failed = True
             click.secho(f"app {app.name}: {error_text(comparison)}", fg="red", err=True)
-            report.append({"app": app.name, "revision": "", "status": "Unknown",
+            report.append({"app": app.name, "revision": "", "status": SyncStatus.UNKNOWN,
                            "error": error_text(comparison), "resources": []})
             continue
         _warn(comparison)
-        changed |= comparison.diff.status == "OutOfSync"
+        changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
                            "resources": to_json(comparison.diff)})
             continue
         for resource in comparison.diff.resources:
-            if resource.status == "OutOfSync":
+            if resource.out_of_sync:
                 click.echo(unified(resource, color=use_color), nl=False)
     if output == "json":
         click.echo(json.dumps(report, indent=2))

@@ -49,6 +49,7 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
@@ -57,6 +58,7 @@ from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
+from gitops_ray.types import SyncStatus
 
 EXIT_FAILED = 2
 POLL_SECONDS = 1.0
@@ -154,8 +156,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
 # -- status -------------------------------------------------------------------------------
 
 def _row(name: str, status: Status) -> dict[str, Any]:
-    return {"name": name, "sync": status.get("sync", "Unknown"),
-            "health": status.get("health", "Unknown"),
+    return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
+            "health": status.get("health", HealthStatus.UNKNOWN.value),
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
@@ -182,7 +184,8 @@ def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
             comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
                                           local=selection.local)
         except GitOpsRayError as e:
-            error = {"sync": "Unknown", "error": error_text(e), "comparedAt": time.time()}
+            error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
+                     "comparedAt": time.time()}
             out[app.name] = _save(store, app.name, error) if record else error
             continue
         if selection.local is None:
@@ -298,8 +301,8 @@ def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
 
 
 def _done(status: Status, want_sync: bool, want_health: bool) -> bool:
-    return ((not want_sync or status.get("sync") == "Synced")
-            and (not want_health or status.get("health") == "Healthy"))
+    return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
+            and (not want_health or status.get("health") == HealthStatus.HEALTHY))
 
 
 def _describe(name: str, status: Status) -> str:

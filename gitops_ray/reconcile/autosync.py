@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.render.apps import Application, SyncPolicy
-from gitops_ray.types import ResourceKey
+from gitops_ray.types import OperationPhase, ResourceKey, SyncStatus
 
 _MAX_STEPS = 64
 
@@ -88,7 +88,7 @@ class LastOperation:
 
     @property
     def succeeded(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == OperationPhase.SUCCEEDED
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> LastOperation | None:
@@ -109,7 +109,7 @@ class Observed:
 
     revision: str
     source_key: str
-    sync_status: str
+    sync_status: SyncStatus
     out_of_sync: frozenset[ResourceKey] = frozenset()
     extraneous: frozenset[ResourceKey] = frozenset()  # live, tracked, no longer in git
     desired_count: int = 1
@@ -168,7 +168,7 @@ def decide(policy: SyncPolicy, observed: Observed, last: LastOperation | None, *
 def _precondition(policy: SyncPolicy, observed: Observed) -> Decision | None:
     if not policy.automated:
         return Decision(Action.NONE, "automated sync is off")
-    if observed.sync_status != "OutOfSync":
+    if observed.sync_status != SyncStatus.OUT_OF_SYNC:
         return Decision(Action.NONE, f"sync status is {observed.sync_status}")
     if not policy.prune and observed.out_of_sync <= observed.extraneous:
         return Decision(Action.NONE, "only pruning is needed and automated prune is off")

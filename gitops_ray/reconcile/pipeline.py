@@ -132,7 +132,7 @@ class Comparison:
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
-        return frozenset(r.key for r in self.diff.resources if r.status == "OutOfSync")
+        return frozenset(r.key for r in self.diff.resources if r.out_of_sync)
 
     def manifests(self) -> list[Manifest]:
         """Git's objects, unpacked (what a sync applies)."""

@@ -27,6 +27,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gitops_ray import __version__
+from gitops_ray.health import HealthStatus
+from gitops_ray.types import SyncStatus
 
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
                     600, 1800)
@@ -36,8 +38,8 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 12
 class AppState:
     """What the app gauges show for one app."""
 
-    sync_status: str = "Unknown"
-    health_status: str = "Unknown"
+    sync_status: str = SyncStatus.UNKNOWN
+    health_status: str = HealthStatus.UNKNOWN
     last_sync: float = 0.0
 
 
