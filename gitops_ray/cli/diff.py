@@ -29,6 +29,7 @@ from gitops_ray.cli.common import (
     select_apps,
 )
 from gitops_ray.diff.format import to_json, unified
+from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.render.apps import Application
@@ -40,7 +41,7 @@ EXIT_ERROR = 2
 def diff_options(func: Any) -> Any:
     func = click.option("--no-builtin-rules", is_flag=True,
                         help="Do not ignore the Ray autoscaler's fields by default.")(func)
-    return click.option("--jq-timeout", default=1.0, show_default=True, type=float,
+    return click.option("--jq-timeout", default=JQ_TIMEOUT, show_default=True, type=float,
                         help="Deadline in seconds for each jq ignore expression.")(func)
 
 

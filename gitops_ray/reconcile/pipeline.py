@@ -30,6 +30,7 @@ from typing import Protocol
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
+from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError, SourceError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
@@ -37,6 +38,7 @@ from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
+from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import safe_path
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
@@ -143,8 +145,8 @@ class Comparison:
 class RenderTools:
     """External tools the render stage needs (cluster facts come from discovery)."""
 
-    helm_bin: str = "helm"
-    kubectl_bin: str = "kubectl"
+    helm_bin: str = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ class Pipeline:
 
     def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
-                 jq_timeout: float = 1.0, live: LiveSource | None = None,
+                 jq_timeout: float = JQ_TIMEOUT, live: LiveSource | None = None,
                  live_version: LiveVersion | None = None,
                  events: EventSource | None = None) -> None:
         self.kube = kube
