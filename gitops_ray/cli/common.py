@@ -36,11 +36,15 @@ from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
+from gitops_ray.render.shapes.settings import CONFIG_DIR
 from gitops_ray.runtime import settings
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
 
 F = TypeVar("F", bound=Callable[..., Any])
+EXIT_DIFFERENCES = 1
+EXIT_ERROR = 2
+"""Exit codes, as ``kubectl diff``: 0 success or no differences."""
 GLOBAL_PARAMS = ("log_level", "kubeconfig", "kube_context")
 """Parameters the group and every subcommand share (kubectl's global flags)."""
 
@@ -233,7 +237,7 @@ def repo_root_of(directory: Path, source_path: str | None = None) -> Path:
     git_root = next((c for c in chain if (c / ".git").exists()), None)
     if git_root is not None:
         chain = chain[:chain.index(git_root) + 1]
-    configured = [c for c in chain if (c / ".gitops-ray").is_dir()]
+    configured = [c for c in chain if (c / CONFIG_DIR).is_dir()]
     return configured[-1] if configured else git_root or start
 
 

@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.progress import Progress
 
 from gitops_ray.cli.common import (
+    EXIT_DIFFERENCES,
+    EXIT_ERROR,
     CliCommand,
     app_options,
     build_pipeline,
@@ -34,8 +36,6 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.render.apps import Application
 from gitops_ray.types import SyncStatus
-
-EXIT_ERROR = 2
 
 
 def diff_options(func: Any) -> Any:
@@ -116,7 +116,7 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
                 click.echo(unified(resource, color=use_color), nl=False)
     if output == "json":
         click.echo(json.dumps(report, indent=2))
-    sys.exit(EXIT_ERROR if failed else 1 if changed and exit_code else 0)
+    sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
 
 
 def _warn(comparison: Comparison) -> None:

@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops_ray.cli.common import (
+    EXIT_ERROR,
     CliCommand,
     Selection,
     app_options,
@@ -60,7 +61,6 @@ from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
 from gitops_ray.types import SyncStatus
 
-EXIT_FAILED = 2
 POLL_SECONDS = 1.0
 Status = dict[str, Any]
 
@@ -102,7 +102,7 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
             failed |= not result.ok
     if origin and prune and not dry_run and not opts.get("app_names"):
         failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
-    sys.exit(EXIT_FAILED if failed else 0)
+    sys.exit(EXIT_ERROR if failed else 0)
 
 
 def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
@@ -278,7 +278,7 @@ def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple
             click.secho(f"timed out after {timeout:.0f}s waiting for "
                         + ", ".join(_describe(a, statuses[a]) for a in pending),
                         fg="red", err=True)
-            sys.exit(EXIT_FAILED)
+            sys.exit(EXIT_ERROR)
         time.sleep(POLL_SECONDS)
 
 

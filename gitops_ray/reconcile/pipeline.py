@@ -38,6 +38,7 @@ from gitops_ray.packed import pack, unpack
 from gitops_ray.render import render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
+from gitops_ray.render.shapes.settings import CONFIG_DIR
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import safe_path
 from gitops_ray.source import GitSource
@@ -417,7 +418,7 @@ def input_digest(app: Application, root: Path) -> str | None:
            ("Chart.yaml", "kustomization.yaml", "kustomization.yml", "Kustomization")):
         return None
     digest = hashlib.sha256()
-    for base in (app_dir, root / ".gitops-ray"):
+    for base in (app_dir, root / CONFIG_DIR):
         for path in sorted(base.rglob("*")) if base.is_dir() else ():
             digest.update(str(path.relative_to(root)).encode() + b"\0")
             if path.is_symlink():
