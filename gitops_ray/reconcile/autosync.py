@@ -4,7 +4,8 @@ The controller refreshes apps all the time (polls, webhooks, watch events); this
 the one place that decides whether a refresh turns into a write. Keeping it pure (no
 clock, no cluster, no threads) is what lets the unit tests walk through every branch and
 every backoff step in milliseconds. The rules follow Argo CD's ``autoSync``
-(``controller/appcontroller.go``, see ``argocd-semantics.md`` §3):
+(``controller/appcontroller.go`` in https://github.com/argoproj/argo-cd; documented at
+https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/):
 
 * only apps with ``syncPolicy.automated``, and only when the comparison is ``OutOfSync``;
 * nothing when the only differences are extraneous objects and ``prune`` is off;

@@ -1,4 +1,8 @@
-"""Prometheus metrics of the controller, named ``gitops_ray_*`` (style-anchors §C3).
+"""Prometheus metrics of the controller, named ``gitops_ray_*``.
+
+Names follow Prometheus' rules (https://prometheus.io/docs/practices/naming/: one
+application prefix, base units, ``_total`` for counters, ``_info`` for metadata) and echo
+Argo CD's own metrics (https://argo-cd.readthedocs.io/en/stable/operator-manual/metrics/).
 
 Why a registry per controller instead of prometheus-client's global one: tests run
 several controllers in one process, and a global registry would refuse the second set
