@@ -45,8 +45,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_DIFFERENCES = 1
 EXIT_ERROR = 2
 """Exit codes, as ``kubectl diff``: 0 success or no differences."""
-GLOBAL_PARAMS = ("log_level", "kubeconfig", "kube_context")
-"""Parameters the group and every subcommand share (kubectl's global flags)."""
+GLOBAL_SETTINGS = {"log_level": "log.level", "kubeconfig": "kubeconfig", "kube_context": "context"}
+"""Parameters the group and every subcommand share (kubectl's global flags): their settings."""
+GLOBAL_PARAMS = tuple(GLOBAL_SETTINGS)
 
 
 def _apply(func: F, decorators: list[Callable[[F], F]]) -> F:
