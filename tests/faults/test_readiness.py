@@ -21,8 +21,8 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.controlplane import free_port
+from localcluster import LocalControlPlane
+from localcluster.controlplane import free_port
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.integration.test_controller import application, eventually

@@ -25,8 +25,8 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.integration.test_controller import application, eventually
