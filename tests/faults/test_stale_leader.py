@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
@@ -205,6 +206,10 @@ def test_a_missing_lease_namespace_that_cannot_be_created_is_a_clear_warning(
         assert "leaderElection.namespace" in error
         assert kube.get("v1", "Namespace", missing_namespace) is None
         assert ctl.alive()
+        # ... and readiness says so, with the same advice.
+        eventually(lambda: ctl.readyz() == 503, message="not ready without a lease")
+        body = requests.get(f"http://127.0.0.1:{ctl.health_port}/readyz", timeout=10).json()
+        assert "does not exist" in body["failing"]["leader_election"]
     finally:
         for kind in ("ClusterRoleBinding", "ClusterRole"):
             kube.delete("rbac.authorization.k8s.io/v1", kind, binding)
