@@ -169,7 +169,7 @@ class LeaderElector:
 
     def _acquire_or_renew(self) -> bool:
         s = self.settings
-        lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+        lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)
         if lease is None and self.is_leader:
             self._superseded = "(lease deleted)"
             return False
@@ -315,7 +315,7 @@ class LeaderElector:
         self.fence.revoke()
         try:
             with unfenced():
-                lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+                lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)
                 spec = (lease or {}).get("spec") or {}
                 if lease is None or spec.get("holderIdentity") != s.identity:
                     return False

@@ -354,7 +354,7 @@ class Pipeline:
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         try:
-            return self.kube.get(api_version, kind, name, namespace or None)
+            return self.kube.get(api_version, kind, name=name, namespace=namespace or None)
         except UnknownKind:
             return None
 

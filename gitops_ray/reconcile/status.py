@@ -87,6 +87,6 @@ def live_health(kube: Kube, record: AppRecord) -> Health:
 def _get(kube: Kube, api_version: str, kind: str, namespace: str, name: str
          ) -> dict[str, Any] | None:
     try:
-        return kube.get(api_version, kind, name, namespace or None)
+        return kube.get(api_version, kind, name=name, namespace=namespace or None)
     except UnknownKind:
         return None

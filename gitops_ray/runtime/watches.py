@@ -372,7 +372,7 @@ class LiveCache:
     def _fetch(self, api_version: str, kind: str, namespace: str, name: str
                ) -> Manifest | None:
         try:
-            return self.kube.get(api_version, kind, name, namespace or None)
+            return self.kube.get(api_version, kind, name=name, namespace=namespace or None)
         except UnknownKind:
             return None
 

@@ -195,14 +195,14 @@ class Syncer:
 
     def _get(self, obj: Manifest) -> Manifest | None:
         meta = obj.get("metadata") or {}
-        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), str(meta["name"]),
-                             meta.get("namespace"))
+        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), name=str(meta["name"]),
+                             namespace=meta.get("namespace"))
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is None:
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -225,7 +225,7 @@ class Syncer:
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        live = self.kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
+        live = self.kube.get(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None)
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(request.app.name, live):
@@ -245,7 +245,7 @@ class Syncer:
             if not request.dry_run:
                 post_event(self.kube, live, reason="ResourcePruned",
                            message=f"pruned by app {request.app.name}: no longer in git")
-            self.kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
+            self.kube.delete(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
         except LeaseExpired:

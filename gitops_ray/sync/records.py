@@ -96,7 +96,7 @@ class RecordStore:
         return _decode(cm) if cm else AppRecord()
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-        return self.kube.get(api_version, kind, name, namespace)
+        return self.kube.get(api_version, kind, name=name, namespace=namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
         """All records in the namespace, by app name.
@@ -111,7 +111,7 @@ class RecordStore:
                attempts: int = 5) -> AppRecord:
         """Read-modify-write the record with optimistic concurrency."""
         for _ in range(attempts):
-            cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+            cm = self.kube.get("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
             record = _decode(cm) if cm else AppRecord()
             change(record)
             try:
@@ -123,7 +123,7 @@ class RecordStore:
 
     def delete(self, app: str) -> bool:
         """Forget the app (its Application was deleted); ``False`` if it had no record."""
-        return self.kube.delete("v1", "ConfigMap", record_name(app), self.namespace)
+        return self.kube.delete("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
 
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
         body: Manifest = {

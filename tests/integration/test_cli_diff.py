@@ -122,8 +122,8 @@ def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:
     assert cli("sync", *args).exit_code == 0
     assert cli("diff", *args).exit_code == 0
     kube = Kube.connect(cli.base[1])
-    assert kube.get("v1", "ConfigMap", "k-cfg", cli.namespace) is not None
-    assert kube.get("ray.io/v1", "RayCluster", "hr-rc", cli.namespace) is not None
+    assert kube.get("v1", "ConfigMap", name="k-cfg", namespace=cli.namespace) is not None
+    assert kube.get("ray.io/v1", "RayCluster", name="hr-rc", namespace=cli.namespace) is not None
 
 
 def test_ignore_rules_from_the_application(cli: Cli, git_repo: GitRepo,
@@ -222,4 +222,4 @@ def test_sync_of_many_apps_in_parallel_reports_in_order_and_isolates_failures(
     assert names == ["app0", "app1", "app3", "app4"]  # app order; app2 failed alone
     assert "ray2/rc.yaml" in result.output
     for i in (0, 1, 3, 4):
-        assert kube.get("ray.io/v1", "RayCluster", f"par{i}", cli.namespace) is not None
+        assert kube.get("ray.io/v1", "RayCluster", name=f"par{i}", namespace=cli.namespace) is not None
