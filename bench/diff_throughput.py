@@ -161,7 +161,8 @@ def _set_up_live(kube: Any, case: DiffCase) -> None:
              for i, g in enumerate(case.predicted["spec"]["workerGroupSpecs"])
              for field in ("replicas", "scaleStrategy") if field in g]
     meta = case.desired["metadata"]
-    kube.patch("ray.io/v1", "RayCluster", name=meta["name"], namespace=meta["namespace"], patch=patch,
+    kube.patch("ray.io/v1", "RayCluster", name=meta["name"],
+               namespace=meta["namespace"], patch=patch,
                field_manager=AUTOSCALER_MANAGER)
     if case.drifted:
         kube.patch("ray.io/v1", "RayCluster", name=meta["name"], namespace=meta["namespace"],
@@ -230,7 +231,8 @@ def _fidelity(kube: Any, cases: list[DiffCase]) -> list[str]:
     out = []
     for case in cases:
         meta = case.desired["metadata"]
-        real = kube.get("ray.io/v1", "RayCluster", name=meta["name"], namespace=meta["namespace"]) or {}
+        real = kube.get("ray.io/v1", "RayCluster", name=meta["name"],
+                        namespace=meta["namespace"]) or {}
         if real.get("spec") != case.live["spec"]:
             out.append(f"{meta['namespace']}/{meta['name']}")
     return out

@@ -225,7 +225,8 @@ class Syncer:
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        live = self.kube.get(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None)
+        live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
+                             namespace=entry.namespace or None)
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(request.app.name, live):
@@ -245,7 +246,8 @@ class Syncer:
             if not request.dry_run:
                 post_event(self.kube, live, reason="ResourcePruned",
                            message=f"pruned by app {request.app.name}: no longer in git")
-            self.kube.delete(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None,
+            self.kube.delete(entry.api_version, entry.kind, name=entry.name,
+                             namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
         except LeaseExpired:

@@ -90,7 +90,8 @@ def _delete_objects(kube: Kube, record: AppRecord, teardown: Teardown, policy: s
 
 def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> ResourceResult:
     try:
-        live = kube.get(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None)
+        live = kube.get(entry.api_version, entry.kind, name=entry.name,
+                        namespace=entry.namespace or None)
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(app, live):
@@ -100,7 +101,8 @@ def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> Res
             return ResourceResult(entry.key, ResourceAction.ORPHANED, "kept (Delete=false)")
         post_event(kube, live, reason="ResourceDeleted",
                    message=f"deleted with app {app}: its Application was deleted")
-        kube.delete(entry.api_version, entry.kind, name=entry.name, namespace=entry.namespace or None,
+        kube.delete(entry.api_version, entry.kind, name=entry.name,
+                    namespace=entry.namespace or None,
                     propagation_policy=policy, uid=live["metadata"]["uid"])
     except KubeError as e:
         return ResourceResult(entry.key, ResourceAction.FAILED, f"{entry.key}: delete failed: {e}")

@@ -157,14 +157,16 @@ def test_chart_service_account_syncs_heals_and_prunes(
         lease = kube.get(LEASE_API, "Lease", name=sa_name, namespace=namespace)
         assert lease and lease["spec"]["holderIdentity"] == "chart-sa"
     # heal: a manual edit is reverted through the watch
-    kube.patch(RC_API, "RayCluster", name="rc", namespace=team, patch={"spec": {"rayVersion": "2.0.0"}},
+    kube.patch(RC_API, "RayCluster", name="rc",
+               namespace=team, patch={"spec": {"rayVersion": "2.0.0"}},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
     eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", message="self-heal")
     # prune: the RayCluster leaves git
     sha = git_repo.commit({"manifests/rc.yaml": None,
                            "manifests/keep.yaml": raycluster("keep")})
     _webhook(ctl, git_repo, sha)
-    eventually(lambda: kube.get(RC_API, "RayCluster", name="rc", namespace=team) is None, message="prune")
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="rc",
+                                namespace=team) is None, message="prune")
     eventually(lambda: _ray_version(kube, team, "keep") == "2.52.0", message="second sync")
 
     assert ctl.alive()

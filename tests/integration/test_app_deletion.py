@@ -70,7 +70,8 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
                            interval="1s")
     for name in ("rc-cascade", "rc-orphan", "rc-keep"):
         eventually(lambda n=name: ctl.live(n), message=f"{name} synced")
-    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-adopted", namespace=namespace), message="cm")
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-adopted",
+                                namespace=namespace), message="cm")
     # cm-adopted leaves git but stays (Prune=false), in the inventory; then another app
     # takes it over: deleting "cascade" must leave it alone.
     sha = git_repo.commit({"cascade/cm.yaml": [config_map("cm-cascade")]})
@@ -93,7 +94,8 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
     eventually(lambda: kube.get("v1", "ConfigMap", name="cm-cascade", namespace=namespace) is None,
                message="cascade deletion of the ConfigMap")
     eventually(lambda: records(kube, namespace) == {"keep"}, message="records dropped")
-    assert kube.get("v1", "ConfigMap", name="cm-adopted", namespace=namespace) is not None  # not ours now
+    assert kube.get("v1", "ConfigMap", name="cm-adopted",
+                    namespace=namespace) is not None  # not ours now
     assert ctl.live("rc-orphan") is not None  # no finalizer: orphaned, still running
     assert ctl.live("rc-keep") is not None
 

@@ -188,7 +188,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     install(release, "-f", str(CHART / "ci" / "ha-values.yaml"),
             "--set", "rbac.createNamespaces=true")
     name = f"{release}-gitops-ray"
-    assert kube.get("apps/v1", "Deployment", name=name, namespace=namespace)["spec"]["replicas"] == 2
+    assert kube.get("apps/v1", "Deployment", name=name,
+                    namespace=namespace)["spec"]["replicas"] == 2
     sa = f"system:serviceaccount:{namespace}:{name}"
     other = _ns(kube, f"{namespace}-other")
     for verb in ("get", "list", "watch", "create", "patch", "delete"):

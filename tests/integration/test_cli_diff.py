@@ -222,4 +222,5 @@ def test_sync_of_many_apps_in_parallel_reports_in_order_and_isolates_failures(
     assert names == ["app0", "app1", "app3", "app4"]  # app order; app2 failed alone
     assert "ray2/rc.yaml" in result.output
     for i in (0, 1, 3, 4):
-        assert kube.get("ray.io/v1", "RayCluster", name=f"par{i}", namespace=cli.namespace) is not None
+        assert kube.get("ray.io/v1", "RayCluster", name=f"par{i}",
+                        namespace=cli.namespace) is not None

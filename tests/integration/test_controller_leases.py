@@ -241,7 +241,8 @@ def test_watches_fall_back_to_namespaces_where_rbac_is_namespaced(
         before = dict(limited.stats)
         assert cache.get("v1", "ConfigMap", namespace, "scoped") is not None
         assert dict(limited.stats) == before  # served by the namespace's watch
-        kube.patch("v1", "ConfigMap", name="scoped", namespace=namespace, patch={"data": {"v": "2"}},
+        kube.patch("v1", "ConfigMap", name="scoped",
+                   namespace=namespace, patch={"data": {"v": "2"}},
                    content_type="application/merge-patch+json")
         eventually(lambda: "scoped" in events[1:])
     finally:

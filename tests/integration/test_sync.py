@@ -119,7 +119,8 @@ def test_autoscaler_write_between_read_and_write_is_kept(
     before = env.pipeline.compare(app)
 
     def stale_then_autoscale(obj: dict) -> dict | None:
-        stale = env.kube.get("ray.io/v1", obj["kind"], name=obj["metadata"]["name"], namespace=env.namespace)
+        stale = env.kube.get("ray.io/v1", obj["kind"], name=obj["metadata"]["name"],
+                             namespace=env.namespace)
         autoscaler_patch(control_plane, env.namespace, "race", [
             {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 9}])
         return stale
