@@ -9,6 +9,11 @@ Apps are chosen the way Argo CD users think of them:
   Argo CD's Config Management Plugin, which runs in the app's directory); ``--repo-root``
   says where its repository starts when guessing is wrong.
 
+The cluster-backed commands render as the controller does: ``--instance-types-configmap``
+and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
+``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
+``--control-namespace``, read once per command.
+
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
 that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
@@ -30,7 +35,7 @@ from click.core import ParameterSource
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.source import GitSource
@@ -97,6 +102,18 @@ def app_options(func: F) -> F:
                      show_default=True, help="Where git mirrors are kept."),
         click.option("--helm", "helm_bin", default="helm", show_default=True,
                      help="helm v3 binary."),
+    ])
+
+
+def shapes_options(func: F) -> F:
+    """The in-cluster pod-shape ConfigMaps (the controller's ``podShapes.*`` settings)."""
+    return _apply(func, [
+        click.option("--instance-types-configmap", default="",
+                     help="ConfigMap in --control-namespace holding instance types "
+                          "(instance_types.yaml); the repo's .gitops-ray/ files override it."),
+        click.option("--patches-configmap", default="",
+                     help="ConfigMap in --control-namespace holding pod-shape patches "
+                          "(patches.yaml), applied before the repo's."),
     ])
 
 
@@ -246,7 +263,13 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
     store = RecordStore(kube, opts["control_namespace"])
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts.get("helm_bin") or "helm")
+    shapes = configmap_shapes(
+        lambda namespace, name: kube.get("v1", "ConfigMap", name, namespace),
+        namespace=opts["control_namespace"],
+        instance_types=opts.get("instance_types_configmap") or "",
+        patches=opts.get("patches_configmap") or "")
     pipeline = Pipeline(kube, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
-                        jq_timeout=float(opts.get("jq_timeout", 1.0)))
+                        jq_timeout=float(opts.get("jq_timeout", 1.0)),
+                        shapes=functools.cache(shapes))  # one read per command
     return pipeline, store
