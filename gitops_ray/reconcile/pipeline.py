@@ -39,7 +39,7 @@ from gitops_ray.packed import pack, unpack
 from gitops_ray.render import input_digest, render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
-from gitops_ray.render.shapes import ClusterShapes
+from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
 from gitops_ray.sync.records import InventoryEntry, RecordStore
@@ -134,6 +134,7 @@ class Comparison:
     health: Health | None = None
     warnings: list[str] = field(default_factory=list)
     render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
+    shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -159,6 +160,7 @@ class _Render:
     objects: list[DesiredObject]
     problems: tuple[str, ...] = ()  # see render.notes
     facts: str = ""  # the cluster's capabilities and pod-shape ConfigMaps (digests)
+    shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
 
 
 @dataclass(frozen=True)
@@ -244,10 +246,13 @@ class Pipeline:
 
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
+        cached = self._last_render(app, local)
+        return cached.problems if cached is not None else ()
+
+    def _last_render(self, app: Application, local: bool) -> _Render | None:
         key = "local:" + app.name if local else _spec_key(app)
         with self._lock:
-            cached = self._renders.get(key)
-        return cached.problems if cached is not None else ()
+            return self._renders.get(key)
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
                 cluster: ClusterShapes, *, capabilities: Capabilities,
@@ -259,7 +264,8 @@ class Pipeline:
                                   api_versions=capabilities.api_versions,
                                   is_namespaced=self._namespaced, cluster_shapes=cluster)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
-        return _Render(sha, inputs, objects, tuple(problems), facts)
+        shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
+        return _Render(sha, inputs, objects, tuple(problems), facts, shapes)
 
     def capabilities(self) -> Capabilities:
         return self._cluster_facts()[0]
@@ -307,10 +313,11 @@ class Pipeline:
         for live in self._extraneous(app, {o.key for o in desired}):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         app_diff = AppDiff(resources=diffs)
-        problems = self.render_problems(app, local=local is not None)
+        rendered = self._last_render(app, local is not None)
+        problems = rendered.problems if rendered is not None else ()
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
-                          problems)
+                          problems, rendered.shapes if rendered is not None else "")
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:

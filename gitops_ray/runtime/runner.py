@@ -285,7 +285,7 @@ class Runtime:
 
     def _on_shapes_event(self, kind: str, obj: Manifest) -> None:
         """A pod-shape ConfigMap changed: refresh every app (each re-renders if affected)."""
-        log.info("pod_shapes_changed", event=kind,
+        log.info("pod_shapes_changed", change=kind,
                  configmap=str((obj.get("metadata") or {}).get("name", "")))
         for app in self.catalog.apps():
             self.timers.schedule(app, self.settings.debounce)

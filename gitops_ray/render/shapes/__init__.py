@@ -20,7 +20,13 @@ from gitops_ray.render.shapes.catalog import (
 from gitops_ray.render.shapes.cluster import ClusterShapes
 from gitops_ray.render.shapes.compute import render_compute_config
 from gitops_ray.render.shapes.defaults import default_patches, instance_type_patches
-from gitops_ray.render.shapes.expand import Shapes, expand, expand_pod_shapes, uses_shapes
+from gitops_ray.render.shapes.expand import (
+    Shapes,
+    cluster_concerns,
+    expand,
+    expand_pod_shapes,
+    uses_shapes,
+)
 from gitops_ray.render.shapes.patches import (
     Patch,
     apply_ops,
@@ -35,7 +41,8 @@ from gitops_ray.render.shapes.settings import ShapesConfig, parse_settings
 __all__ = [
     "Catalog", "ClusterShapes", "InstanceType", "Patch", "Selector", "SelectorError", "Shapes",
     "ShapesConfig",
-    "apply_ops", "apply_patches", "catalog_from_configmap", "default_patches", "expand",
+    "apply_ops", "apply_patches", "catalog_from_configmap", "cluster_concerns",
+    "default_patches", "expand",
     "expand_pod_shapes", "format_quantity", "instance_type_patches", "load_catalog",
     "load_patches", "parse_quantity", "parse_selector", "parse_settings",
     "patches_from_configmap", "render_compute_config", "uses_shapes",

@@ -88,6 +88,20 @@ def expand_pod_shapes(manifests: list[Manifest], *, repo_root: Path, app_dir: Pa
     return expand(manifests, Shapes(catalog, load_settings(dirs, repo_root), patches))
 
 
+def cluster_concerns(cluster: ClusterShapes, manifests: Sequence[Manifest]) -> bool:
+    """Whether the in-cluster ConfigMaps can change these (rendered) manifests.
+
+    They can if a pod group names a shape (the catalog), or if the patches name a kind the
+    app has (``Pod`` for Ray pod templates), the rule that decides which apps a broken
+    patch file fails. The controller treats an edit of the ConfigMaps as a new source
+    spec of exactly these apps (auto-sync applies it once, like a new commit).
+    """
+    if cluster.instance_types is not None and uses_shapes(manifests):
+        return True
+    return cluster.patches_configmap is not None and \
+        _names_a_kind_of(cluster.patches_text(), manifests)
+
+
 def uses_shapes(manifests: Iterable[Manifest]) -> bool:
     """Whether any manifest is a ComputeConfig or has a pod group that opts in."""
     return any(is_compute_config(obj) or any(opts_in(g) for g in pod_groups(obj))
