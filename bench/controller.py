@@ -618,7 +618,7 @@ def _spread(wl: Workload, k: int) -> int:
 @contextlib.contextmanager
 def environment(wl: Workload, workdir: Path) -> Iterator[Env]:
     from gitops_ray.kube import Kube
-    from gitops_ray.localcluster import LocalControlPlane
+    from localcluster import LocalControlPlane
 
     with LocalControlPlane() as cp:
         kube = Kube.connect(str(cp.kubeconfig))

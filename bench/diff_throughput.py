@@ -185,7 +185,7 @@ def _kubectl_diff(paths: list[Path], kubeconfig: Path) -> tuple[float, int]:
 def bench_kubectl(wl: Workload, subset: int) -> dict[str, Any]:
     """``kubectl diff --server-side`` on ``subset`` RayClusters of the real control plane."""
     from gitops_ray.kube import Kube
-    from gitops_ray.localcluster import LocalControlPlane
+    from localcluster import LocalControlPlane
 
     cases = [diff_case(wl, i) for i in _subset_indices(wl, subset)]
     with LocalControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:

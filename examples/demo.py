@@ -35,9 +35,9 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.build import ensure_helm
-from gitops_ray.localcluster.controlplane import free_port
+from localcluster import LocalControlPlane
+from localcluster.build import ensure_helm
+from localcluster.controlplane import free_port
 
 HERE = Path(__file__).resolve().parent
 NS = "ray-demo"

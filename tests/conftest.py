@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.build import ensure_helm
+from localcluster import LocalControlPlane
+from localcluster.build import ensure_helm
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops_ray.cli.common import (
+    EXIT_ERROR,
     CliCommand,
     Selection,
     app_options,
@@ -50,6 +51,7 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
@@ -58,8 +60,8 @@ from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
+from gitops_ray.types import SyncStatus
 
-EXIT_FAILED = 2
 POLL_SECONDS = 1.0
 Status = dict[str, Any]
 
@@ -102,7 +104,7 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
             failed |= not result.ok
     if origin and prune and not dry_run and not opts.get("app_names"):
         failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
-    sys.exit(EXIT_FAILED if failed else 0)
+    sys.exit(EXIT_ERROR if failed else 0)
 
 
 def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
@@ -156,8 +158,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
 # -- status -------------------------------------------------------------------------------
 
 def _row(name: str, status: Status) -> dict[str, Any]:
-    return {"name": name, "sync": status.get("sync", "Unknown"),
-            "health": status.get("health", "Unknown"),
+    return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
+            "health": status.get("health", HealthStatus.UNKNOWN.value),
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
@@ -184,7 +186,8 @@ def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
             comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
                                           local=selection.local)
         except GitOpsRayError as e:
-            error = {"sync": "Unknown", "error": error_text(e), "comparedAt": time.time()}
+            error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
+                     "comparedAt": time.time()}
             out[app.name] = _save(store, app.name, error) if record else error
             continue
         if selection.local is None:
@@ -279,7 +282,7 @@ def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple
             click.secho(f"timed out after {timeout:.0f}s waiting for "
                         + ", ".join(_describe(a, statuses[a]) for a in pending),
                         fg="red", err=True)
-            sys.exit(EXIT_FAILED)
+            sys.exit(EXIT_ERROR)
         time.sleep(POLL_SECONDS)
 
 
@@ -302,8 +305,8 @@ def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
 
 
 def _done(status: Status, want_sync: bool, want_health: bool) -> bool:
-    return ((not want_sync or status.get("sync") == "Synced")
-            and (not want_health or status.get("health") == "Healthy"))
+    return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
+            and (not want_health or status.get("health") == HealthStatus.HEALTHY))
 
 
 def _describe(name: str, status: Status) -> str:

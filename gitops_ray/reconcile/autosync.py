@@ -4,7 +4,8 @@ The controller refreshes apps all the time (polls, webhooks, watch events); this
 the one place that decides whether a refresh turns into a write. Keeping it pure (no
 clock, no cluster, no threads) is what lets the unit tests walk through every branch and
 every backoff step in milliseconds. The rules follow Argo CD's ``autoSync``
-(``controller/appcontroller.go``, see ``argocd-semantics.md`` §3):
+(``controller/appcontroller.go`` in https://github.com/argoproj/argo-cd; documented at
+https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/):
 
 * only apps with ``syncPolicy.automated``, and only when the comparison is ``OutOfSync``;
 * nothing when the only differences are extraneous objects and ``prune`` is off;
@@ -39,7 +40,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.render.apps import Application, SyncPolicy
-from gitops_ray.types import ResourceKey
+from gitops_ray.types import OperationPhase, ResourceKey, SyncStatus
 
 _MAX_STEPS = 64
 
@@ -91,7 +92,7 @@ class LastOperation:
 
     @property
     def succeeded(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == OperationPhase.SUCCEEDED
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> LastOperation | None:
@@ -112,7 +113,7 @@ class Observed:
 
     revision: str
     source_key: str
-    sync_status: str
+    sync_status: SyncStatus
     out_of_sync: frozenset[ResourceKey] = frozenset()
     extraneous: frozenset[ResourceKey] = frozenset()  # live, tracked, no longer in git
     desired_count: int = 1
@@ -174,7 +175,7 @@ def decide(policy: SyncPolicy, observed: Observed, last: LastOperation | None, *
 def _precondition(policy: SyncPolicy, observed: Observed) -> Decision | None:
     if not policy.automated:
         return Decision(Action.NONE, "automated sync is off")
-    if observed.sync_status != "OutOfSync":
+    if observed.sync_status != SyncStatus.OUT_OF_SYNC:
         return Decision(Action.NONE, f"sync status is {observed.sync_status}")
     if not policy.prune and observed.out_of_sync <= observed.extraneous:
         return Decision(Action.NONE, "only pruning is needed and automated prune is off")

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
+from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
@@ -40,9 +41,10 @@ from gitops_ray.render import input_digest, render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
+from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
-from gitops_ray.sync.records import InventoryEntry, RecordStore
+from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -138,7 +140,7 @@ class Comparison:
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
-        return frozenset(r.key for r in self.diff.resources if r.status == "OutOfSync")
+        return frozenset(r.key for r in self.diff.resources if r.out_of_sync)
 
     def manifests(self) -> list[Manifest]:
         """Git's objects, unpacked (what a sync applies)."""
@@ -149,8 +151,8 @@ class Comparison:
 class RenderTools:
     """External tools the render stage needs (cluster facts come from discovery)."""
 
-    helm_bin: str = "helm"
-    kubectl_bin: str = "kubectl"
+    helm_bin: str = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ class Pipeline:
 
     def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
-                 jq_timeout: float = 1.0, live: LiveSource | None = None,
+                 jq_timeout: float = JQ_TIMEOUT, live: LiveSource | None = None,
                  live_version: LiveVersion | None = None,
                  events: EventSource | None = None,
                  shapes: ShapesSource | None = None) -> None:
@@ -414,10 +416,6 @@ def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> 
 
 def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
-    return {e.key for e in entries}
 
 
 def configmap_shapes(get: Callable[[str, str], Manifest | None], *, namespace: str,

@@ -36,6 +36,7 @@ from gitops_ray.render.kustomize import find_kustomization, render_kustomize
 from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
 from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
+from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -48,14 +49,14 @@ DEFAULT_KUBE_VERSION = "1.36.3"
 class Tools:
     """The external programs and cluster facts a render may use."""
 
-    helm_bin: str | Path = "helm"
-    kubectl_bin: str = "kubectl"
+    helm_bin: str | Path = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
     kube_version: str = DEFAULT_KUBE_VERSION
     api_versions: tuple[str, ...] = ()
 
 
-def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
-               kubectl_bin: str = "kubectl", kube_version: str = DEFAULT_KUBE_VERSION,
+def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
+               kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (),
                is_namespaced: IsNamespaced | None = None,
                cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:

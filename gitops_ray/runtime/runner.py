@@ -61,6 +61,7 @@ from gitops_ray.runtime.queue import Timers, WorkQueue
 from gitops_ray.runtime.readiness import (
     PROBE_INTERVAL,
     ApiHealth,
+    Check,
     CheckResult,
     RefreshOutcomes,
     evaluate,
@@ -318,9 +319,14 @@ class Runtime:
 
     def readiness(self) -> list[CheckResult]:
         """Every readiness check, now (``/readyz`` and ``gitops_ray_ready``)."""
-        return evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
-                        api=self.api_health, refreshes=self.refreshes,
-                        leader_election=self.elector is not None)
+        results = evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
+                           api=self.api_health, refreshes=self.refreshes,
+                           leader_election=self.elector is not None)
+        problem = self.elector.last_error if self.elector is not None else None
+        if not problem:
+            return results
+        return [CheckResult(r.check, False, problem)  # e.g. no lease namespace, cannot create
+                if r.check is Check.LEADER_ELECTION and r.ok else r for r in results]
 
     def _readyz(self, request: Request) -> Response:
         failed = failing(self.readiness())

@@ -34,7 +34,7 @@ from gitops_ray.sync.order import apply_order, prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
 log = structlog.get_logger(__name__)
@@ -52,7 +52,7 @@ class ResourceResult:
     """What happened to one object: created, configured, unchanged, pruned, ... ."""
 
     key: ResourceKey
-    action: str
+    action: ResourceAction
     message: str = ""
 
 
@@ -62,7 +62,7 @@ class SyncResult:
 
     app: str
     revision: str
-    phase: str = "Succeeded"
+    phase: OperationPhase = OperationPhase.SUCCEEDED
     message: str = ""
     resources: list[ResourceResult] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
@@ -70,16 +70,16 @@ class SyncResult:
 
     @property
     def ok(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == OperationPhase.SUCCEEDED
 
     def fail(self, message: str) -> SyncResult:
-        self.phase, self.message, self.finished_at = "Failed", message, time.time()
+        self.phase, self.message, self.finished_at = OperationPhase.FAILED, message, time.time()
         return self
 
     def as_operation(self) -> dict[str, object]:
-        return {"revision": self.revision, "phase": self.phase, "message": self.message,
+        return {"revision": self.revision, "phase": self.phase.value, "message": self.message,
                 "startedAt": self.started_at, "finishedAt": self.finished_at,
-                "resources": [{"key": str(r.key), "action": r.action, "message": r.message}
+                "resources": [{"key": str(r.key), "action": r.action.value, "message": r.message}
                               for r in self.resources]}
 
 
@@ -146,7 +146,7 @@ class Syncer:
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
             except KubeError as e:
-                result.resources.append(ResourceResult(key, "failed", str(e)))
+                result.resources.append(ResourceResult(key, ResourceAction.FAILED, str(e)))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
                 result.fail(f"{key}: {e}")
@@ -171,7 +171,7 @@ class Syncer:
                 live = self._get(obj)  # someone wrote in between: re-read, re-decide
                 continue
             action = _action(live, written)
-            if action != "unchanged" and not request.dry_run:
+            if action != ResourceAction.UNCHANGED and not request.dry_run:
                 post_event(self.kube, written, reason=f"Resource{action.capitalize()}",
                            message=f"{action} by app {request.app.name} at revision "
                                    f"{request.revision[:12]}")
@@ -215,25 +215,27 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in ("prune-skipped", "pending-prune", "failed"):
+            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                                  ResourceAction.FAILED):
                 kept.append(InventoryEntry.of(entry))
-            if outcome.action != "gone":
+            if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
-            if outcome.action == "failed":
+            if outcome.action == ResourceAction.FAILED:
                 result.fail(outcome.message)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
         live = self.kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
         if live is None:
-            return ResourceResult(entry.key, "gone")
+            return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(request.app.name, live):
-            return ResourceResult(entry.key, "not-ours",
+            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not pruned: its tracking id does not name this app")
         if "Prune=false" in sync_options(live) or request.option("Prune=false"):
-            return ResourceResult(entry.key, "prune-skipped", "ignored (Prune=false)")
+            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
         if not request.prune:
-            return ResourceResult(entry.key, "pending-prune", "not in git; prune is off")
+            return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
+                                  "not in git; prune is off")
         return self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
@@ -249,8 +251,8 @@ class Syncer:
         except LeaseExpired:
             raise
         except KubeError as e:
-            return ResourceResult(entry.key, "failed", f"prune failed: {e}")
-        return ResourceResult(entry.key, "pruned")
+            return ResourceResult(entry.key, ResourceAction.FAILED, f"prune failed: {e}")
+        return ResourceResult(entry.key, ResourceAction.PRUNED)
 
     # -- records ---------------------------------------------------------------------
 
@@ -277,10 +279,12 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     return body
 
 
-def _action(live: Manifest | None, written: Manifest) -> str:
+def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
     if live is None:
-        return "created"
-    return "unchanged" if _comparable(live) == _comparable(written) else "configured"
+        return ResourceAction.CREATED
+    if _comparable(live) == _comparable(written):
+        return ResourceAction.UNCHANGED
+    return ResourceAction.CONFIGURED
 
 
 def _comparable(obj: Manifest) -> Manifest:

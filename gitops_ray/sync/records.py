@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
@@ -137,7 +138,7 @@ class RecordStore:
             self._create(body)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.kube.replace(body, field_manager="gitops-ray")
+            self.kube.replace(body, field_manager=FIELD_MANAGER)
 
     def _create(self, body: Manifest) -> None:
         """Create the record; create the namespace too, only if the server says it is missing.
@@ -147,13 +148,13 @@ class RecordStore:
         none). Only a CLI run against a fresh cluster pays for the 404.
         """
         try:
-            self.kube.create(body, field_manager="gitops-ray")
+            self.kube.create(body, field_manager=FIELD_MANAGER)
         except NotFound:
             with contextlib.suppress(Conflict):  # created concurrently: fine
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
-                                 field_manager="gitops-ray")
-            self.kube.create(body, field_manager="gitops-ray")
+                                 field_manager=FIELD_MANAGER)
+            self.kube.create(body, field_manager=FIELD_MANAGER)
 
 
 def _is_record(cm: Manifest) -> bool:

@@ -33,8 +33,8 @@ import yaml
 
 from gitops_ray.kube import Forbidden, Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import record_name
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import (
     SECRET,

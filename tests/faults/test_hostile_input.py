@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController
 from tests.integration.test_controller import application, eventually

@@ -32,8 +32,8 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController
 from tests.gitserver import serve_git

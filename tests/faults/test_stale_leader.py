@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.integration.test_controller import application, eventually
@@ -205,6 +206,10 @@ def test_a_missing_lease_namespace_that_cannot_be_created_is_a_clear_warning(
         assert "leaderElection.namespace" in error
         assert kube.get("v1", "Namespace", missing_namespace) is None
         assert ctl.alive()
+        # ... and readiness says so, with the same advice.
+        eventually(lambda: ctl.readyz() == 503, message="not ready without a lease")
+        body = requests.get(f"http://127.0.0.1:{ctl.health_port}/readyz", timeout=10).json()
+        assert "does not exist" in body["failing"]["leader_election"]
     finally:
         for kind in ("ClusterRoleBinding", "ClusterRole"):
             kube.delete("rbac.authorization.k8s.io/v1", kind, binding)

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration import test_controller
 from tests.integration.test_controller import RC_API, Controller, application, eventually
@@ -78,12 +78,12 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
     adopt(kube, namespace, "cm-adopted", "someone-else")
     assert {"cascade", "orphan", "keep"} <= records(kube, namespace)
 
-    # The source fails to load (a broken file) in the same commit that drops two apps:
-    # nothing may be deleted, since nobody knows what the source holds now.
+    # A file of the source cannot be read in the same commit that drops two apps:
+    # nothing may be deleted, since the unreadable file may be where they went.
     git_repo.commit({"apps/cascade.yaml": None, "apps/orphan.yaml": None,
                      "apps/broken.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: [\n"})
-    eventually(lambda: 'gitops_ray_source_fetch_errors_total{app="app-source:apps"}'
-               in ctl.metrics(), message="the failed load")
+    eventually(lambda: 'gitops_ray_app_source_errors{source="apps"} 1.0' in ctl.metrics(),
+               message="the unreadable file")
     assert {"cascade", "orphan"} <= set(ctl.runtime.catalog.apps())
     assert ctl.live("rc-cascade") is not None and ctl.live("rc-orphan") is not None
     assert {"cascade", "orphan"} <= records(kube, namespace)

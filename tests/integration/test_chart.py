@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray"
 VALUES = sorted((CHART / "ci").glob("*.yaml"))

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
-from tests.samples import raycluster
+from tests.samples import raycluster, worker_group
 
 
 class Cli:
@@ -76,6 +76,28 @@ def test_plain_app_diff_sync_and_autoscaler(cli: Cli, git_repo: GitRepo,
     assert report[0]["status"] == "OutOfSync"
     status = cli("status", "-o", "json")
     assert json.loads(status.stdout)[0]["sync"] == "Synced"
+
+
+def test_json_diff_summarises_worker_group_changes_by_name(
+        cli: Cli, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    git_repo.commit({"apps/ray.yaml": app_yaml(git_repo, "ray", cli.namespace, "ray"),
+                     "ray/rc.yaml": raycluster("groups")})
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    assert cli("sync", *args).exit_code == 0
+    autoscale(control_plane, cli.namespace, "groups", 3)
+    changed = raycluster("groups")
+    gpu = changed["spec"]["workerGroupSpecs"][1]
+    gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "4"
+    changed["spec"]["workerGroupSpecs"].append(worker_group("big"))
+    git_repo.commit({"ray/rc.yaml": changed})
+    result = cli("diff", *args, "-o", "json")
+    assert result.exit_code == 1, result.output
+    [record] = json.loads(result.stdout)[0]["resources"]
+    assert record["workerGroups"] == {
+        "gpu": {"changed": {"template.spec.containers[0].resources.limits.cpu":
+                            {"from": "1", "to": "4"}}},
+        "big": {"group": "added"},
+    }  # the autoscaler's replicas of "cpu" are not a change
 
 
 def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:

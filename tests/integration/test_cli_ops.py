@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.render import parse_application
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
 

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
 

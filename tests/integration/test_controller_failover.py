@@ -24,9 +24,9 @@ import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.controlplane import free_port
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
+from localcluster.controlplane import free_port
 from tests.conftest import GitRepo
 from tests.integration.test_controller import application, eventually
 from tests.samples import raycluster

@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_chart import CHART, helm
 from tests.integration.test_controller import (  # noqa: F401  (start_controller: fixture)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import secrets
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore, record_name
+from localcluster import LocalControlPlane
 
 
 def test_first_record_creates_a_missing_namespace(control_plane: LocalControlPlane) -> None:

@@ -11,7 +11,6 @@ import pytest
 import requests
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
@@ -19,6 +18,7 @@ from gitops_ray.render.apps import Application, SyncPolicy
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer, SyncRequest
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster, worker_group
 

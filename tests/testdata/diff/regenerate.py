@@ -31,7 +31,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from gitops_ray.kube import Kube  # noqa: E402
-from gitops_ray.localcluster import LocalControlPlane  # noqa: E402
+from localcluster import LocalControlPlane  # noqa: E402
 from tests.samples import raycluster  # noqa: E402
 
 NAMESPACE = "ray-demo"
