@@ -9,6 +9,11 @@ Apps are chosen the way Argo CD users think of them:
   Argo CD's Config Management Plugin, which runs in the app's directory); ``--repo-root``
   says where its repository starts when guessing is wrong.
 
+The cluster-backed commands render as the controller does: ``--instance-types-configmap``
+and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
+``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
+``--control-namespace``, read once per command.
+
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
 that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
@@ -33,7 +38,7 @@ from click.core import ParameterSource
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
@@ -108,6 +113,18 @@ def app_options(func: F) -> F:
                           "holding .gitops-ray/ inside the git work tree, else its root)."),
         setting_option("cacheDir", type=click.Path(path_type=Path)),
         setting_option("helm", "helm_bin"),
+    ])
+
+
+def shapes_options(func: F) -> F:
+    """The in-cluster pod-shape ConfigMaps (the controller's ``podShapes.*`` settings)."""
+    return _apply(func, [
+        click.option("--instance-types-configmap", default="",
+                     help="ConfigMap in --control-namespace holding instance types "
+                          "(instance_types.yaml); the repo's .gitops-ray/ files override it."),
+        click.option("--patches-configmap", default="",
+                     help="ConfigMap in --control-namespace holding pod-shape patches "
+                          "(patches.yaml), applied before the repo's."),
     ])
 
 
@@ -257,7 +274,13 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
     store = RecordStore(kube, opts["control_namespace"])
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts["helm_bin"])
+    shapes = configmap_shapes(
+        lambda namespace, name: kube.get("v1", "ConfigMap", name, namespace),
+        namespace=opts["control_namespace"],
+        instance_types=opts.get("instance_types_configmap") or "",
+        patches=opts.get("patches_configmap") or "")
     pipeline = Pipeline(kube, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
-                        jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)))
+                        jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
+                        shapes=functools.cache(shapes))  # one read per command
     return pipeline, store

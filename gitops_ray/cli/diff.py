@@ -29,6 +29,7 @@ from gitops_ray.cli.common import (
     build_pipeline,
     kube_options,
     select_apps,
+    shapes_options,
 )
 from gitops_ray.diff.format import to_json, unified
 from gitops_ray.diff.rules import JQ_TIMEOUT
@@ -82,6 +83,7 @@ def error_text(error: GitOpsRayError) -> str:
 @click.command("diff", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @diff_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)

@@ -46,6 +46,7 @@ from gitops_ray.cli.common import (
     connect,
     kube_options,
     select_apps,
+    shapes_options,
 )
 from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
@@ -68,6 +69,7 @@ Status = dict[str, Any]
 @click.command("sync", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @diff_options
 @click.option("--prune", is_flag=True, help="Delete objects of the app that left git.")
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
@@ -203,6 +205,7 @@ def _save(store: RecordStore, name: str, fields: Status) -> Status:
 @click.command("status", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @click.option("--refresh", "refresh_now", is_flag=True,
               help="Compare with git and the cluster now (needs --repo/--apps or --local) "
                    "and record the result, instead of showing the last recorded state.")
@@ -253,6 +256,7 @@ Probe = Callable[[], dict[str, Status]]
 @click.command("wait", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @click.option("--sync", "want_sync", is_flag=True, help="Wait until Synced.")
 @click.option("--health", "want_health", is_flag=True, help="Wait until Healthy.")
 @click.option("--timeout", default=300.0, show_default=True, type=float, help="Seconds.")

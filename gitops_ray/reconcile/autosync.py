@@ -11,7 +11,10 @@ https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/):
 * nothing when the only differences are extraneous objects and ``prune`` is off;
 * never when pruning is on, ``allowEmpty`` is off and git renders nothing ("auto-sync
   will wipe out all resources");
-* once per (revision, source spec): a new revision or spec is synced in full;
+* once per (revision, source spec): a new revision or spec is synced in full. The
+  in-cluster pod-shape ConfigMaps an app's render depends on count as part of its spec
+  (as Argo CD counts application parameters), so editing the instance-types ConfigMap
+  auto-syncs the apps that use it once, and leaves the others alone;
 * **self-heal**: after a successful sync to the same revision, drift is reverted for the
   out-of-sync resources only, after ``step(attempts) - (now - lastFinishedAt)`` seconds
   with step 0, 2, 6, 18, 54, 162, 300 s (initial 2 s, factor 3, cap 300 s). The attempt
@@ -143,9 +146,12 @@ class Decision:
         return "self-heal" if self.only is not None else "auto-sync"
 
 
-def source_key(app: Application) -> str:
-    """A short digest of the app's source spec and destination (what "same spec" means)."""
-    spec = repr((app.source, app.destination.namespace))
+def source_key(app: Application, shapes: str = "") -> str:
+    """A short digest of the app's source spec and destination (what "same spec" means).
+
+    ``shapes``: the version of the in-cluster pod shapes its render depends on ("" none).
+    """
+    spec = repr((app.source, app.destination.namespace) + ((shapes,) if shapes else ()))
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 

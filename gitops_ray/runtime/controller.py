@@ -387,7 +387,8 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     """Reduce a comparison to the policy's input."""
     wanted = {o.key for o in comparison.desired}
     out = comparison.out_of_sync
-    return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
+    return Observed(comparison.revision, source_key(app, comparison.shapes),
+                    comparison.diff.status, out,
                     frozenset(k for k in out if k not in wanted), len(comparison.desired))
 
 

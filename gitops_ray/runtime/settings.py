@@ -33,6 +33,9 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
     retry: {limit: 5, backoff: {initial: 5s, factor: 2, cap: 3m}}
     log: {format: auto, level: info}
+    podShapes:              # in-cluster pod shapes: ConfigMaps in controlNamespace
+      instanceTypesConfigMap: gitops-ray-instance-types   # data.instance_types.yaml
+      patchesConfigMap: gitops-ray-patches                # data.patches.yaml
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _APP_SOURCE_FIELDS = ("repo", "revision", "path")
 _CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
                       "knownHostsFile", "secret")
@@ -193,6 +197,13 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _configmap_name(value: object) -> str:
+    text = _str(value).strip()
+    if text and not _DNS_SUBDOMAIN.match(text):
+        raise ValueError(f"expected a ConfigMap name (empty: none), got {text!r}")
+    return text
+
+
 # What each converter accepts, as JSON Schema (draft-07), for validators that run before
 # the controller does, e.g. the Helm chart's values.schema.json
 # (:mod:`gitops_ray.runtime.schema`). A new converter needs an entry here: the schema
@@ -207,6 +218,8 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
+    _configmap_name: {"type": "string", "maxLength": 253,
+                      "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
 }
 
 
@@ -310,6 +323,14 @@ OPTIONS: tuple[Option, ...] = (
            flag="--log-level"),
     Option("shutdownTimeout", parse_duration, 30.0, "Wait this long for running syncs on "
                                                     "SIGTERM."),
+    Option("podShapes.instanceTypesConfigMap", _configmap_name, "",
+           "ConfigMap in the control namespace with instance types (data key "
+           "instance_types.yaml) for pod shapes; the repo's .gitops-ray/ files override it. "
+           "Empty: none.", flag="--instance-types-configmap"),
+    Option("podShapes.patchesConfigMap", _configmap_name, "",
+           "ConfigMap in the control namespace with pod-shape patches (data key "
+           "patches.yaml), applied before the repo's. Empty: none.",
+           flag="--patches-configmap"),
 )
 _BY_KEY = {o.key: o for o in OPTIONS}
 
@@ -357,6 +378,14 @@ class Listen:
 
 
 @dataclass(frozen=True)
+class PodShapes:
+    """The in-cluster pod-shape ConfigMaps, by name in the control namespace ("": none)."""
+
+    instance_types: str = ""
+    patches: str = ""
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything ``gitops-ray run`` needs, validated.
 
@@ -385,6 +414,7 @@ class Settings:
     log_format: str
     log_level: str
     shutdown_timeout: float
+    pod_shapes: PodShapes
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -465,7 +495,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"]),
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
-        shutdown_timeout=s["shutdownTimeout"])
+        shutdown_timeout=s["shutdownTimeout"],
+        pod_shapes=PodShapes(s["podShapes.instanceTypesConfigMap"],
+                             s["podShapes.patchesConfigMap"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:
