@@ -7,10 +7,49 @@ share vocabulary without importing each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 Manifest = dict[str, Any]
 """A Kubernetes object as decoded JSON."""
+
+
+class SyncStatus(StrEnum):
+    """Argo CD's sync status of an app or resource (``SyncStatusCode`` in Argo CD's API).
+
+    A ``StrEnum`` compares equal to its string, so records and JSON keep the plain words.
+    """
+
+    SYNCED = "Synced"
+    OUT_OF_SYNC = "OutOfSync"
+    UNKNOWN = "Unknown"  # the last comparison failed, or there was none yet
+
+
+class OperationPhase(StrEnum):
+    """The phase of a finished sync operation (Argo CD's ``OperationPhase``).
+
+    Argo CD also has Running, Terminating and Error; our syncs run to the end in one call,
+    so an operation that is recorded has either succeeded or failed.
+    """
+
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class ResourceAction(StrEnum):
+    """What a sync, prune or app deletion did to one object."""
+
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    PRUNED = "pruned"
+    DELETED = "deleted"  # app deletion (sync.teardown)
+    FAILED = "failed"
+    GONE = "gone"  # already deleted by somebody else: not reported
+    NOT_OURS = "not-ours"  # its tracking id names another app: left alone
+    PRUNE_SKIPPED = "prune-skipped"  # Prune=false
+    PENDING_PRUNE = "pending-prune"  # left git, but prune is off
+    ORPHANED = "orphaned"  # kept on app deletion (Delete=false)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:

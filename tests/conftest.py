@@ -36,7 +36,7 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 field_manager="tests")
     yield name
-    kube.delete("v1", "Namespace", name)
+    kube.delete("v1", "Namespace", name=name)
 
 
 @pytest.fixture(scope="session")

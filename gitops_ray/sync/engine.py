@@ -41,7 +41,7 @@ from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
 log = structlog.get_logger(__name__)
@@ -59,7 +59,7 @@ class ResourceResult:
     """What happened to one object: created, configured, unchanged, pruned, ... ."""
 
     key: ResourceKey
-    action: str
+    action: ResourceAction
     message: str = ""
 
 
@@ -69,7 +69,7 @@ class SyncResult:
 
     app: str
     revision: str
-    phase: str = "Succeeded"
+    phase: OperationPhase = OperationPhase.SUCCEEDED
     message: str = ""
     reason: Reason | None = None  # why it failed (None while it has not)
     resources: list[ResourceResult] = field(default_factory=list)
@@ -80,7 +80,7 @@ class SyncResult:
 
     @property
     def ok(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == OperationPhase.SUCCEEDED
 
     def fail(self, message: str, reason: Reason, *,
              cause: GitOpsRayError | None = None) -> SyncResult:
@@ -90,16 +90,16 @@ class SyncResult:
         is what a user must fix first.
         """
         if self.ok:
-            self.phase, self.message, self.reason = "Failed", message, reason
+            self.phase, self.message, self.reason = OperationPhase.FAILED, message, reason
             self.cause = cause
         self.finished_at = time.time()
         return self
 
     def as_operation(self) -> dict[str, object]:
-        return {"revision": self.revision, "phase": self.phase, "message": self.message,
+        return {"revision": self.revision, "phase": self.phase.value, "message": self.message,
                 "reason": self.reason.value if self.reason else "",
                 "startedAt": self.started_at, "finishedAt": self.finished_at,
-                "resources": [{"key": str(r.key), "action": r.action, "message": r.message}
+                "resources": [{"key": str(r.key), "action": r.action.value, "message": r.message}
                               for r in self.resources]}
 
 
@@ -184,7 +184,7 @@ class Syncer:
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
             except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
-                result.resources.append(ResourceResult(key, "failed", str(e)))
+                result.resources.append(ResourceResult(key, ResourceAction.FAILED, str(e)))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
                 result.fail(f"{key}: {e}", Reason.APPLY_FAILED, cause=e)
@@ -209,7 +209,7 @@ class Syncer:
                 live = self._get(obj)  # someone wrote in between: re-read, re-decide
                 continue
             action = _action(live, written)
-            if action != "unchanged" and not request.dry_run:
+            if action != ResourceAction.UNCHANGED and not request.dry_run:
                 post_event(self.kube, written, reason=f"Resource{action.capitalize()}",
                            message=f"{action} by app {request.app.name} at revision "
                                    f"{request.revision[:12]}")
@@ -233,14 +233,14 @@ class Syncer:
 
     def _get(self, obj: Manifest) -> Manifest | None:
         meta = obj.get("metadata") or {}
-        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), str(meta["name"]),
-                             meta.get("namespace"))
+        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), name=str(meta["name"]),
+                             namespace=meta.get("namespace"))
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is None:
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -253,31 +253,34 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in ("prune-skipped", "pending-prune", "failed"):
+            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                                  ResourceAction.FAILED):
                 kept.append(InventoryEntry.of(entry))
-            if outcome.action != "gone":
+            if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
-            if outcome.action == "failed":
+            if outcome.action == ResourceAction.FAILED:
                 result.fail(outcome.message, Reason.PRUNE_FAILED)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
         try:
-            live = self.kube.get(entry.api_version, entry.kind, entry.name,
-                                 entry.namespace or None)
+            live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
+                                 namespace=entry.namespace or None)
         except LeaseExpired:
             raise
         except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours, keep it
-            return ResourceResult(entry.key, "failed", f"prune failed: cannot read it: {e}")
+            return ResourceResult(entry.key, ResourceAction.FAILED,
+                                  f"prune failed: cannot read it: {e}")
         if live is None:
-            return ResourceResult(entry.key, "gone")
+            return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(request.app.name, live):
-            return ResourceResult(entry.key, "not-ours",
+            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not pruned: its tracking id does not name this app")
         if "Prune=false" in sync_options(live) or request.option("Prune=false"):
-            return ResourceResult(entry.key, "prune-skipped", "ignored (Prune=false)")
+            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
         if not request.prune:
-            return ResourceResult(entry.key, "pending-prune", "not in git; prune is off")
+            return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
+                                  "not in git; prune is off")
         return self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
@@ -287,14 +290,15 @@ class Syncer:
             if not request.dry_run:
                 post_event(self.kube, live, reason="ResourcePruned",
                            message=f"pruned by app {request.app.name}: no longer in git")
-            self.kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
+            self.kube.delete(entry.api_version, entry.kind, name=entry.name,
+                             namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
         except LeaseExpired:
             raise
         except KubeError as e:
-            return ResourceResult(entry.key, "failed", f"prune failed: {e}")
-        return ResourceResult(entry.key, "pruned")
+            return ResourceResult(entry.key, ResourceAction.FAILED, f"prune failed: {e}")
+        return ResourceResult(entry.key, ResourceAction.PRUNED)
 
     # -- records ---------------------------------------------------------------------
 
@@ -321,10 +325,12 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     return body
 
 
-def _action(live: Manifest | None, written: Manifest) -> str:
+def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
     if live is None:
-        return "created"
-    return "unchanged" if _comparable(live) == _comparable(written) else "configured"
+        return ResourceAction.CREATED
+    if _comparable(live) == _comparable(written):
+        return ResourceAction.UNCHANGED
+    return ResourceAction.CONFIGURED
 
 
 def _comparable(obj: Manifest) -> Manifest:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
@@ -95,7 +96,7 @@ class RecordStore:
         return _decode(cm) if cm else AppRecord()
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-        return self.kube.get(api_version, kind, name, namespace)
+        return self.kube.get(api_version, kind, name=name, namespace=namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
         """All records in the namespace, by app name.
@@ -110,7 +111,7 @@ class RecordStore:
                attempts: int = 5) -> AppRecord:
         """Read-modify-write the record with optimistic concurrency."""
         for _ in range(attempts):
-            cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+            cm = self.kube.get("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
             record = _decode(cm) if cm else AppRecord()
             change(record)
             try:
@@ -122,7 +123,7 @@ class RecordStore:
 
     def delete(self, app: str) -> bool:
         """Forget the app (its Application was deleted); ``False`` if it had no record."""
-        return self.kube.delete("v1", "ConfigMap", record_name(app), self.namespace)
+        return self.kube.delete("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
 
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
         body: Manifest = {
@@ -137,7 +138,7 @@ class RecordStore:
             self._create(body)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.kube.replace(body, field_manager="gitops-ray")
+            self.kube.replace(body, field_manager=FIELD_MANAGER)
 
     def _create(self, body: Manifest) -> None:
         """Create the record; create the namespace too, only if the server says it is missing.
@@ -147,13 +148,13 @@ class RecordStore:
         none). Only a CLI run against a fresh cluster pays for the 404.
         """
         try:
-            self.kube.create(body, field_manager="gitops-ray")
+            self.kube.create(body, field_manager=FIELD_MANAGER)
         except NotFound:
             with contextlib.suppress(Conflict):  # created concurrently: fine
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
-                                 field_manager="gitops-ray")
-            self.kube.create(body, field_manager="gitops-ray")
+                                 field_manager=FIELD_MANAGER)
+            self.kube.create(body, field_manager=FIELD_MANAGER)
 
 
 def _is_record(cm: Manifest) -> bool:

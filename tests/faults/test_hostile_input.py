@@ -60,7 +60,7 @@ class Repo:
 
     def live(self, kind: str, name: str) -> dict[str, Any] | None:
         api = "ray.io/v1" if kind == "RayCluster" else "v1"
-        return self.kube.get(api, kind, name, self.namespace)
+        return self.kube.get(api, kind, name=name, namespace=self.namespace)
 
     def synced(self, app: str, sha: str) -> bool:
         status = self.status(app)

@@ -147,7 +147,7 @@ def test_unreachable_api_server_is_503_until_it_answers_again(
     config = kubeconfig_via(control_plane.kubeconfig, relay.port, tmp_path / "relay.kubeconfig")
     proc = controller_process("ready-relay", settings(config, namespace, git_repo))
     eventually(proc.ready, message="ready through the relay")
-    eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+    eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                message="synced through the relay")
     assert gauge(proc, "api_reachable") == "1.0"
 
@@ -192,10 +192,10 @@ def test_every_refresh_forbidden_is_503_until_rbac_allows_it(
     try:
         eventually(proc.ready, timeout=90, message="ready once RBAC allows the refresh")
         assert gauge(proc, "api_authorized") == "1.0"
-        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                    message="and it syncs")
     finally:
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", binding)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name=binding)
 
 
 def test_leader_election_denied_is_503_until_leases_are_allowed(
@@ -224,11 +224,11 @@ def test_leader_election_denied_is_503_until_leases_are_allowed(
 
         grant(kube, "Role", name, namespace, "no-leases", leases)
         eventually(proc.ready, message="ready once the lease can be taken")
-        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                    message="and, leading, it syncs")
     finally:
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name=name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name=name)
 
 
 def grant(kube: Kube, kind: str, name: str, namespace: str, account: str,

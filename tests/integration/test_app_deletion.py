@@ -43,8 +43,8 @@ def config_map(name: str) -> dict[str, Any]:
 
 def adopt(kube: Kube, namespace: str, name: str, app: str) -> None:
     """Give an object another app's tracking id, as if that app had taken it over."""
-    kube.patch("v1", "ConfigMap", name, namespace,
-               {"metadata": {"annotations": {
+    kube.patch("v1", "ConfigMap", name=name, namespace=namespace,
+               patch={"metadata": {"annotations": {
                    TRACKING_ANNOTATION: f"{app}:/ConfigMap:{namespace}/{name}"}}},
                content_type="application/merge-patch+json", field_manager="other")
 
@@ -70,7 +70,8 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
                            interval="1s")
     for name in ("rc-cascade", "rc-orphan", "rc-keep"):
         eventually(lambda n=name: ctl.live(n), message=f"{name} synced")
-    eventually(lambda: kube.get("v1", "ConfigMap", "cm-adopted", namespace), message="cm")
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-adopted",
+                                namespace=namespace), message="cm")
     # cm-adopted leaves git but stays (Prune=false), in the inventory; then another app
     # takes it over: deleting "cascade" must leave it alone.
     sha = git_repo.commit({"cascade/cm.yaml": [config_map("cm-cascade")]})
@@ -90,10 +91,11 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
 
     git_repo.commit({"apps/broken.yaml": None})  # loads again: two apps really are gone
     eventually(lambda: ctl.live("rc-cascade") is None, message="cascade deletion")
-    eventually(lambda: kube.get("v1", "ConfigMap", "cm-cascade", namespace) is None,
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-cascade", namespace=namespace) is None,
                message="cascade deletion of the ConfigMap")
     eventually(lambda: records(kube, namespace) == {"keep"}, message="records dropped")
-    assert kube.get("v1", "ConfigMap", "cm-adopted", namespace) is not None  # not ours now
+    assert kube.get("v1", "ConfigMap", name="cm-adopted",
+                    namespace=namespace) is not None  # not ours now
     assert ctl.live("rc-orphan") is not None  # no finalizer: orphaned, still running
     assert ctl.live("rc-keep") is not None
 
@@ -117,9 +119,9 @@ def test_cli_delete_cascades_or_orphans_and_forgets_the_app(
     assert "del-one\tdeleted" in cascade.stdout
     orphan = runner.invoke(main, ["delete", *kube_args, "--no-cascade", "two"])
     assert orphan.exit_code == 0, orphan.output
-    eventually(lambda: kube.get(RC_API, "RayCluster", "del-one", namespace) is None,
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="del-one", namespace=namespace) is None,
                message="cascade deletion")
-    assert kube.get(RC_API, "RayCluster", "del-two", namespace) is not None
+    assert kube.get(RC_API, "RayCluster", name="del-two", namespace=namespace) is not None
     listed = runner.invoke(main, ["status", *kube_args, "-o", "json"])
     assert json.loads(listed.stdout) == []
 
@@ -147,7 +149,7 @@ def test_cli_sync_prune_deletes_apps_whose_application_left_the_directory(
     assert pruned.exit_code == 0, pruned.output
     assert "gone\tray.io/RayCluster:" in pruned.stdout and "\tdeleted" in pruned.stdout
     assert records(kube, namespace) == {"stay", "flags"}
-    eventually(lambda: kube.get(RC_API, "RayCluster", "rc-gone", namespace) is None,
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="rc-gone", namespace=namespace) is None,
                message="cascade deletion")
     for name in ("rc-left", "rc-stay", "rc-flags"):
-        assert kube.get(RC_API, "RayCluster", name, namespace) is not None, name
+        assert kube.get(RC_API, "RayCluster", name=name, namespace=namespace) is not None, name

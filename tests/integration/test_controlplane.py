@@ -68,8 +68,8 @@ def test_ssa_managed_fields_and_autoscaler_ownership(
 
 def test_stale_resource_version_conflicts(kube: Kube, namespace: str) -> None:
     live = kube.apply(raycluster("stale", namespace), field_manager="gitops-ray")
-    kube.patch("ray.io/v1", "RayCluster", "stale", namespace,
-               [{"op": "replace", "path": "/spec/rayVersion", "value": "2.53.0"}])
+    kube.patch("ray.io/v1", "RayCluster", name="stale", namespace=namespace,
+               patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.53.0"}])
     live["spec"]["rayVersion"] = "2.54.0"
     with pytest.raises(Conflict):
         kube.replace(live, field_manager="tests")
