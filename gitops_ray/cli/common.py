@@ -275,7 +275,7 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts["helm_bin"])
     shapes = configmap_shapes(
-        lambda namespace, name: kube.get("v1", "ConfigMap", name, namespace),
+        lambda namespace, name: kube.get("v1", "ConfigMap", name=name, namespace=namespace),
         namespace=opts["control_namespace"],
         instance_types=opts.get("instance_types_configmap") or "",
         patches=opts.get("patches_configmap") or "")

@@ -280,7 +280,7 @@ class NamedObjects:
         watch = self.watches.get(name) if namespace == self.namespace else None
         if watch is not None and watch.ready(self.options.sync_wait):
             return watch.get(namespace, name)
-        return self.kube.get(self.api_version, self.kind, name, namespace)
+        return self.kube.get(self.api_version, self.kind, name=name, namespace=namespace)
 
 
 class LiveCache:

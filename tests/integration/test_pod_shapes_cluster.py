@@ -122,7 +122,8 @@ def test_cli_sync_reads_the_configmaps_named_by_flags(
     result = CliRunner().invoke(main, [*args, "--instance-types-configmap",
                                        "gr-gitops-ray-instance-types"])
     assert result.exit_code == 0, result.output
-    assert worker_limits(kube.get(RC_API, "RayCluster", "cli", namespace))["cpu"] == "3"
+    assert worker_limits(kube.get(RC_API, "RayCluster", name="cli",
+                                  namespace=namespace))["cpu"] == "3"
 
 
 def test_a_commit_to_a_symlinked_file_only_is_applied(
