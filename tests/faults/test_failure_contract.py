@@ -103,7 +103,7 @@ def test_a_forbidden_prune_read_is_a_recorded_prune_failure_that_backs_off(
                                       "manifests", "--dest-namespace", namespace,
                                       "--name", "pruned"], catch_exceptions=False)
     assert first.exit_code == 0, first.output
-    assert kube.get("v1", "ServiceAccount", "ray-head", namespace) is not None
+    assert kube.get("v1", "ServiceAccount", name="ray-head", namespace=namespace) is not None
     git_repo.commit({"manifests/sa.yaml": None})  # left git: to be pruned
 
     config = as_account(kube, control_plane, namespace, tmp_path,
@@ -122,8 +122,9 @@ def test_a_forbidden_prune_read_is_a_recorded_prune_failure_that_backs_off(
     assert [(op["attempt"], op["reason"]) for op in automated] == [
         (3, "PruneFailed"), (2, "PruneFailed"), (1, "PruneFailed")]
     assert "failed 3 times" in status["autoSync"]["reason"]
-    assert kube.get("v1", "ServiceAccount", "ray-head", namespace) is not None  # not pruned
-    assert kube.get("ray.io/v1", "RayCluster", "pruned", namespace) is not None
+    # not pruned:
+    assert kube.get("v1", "ServiceAccount", name="ray-head", namespace=namespace) is not None
+    assert kube.get("ray.io/v1", "RayCluster", name="pruned", namespace=namespace) is not None
 
     assert metric(proc, "gitops_ray_sync_failures_total", app="pruned",
                   reason="PruneFailed") == RETRY_LIMIT + 1
@@ -162,5 +163,6 @@ def test_an_unwritable_record_applies_nothing_and_backs_off_in_memory(
     assert len(proc.events("record_not_written")) == 1
     finished = proc.events("sync_finished")
     assert [r["reason"] for r in finished] == ["InventoryFailed"] * attempts
-    assert kube.get("ray.io/v1", "RayCluster", "locked", namespace) is None  # no inventory
-    assert kube.get("v1", "ConfigMap", record_name("locked"), namespace) is None
+    # nothing applied without an inventory entry first, and no record:
+    assert kube.get("ray.io/v1", "RayCluster", name="locked", namespace=namespace) is None
+    assert kube.get("v1", "ConfigMap", name=record_name("locked"), namespace=namespace) is None

@@ -68,7 +68,7 @@ def test_a_namespace_that_cannot_be_created_is_namespace_failed(
     assert "forbidden" in outcome.result.message and outcome.unrecorded is None
     recorded = operation(env, "ns-app")
     assert (recorded["phase"], recorded["reason"]) == ("Failed", "NamespaceFailed")
-    assert env.kube.get("v1", "Namespace", f"{env.namespace}-x") is None
+    assert env.kube.get("v1", "Namespace", name=f"{env.namespace}-x") is None
 
 
 def test_an_object_that_cannot_be_read_or_written_is_apply_failed(
@@ -127,5 +127,6 @@ def test_a_lost_lease_aborts_the_sync_and_records_nothing(
     reconciler = Reconciler(pipeline, Syncer(kube, store))
     with pytest.raises(LeaseExpired, match="write refused"):
         reconciler.sync(env.app(git_repo, name="fenced-app"), prune=True)
-    assert env.kube.get("v1", "ConfigMap", record_name("fenced-app"), env.namespace) is None
+    assert env.kube.get("v1", "ConfigMap", name=record_name("fenced-app"),
+                        namespace=env.namespace) is None
     assert env.live("fenced") is None
