@@ -388,7 +388,8 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     wanted = {o.key for o in comparison.desired}
     out = comparison.out_of_sync
     return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
-                    frozenset(k for k in out if k not in wanted), len(comparison.desired))
+                    frozenset(k for k in out if k not in wanted), len(comparison.desired),
+                    deleting=comparison.deleting)
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:

@@ -12,10 +12,18 @@ The three promises, and where they are kept:
   tracking id that names this app and themselves are deleted, never when the render is
   empty (unless ``allowEmpty``), never with ``Prune=false``, never after a failed apply,
   and with a ``uid`` precondition so a re-created object is left alone.
+
+Two facts of the API server shape the rest. A deletion is accepted before the object is
+gone (Foreground propagation and finalizers), so a pruned object that is still there is
+reported as ``deleting`` (not ``pruned``) and kept in the inventory until it is: the
+next comparison shows it OutOfSync "deleting", and ``wait`` is not done. And apps that
+share a destination namespace with ``CreateNamespace=true`` race to create it: "already
+exists" means the namespace is there, which is all we asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterable
@@ -26,7 +34,7 @@ import structlog
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.errors import SyncError
-from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
+from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
@@ -39,6 +47,10 @@ from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceK
 MAX_CONFLICT_RETRIES = 5
 log = structlog.get_logger(__name__)
 _VOLATILE = ("managedFields", "resourceVersion", "generation")
+STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
+KEPT_IN_INVENTORY = frozenset({ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                               ResourceAction.FAILED, ResourceAction.DELETING})
+"""Prune outcomes after which the object may still exist, so the app must still track it."""
 
 
 class IgnoreRules(Protocol):
@@ -71,6 +83,11 @@ class SyncResult:
     @property
     def ok(self) -> bool:
         return self.phase == OperationPhase.SUCCEEDED
+
+    @property
+    def deleting(self) -> list[ResourceKey]:
+        """Objects whose deletion was accepted but which are not gone yet."""
+        return [r.key for r in self.resources if r.action == ResourceAction.DELETING]
 
     def fail(self, message: str) -> SyncResult:
         self.phase, self.message, self.finished_at = OperationPhase.FAILED, message, time.time()
@@ -202,7 +219,9 @@ class Syncer:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", name=ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is not None:
+            return
+        with contextlib.suppress(AlreadyExists):  # another app (or anyone) created it first
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -215,8 +234,7 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
-                                  ResourceAction.FAILED):
+            if outcome.action in KEPT_IN_INVENTORY:
                 kept.append(InventoryEntry.of(entry))
             if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
@@ -232,6 +250,8 @@ class Syncer:
         if not is_tracked_by(request.app.name, live):
             return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not pruned: its tracking id does not name this app")
+        if is_deleting(live):
+            return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
         if "Prune=false" in sync_options(live) or request.option("Prune=false"):
             return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
         if not request.prune:
@@ -250,6 +270,8 @@ class Syncer:
                              namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
+            if not request.dry_run and still_there(self.kube, entry, live["metadata"]["uid"]):
+                return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
         except LeaseExpired:
             raise
         except KubeError as e:
@@ -279,6 +301,18 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
                             desired_paths=rules.ignored_paths(obj, live=live))
     body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
     return body
+
+
+def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
+    """Whether the object we asked to delete still exists (deletion is asynchronous)."""
+    live = kube.get(entry.api_version, entry.kind, name=entry.name,
+                    namespace=entry.namespace or None)
+    return live is not None and live["metadata"].get("uid") == uid
+
+
+def is_deleting(obj: Manifest) -> bool:
+    """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
