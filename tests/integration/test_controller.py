@@ -272,3 +272,40 @@ def _count(metrics: str, series: str) -> float:
         if line.startswith(series):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    hold = "gitops-ray.io/test-hold"
+    held = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held"},
+            "data": {"k": "v"}}
+    git_repo.commit({"manifests/rc.yaml": raycluster("pruner"), "manifests/cm.yaml": held})
+    ctl = start_controller({"applications": [application("pruner", git_repo.url, namespace)]})
+    eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="first sync")
+
+    def finalizers(value: list[str]) -> None:
+        kube.patch("v1", "ConfigMap", "held", namespace, {"metadata": {"finalizers": value}},
+                   content_type="application/merge-patch+json", field_manager="tests")
+
+    finalizers([hold])
+    sha = git_repo.commit({"manifests/cm.yaml": None}, "remove held")
+    assert ctl.webhook(push_payload(git_repo, sha)).status_code == 202
+
+    def waiting() -> dict[str, Any]:
+        status = ctl.status("pruner")
+        return status if (status.get("autoSync") or {}).get("reason", "").startswith(
+            "waiting for pruned objects") else {}
+
+    status = eventually(waiting, message="auto-sync waits for the deletion")
+    assert status["sync"] == "OutOfSync" and status["revision"] == sha
+    assert {r["key"]: r["reason"] for r in status["resources"]}[
+        f"ConfigMap:{namespace}/held"] == "deleting"
+    assert {r["key"]: r["action"] for r in status["operation"]["resources"]}[
+        f"ConfigMap:{namespace}/held"] == "deleting"
+
+    live = kube.get("v1", "ConfigMap", "held", namespace)
+    assert live is not None and live["metadata"]["deletionTimestamp"]
+    finalizers([f for f in live["metadata"]["finalizers"] if f != hold])
+    # Polls are hourly here: the watch's DELETED event is what brings the status up to date.
+    eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="synced when gone")
