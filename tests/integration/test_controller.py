@@ -285,7 +285,8 @@ def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
     eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="first sync")
 
     def finalizers(value: list[str]) -> None:
-        kube.patch("v1", "ConfigMap", "held", namespace, {"metadata": {"finalizers": value}},
+        kube.patch("v1", "ConfigMap", name="held", namespace=namespace,
+                   patch={"metadata": {"finalizers": value}},
                    content_type="application/merge-patch+json", field_manager="tests")
 
     finalizers([hold])
@@ -304,7 +305,7 @@ def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
     assert {r["key"]: r["action"] for r in status["operation"]["resources"]}[
         f"ConfigMap:{namespace}/held"] == "deleting"
 
-    live = kube.get("v1", "ConfigMap", "held", namespace)
+    live = kube.get("v1", "ConfigMap", name="held", namespace=namespace)
     assert live is not None and live["metadata"]["deletionTimestamp"]
     finalizers([f for f in live["metadata"]["finalizers"] if f != hold])
     # Polls are hourly here: the watch's DELETED event is what brings the status up to date.
