@@ -16,8 +16,10 @@ and only after the directory loaded.
 ``argocd app get --refresh``) compares the selected apps with git and the cluster now and
 records the result. ``wait`` blocks until apps are Synced and/or Healthy and needs no
 controller: health is read from the live objects, sync status from the record, or from a
-live comparison when the apps are selected (``--repo``/``--apps``/``--local``). Both fail
-fast on an app name nobody knows, suggesting the closest one. Results go to stdout,
+live comparison when the apps are selected (``--repo``/``--apps``/``--local``). An app
+whose prune is still deleting objects is not Synced yet; from the record, ``wait`` checks
+those objects itself (:mod:`gitops_ray.reconcile.deletions`). Both fail fast on an app
+name nobody knows, suggesting the closest one. Results go to stdout,
 progress and warnings to stderr.
 """
 
@@ -53,6 +55,7 @@ from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
+from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
@@ -311,7 +314,10 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
 
 def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
     health = live_health(kube, record)
-    return {**record.status, "health": health.status.value, "healthMessage": health.message}
+    status = {**record.status, "health": health.status.value, "healthMessage": health.message}
+    if deletions_finished(record, kube):  # the record predates the end of its prune
+        status["sync"] = "Synced"
+    return status
 
 
 def _done(status: Status, want_sync: bool, want_health: bool) -> bool:

@@ -442,7 +442,8 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     out = comparison.out_of_sync
     return Observed(comparison.revision, source_key(app, comparison.shapes),
                     comparison.diff.status, out,
-                    frozenset(k for k in out if k not in wanted), len(comparison.desired))
+                    frozenset(k for k in out if k not in wanted), len(comparison.desired),
+                    deleting=comparison.deleting)
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:

@@ -18,10 +18,18 @@ failure, whichever step it happens in, is returned as a ``Failed`` result with a
 :class:`~gitops_ray.sync.reasons.Reason`, so it is recorded as an operation and
 auto-sync's retry limit and backoff apply to it. The only exception that escapes is
 :class:`~gitops_ray.kube.LeaseExpired`: a replica that lost its lease records nothing.
+
+Two facts of the API server shape the rest. A deletion is accepted before the object is
+gone (Foreground propagation and finalizers), so a pruned object that is still there is
+reported as ``deleting`` (not ``pruned``) and kept in the inventory until it is: the
+next comparison shows it OutOfSync "deleting", and ``wait`` is not done. And apps that
+share a destination namespace with ``CreateNamespace=true`` race to create it: "already
+exists" means the namespace is there, which is all we asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterable
@@ -32,7 +40,7 @@ import structlog
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.errors import GitOpsRayError, SyncError
-from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
+from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
@@ -46,6 +54,10 @@ from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceK
 MAX_CONFLICT_RETRIES = 5
 log = structlog.get_logger(__name__)
 _VOLATILE = ("managedFields", "resourceVersion", "generation")
+STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
+KEPT_IN_INVENTORY = frozenset({ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                               ResourceAction.FAILED, ResourceAction.DELETING})
+"""Prune outcomes after which the object may still exist, so the app must still track it."""
 
 
 class IgnoreRules(Protocol):
@@ -81,6 +93,11 @@ class SyncResult:
     @property
     def ok(self) -> bool:
         return self.phase == OperationPhase.SUCCEEDED
+
+    @property
+    def deleting(self) -> list[ResourceKey]:
+        """Objects whose deletion was accepted but which are not gone yet."""
+        return [r.key for r in self.resources if r.action == ResourceAction.DELETING]
 
     def fail(self, message: str, reason: Reason, *,
              cause: GitOpsRayError | None = None) -> SyncResult:
@@ -240,7 +257,9 @@ class Syncer:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", name=ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is not None:
+            return
+        with contextlib.suppress(AlreadyExists):  # another app (or anyone) created it first
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -253,8 +272,7 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
-                                  ResourceAction.FAILED):
+            if outcome.action in KEPT_IN_INVENTORY:
                 kept.append(InventoryEntry.of(entry))
             if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
@@ -273,15 +291,7 @@ class Syncer:
                                   f"prune failed: cannot read it: {e}")
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
-        if not is_tracked_by(request.app.name, live):
-            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
-                                  "not pruned: its tracking id does not name this app")
-        if "Prune=false" in sync_options(live) or request.option("Prune=false"):
-            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
-        if not request.prune:
-            return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
-                                  "not in git; prune is off")
-        return self._delete(request, live, entry)
+        return _not_pruned(request, live, entry) or self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
                 ) -> ResourceResult:
@@ -294,6 +304,8 @@ class Syncer:
                              namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
+            if not request.dry_run and still_there(self.kube, entry, live["metadata"]["uid"]):
+                return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
         except LeaseExpired:
             raise
         except KubeError as e:
@@ -325,6 +337,18 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     return body
 
 
+def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
+    """Whether the object we asked to delete still exists (deletion is asynchronous)."""
+    live = kube.get(entry.api_version, entry.kind, name=entry.name,
+                    namespace=entry.namespace or None)
+    return live is not None and live["metadata"].get("uid") == uid
+
+
+def is_deleting(obj: Manifest) -> bool:
+    """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
     if live is None:
         return ResourceAction.CREATED
@@ -339,6 +363,22 @@ def _comparable(obj: Manifest) -> Manifest:
                        if k not in _VOLATILE}
     out.pop("status", None)
     return out
+
+
+def _not_pruned(request: SyncRequest, live: Manifest,
+                entry: InventoryEntry) -> ResourceResult | None:
+    """Why a live object that left git is not deleted now, or ``None``: delete it."""
+    if not is_tracked_by(request.app.name, live):
+        return ResourceResult(entry.key, ResourceAction.NOT_OURS,
+                              "not pruned: its tracking id does not name this app")
+    if is_deleting(live):
+        return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
+    if "Prune=false" in sync_options(live) or request.option("Prune=false"):
+        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
+    if not request.prune:
+        return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
+                              "not in git; prune is off")
+    return None
 
 
 def _propagation(request: SyncRequest) -> str:
