@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gitops_ray.kube import Kube, LeaseExpired
+from gitops_ray.kube import Conflict, Kube, LeaseExpired
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
 from gitops_ray.runtime.credentials import CredentialLookup
 from gitops_ray.runtime.settings import RepoCredential
@@ -102,10 +102,8 @@ def test_a_leader_that_finds_the_lease_taken_stops_and_its_writes_are_refused(
 
     with leader.elector.fence.scope() as in_term:  # a sync that started in this term
         assert in_term
-        lease = kube.get(LEASE_API, "Lease", name="ctl", namespace=namespace)
-        assert lease is not None
-        lease["spec"]["holderIdentity"] = "intruder"  # e.g. a takeover while we were paused
-        kube.replace(lease, field_manager="tests")
+        # e.g. a takeover while we were paused; the leader renews meanwhile, so re-read on 409
+        eventually(lambda: take_over(kube, namespace, "intruder"), message="takeover")
         leader.thread.join(10)
         assert leader.lost == [True] and leader.transitions == ["started", "stopped"]
         with pytest.raises(LeaseExpired, match="write refused: this replica is not the "
@@ -115,6 +113,18 @@ def test_a_leader_that_finds_the_lease_taken_stops_and_its_writes_are_refused(
                         dry_run=True)["data"] == {"v": "2"}  # dry runs are not writes
     assert kube.get("v1", "ConfigMap", name="after", namespace=namespace) is None
     assert holder(kube, namespace) == "intruder"
+
+
+def take_over(kube: Kube, namespace: str, identity: str) -> bool:
+    """Write another holder into the lease; ``False`` when a renewal came in between."""
+    lease = kube.get(LEASE_API, "Lease", name="ctl", namespace=namespace)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = identity
+    try:
+        kube.replace(lease, field_manager="tests")
+    except Conflict:
+        return False
+    return True
 
 
 def configmap(namespace: str, name: str, value: str) -> Manifest:
