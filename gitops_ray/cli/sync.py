@@ -2,7 +2,10 @@
 
 ``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
 left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
-render or sync fails is reported and the others carry on. Every sync that is not a dry
+render or sync fails is reported and the others carry on. An app with sync waves is
+synced wave by wave: the command waits in-process (polling every second) for each wave
+but the last to become healthy, up to ``--timeout`` seconds per app, then records the
+sync as failed (reason ``WaveTimeout``). Every sync that is not a dry
 run is recorded as the controller records its own, failures included, so ``status`` never
 shows the Synced of an earlier sync after a failed one.
 
@@ -71,7 +74,11 @@ Status = dict[str, Any]
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
               help="Apps synced at the same time (results are printed in app order).")
-def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None:
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds to wait for sync waves (argocd.argoproj.io/sync-wave) to become "
+                   "healthy before giving up; the sync then fails.")
+def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
+                 **opts: Any) -> None:
     """Apply the selected apps once."""
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
@@ -81,8 +88,9 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
 
     def sync_one(app: Application) -> SyncResult:
         try:
-            result = reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                     prune=prune, dry_run=dry_run).result
+            result = reconciler.sync_until_done(
+                app, revision=selection.revision, local=selection.local, prune=prune,
+                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS).result
         except GitOpsRayError as e:  # this app's input is bad: the others go on
             result = SyncResult(app.name, selection.revision or "").fail(error_text(e))
             if not dry_run:

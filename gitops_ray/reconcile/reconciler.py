@@ -10,18 +10,27 @@ an ignored patch file: :mod:`gitops_ray.render.notes`) may be missing objects th
 still in git; pruning would delete them from the cluster. Such a sync applies what was
 rendered and leaves every prune pending, saying why. (A render that *failed* never gets
 this far: nothing is synced at all.)
+
+**Sync waves.** A sync whose wave is not healthy yet returns ``Running``
+(:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
+``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
+resource selection. The controller calls it again when the watch reports a change;
+:meth:`Reconciler.sync_until_done` is the in-process wait the CLI uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
-from gitops_ray.reconcile.status import save_status
+from gitops_ray.reconcile.status import save_operation, save_status
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
+from gitops_ray.sync.operation import OperationState, WaveReason
 from gitops_ray.types import ResourceKey
 
 
@@ -44,13 +53,20 @@ class Reconciler:
     def sync(self, app: Application, *, revision: str | None = None, local: Path | None = None,
              prune: bool = False, dry_run: bool = False,
              only: frozenset[ResourceKey] | None = None,
-             before: Comparison | None = None) -> SyncOutcome:
-        """Sync one app (``only``: just these resources, as self-heal does)."""
+             before: Comparison | None = None,
+             resume: OperationState | None = None) -> SyncOutcome:
+        """Sync one app (``only``: just these resources, as self-heal does).
+
+        ``resume``: run the next step of a sync that waited for a wave; its revision,
+        prune flag and selection win over the arguments.
+        """
+        if resume is not None:
+            revision, prune, only = resume.revision, resume.prune, resume.only
         before = before or self.pipeline.compare(app, revision=revision, local=local)
         blocked = prune and bool(before.render_problems)
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
-                              out_of_sync=before.out_of_sync)
+                              out_of_sync=before.out_of_sync, resume=resume)
         result = self.syncer.sync(request, self.pipeline.rules(app))
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
@@ -59,6 +75,34 @@ class Reconciler:
         after = self.pipeline.compare(app, revision=before.revision, local=local)
         save_status(self.syncer.store, after, result)
         return SyncOutcome(before, result, after)
+
+
+    def sync_until_done(self, app: Application, *, timeout: float, poll: float,
+                        revision: str | None = None, local: Path | None = None,
+                        prune: bool = False, dry_run: bool = False,
+                        sleep: Callable[[float], None] = time.sleep) -> SyncOutcome:
+        """Sync, and while a wave is not healthy, poll and continue, up to ``timeout``.
+
+        For ``gitops-ray sync``: a one-shot command may hold its thread, the controller
+        may not (it requeues instead). On timeout the operation is recorded as failed
+        (:attr:`WaveReason.TIMEOUT`), so no running operation is left behind for a
+        controller to pick up unannounced.
+        """
+        deadline = time.monotonic() + timeout
+        outcome = self.sync(app, revision=revision, local=local, prune=prune, dry_run=dry_run)
+        while outcome.result.running:
+            if time.monotonic() >= deadline:
+                return self._give_up(outcome, timeout)
+            sleep(poll)
+            outcome = self.sync(app, local=local, resume=outcome.result.continuation())
+        return outcome
+
+    def _give_up(self, outcome: SyncOutcome, timeout: float) -> SyncOutcome:
+        result = outcome.result
+        result.fail(f"timed out after {timeout:g}s: {result.message}")
+        result.reason, result.state = WaveReason.TIMEOUT, {}
+        save_operation(self.syncer.store, result)
+        return outcome
 
 
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:

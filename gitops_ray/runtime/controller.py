@@ -18,6 +18,18 @@ A refresh:
    next decision needs, requeues itself when a backoff is pending, posts Events, and
    writes the status record only when it changed (a no-op cycle writes nothing).
 
+**Sync waves.** A sync whose wave is not healthy yet ends its step ``Running``
+(:mod:`gitops_ray.sync.operation`): the worker is released at once, the state is
+recorded in the app's record and kept in memory, and the app is requeued (after
+:data:`WAVE_RECHECK_SECONDS` at the latest; a watch event about one of its objects, such as
+the operator writing a RayCluster's status, refreshes it within the debounce). The next
+refresh continues that operation (same revision, prune flag and selection) instead of
+asking the auto-sync policy, so no new sync starts while one is running. A new leader
+loads running operations from the records, so a sync that waited when the previous
+leader stopped continues from its wave. A running operation whose revision is no longer
+the app's target (a new commit) is recorded as failed, reason ``Superseded``, and the
+policy decides about the new revision as usual.
+
 An app removed from its app-of-apps source (:meth:`Controller.forget`) is deleted on
 its next turn in the work queue, so never while it is being refreshed or synced: its
 objects with it when the Application carried Argo CD's resources finalizer, else
@@ -69,7 +81,8 @@ from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.events import post_event
-from gitops_ray.sync.records import AppRecord, record_name
+from gitops_ray.sync.operation import OPERATION_STATE, OperationState, Phase, WaveReason
+from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
 from gitops_ray.types import Manifest, ResourceKey
@@ -82,6 +95,8 @@ Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
+WAVE_RECHECK_SECONDS = 30.0
+"""A running sync is re-checked at least this often (watch events usually come first)."""
 
 
 def fingerprint(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -125,6 +140,7 @@ class Controller:
         self._writes = 0
         self._cond = threading.Condition()
         self._last_ops: dict[str, LastOperation] = {}
+        self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
 
@@ -140,6 +156,8 @@ class Controller:
         with self._cond:
             self._last_ops = {n: op for n, r in records.items()
                               if (op := LastOperation.from_status(r.status)) is not None}
+            self._running = {n: state for n, r in records.items()
+                             if (state := OperationState.from_status(r.status)) is not None}
             self._written = {n: fingerprint(r.status) for n, r in records.items()}
             self._leading = True
         self.metrics.leader.set(1)
@@ -229,6 +247,13 @@ class Controller:
             if not leading:
                 return
             observed = observe(app, comparison)
+            running = self._running.get(app.name)
+            if running is not None and running.revision == comparison.revision:
+                self._sync(app, comparison, observed, _continuing(running), log,
+                           resume=running)
+                return
+            if running is not None:
+                self._supersede(app.name, running, comparison.revision)
             decision = self._decide(app, observed)
             if decision.action is Action.SYNC:
                 self._sync(app, comparison, observed, decision, log)
@@ -250,16 +275,22 @@ class Controller:
     # -- sync ------------------------------------------------------------------------
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
-              decision: Decision, log: FilteringBoundLogger) -> None:
-        log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
+              decision: Decision, log: FilteringBoundLogger, *,
+              resume: OperationState | None = None) -> None:
+        log.info("sync_started" if resume is None else "sync_continued",
+                 revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
         with self.cache.fresh():
             outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
-                                           only=decision.only, before=before)
+                                           only=decision.only, before=before, resume=resume)
         result = outcome.result
         fields = operation_fields(decision, observed, self.identity)
-        self._record_operation(app.name, fields, decision)
+        self._record_operation(app.name, fields, decision, running=result.running)
+        if result.running:
+            self._wait_for_wave(app, outcome, fields, log)
+            return
+        self._running.pop(app.name, None)
         self._last_ops[app.name] = LastOperation(
             result.revision, result.phase, result.finished_at or self._clock(),
             observed.source_key, decision.self_heal_attempts, decision.attempt)
@@ -268,14 +299,40 @@ class Controller:
                  revision=result.revision[:12], kind=decision.trigger)
         self._after_sync(app, outcome)
 
-    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
+    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
+                          running: bool = False) -> None:
         def change(record: AppRecord) -> None:
-            for op in (record.status.get("operation"), *record.status.get("history", [])[:1]):
+            finished = (record.status.get("operation"), *record.status.get("history", [])[:1])
+            for op in (record.status.get(OPERATION_STATE),) if running else finished:
                 if isinstance(op, dict):
                     op.update(fields)
             record.status["autoSync"] = _auto_sync_status(decision)
 
         self._written[name] = fingerprint(self.store.update(name, change).status)
+
+    def _wait_for_wave(self, app: Application, outcome: SyncOutcome, fields: dict[str, Any],
+                       log: FilteringBoundLogger) -> None:
+        """A wave is not healthy yet: release the worker, come back on a change or a timer."""
+        result = outcome.result
+        self._running[app.name] = result.continuation(**fields)
+        log.info("sync_waiting", revision=result.revision[:12], message=result.message)
+        self._publish(app.name, outcome.after or outcome.before)
+        self._requeue(app.name, WAVE_RECHECK_SECONDS)
+
+    def _supersede(self, name: str, running: OperationState, revision: str) -> None:
+        """End a waiting sync whose revision is no longer the target (see module doc)."""
+        message = (f"superseded by revision {revision[:12]} while waiting for wave "
+                   f"{running.wave}")
+        op = {**running.extra, "revision": running.revision, "phase": str(Phase.FAILED),
+              "message": message, "reason": str(WaveReason.SUPERSEDED),
+              "startedAt": running.started_at, "finishedAt": self._clock(),
+              "resources": list(running.resources)}
+        record = self.store.update(name, lambda r: push_history(r.status, op))
+        self._written[name] = fingerprint(record.status)
+        self._running.pop(name, None)
+        last = LastOperation.from_status(record.status)
+        if last is not None:
+            self._last_ops[name] = last
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
                  seconds: float) -> None:
@@ -387,6 +444,14 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     out = comparison.out_of_sync
     return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
                     frozenset(k for k in out if k not in wanted), len(comparison.desired))
+
+
+def _continuing(running: OperationState) -> Decision:
+    """The decision that continues a running sync (no policy involved: it was decided)."""
+    return Decision(Action.SYNC, f"continuing the sync at wave {running.wave}",
+                    prune=running.prune, only=running.only,
+                    self_heal_attempts=int(running.extra.get("selfHealAttempts", 0)),
+                    attempt=int(running.extra.get("attempt", 1)))
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:
