@@ -153,7 +153,7 @@ def test_controller_waits_without_a_worker_and_a_new_controller_continues(
                                              path="other")]}
     git_repo.commit({"other/cm.yaml": config_map("other-cm")})
     first = start_controller(settings, workers="1")
-    running = eventually(lambda: first.status("waves").get(OPERATION_STATE),
+    running = eventually(lambda: _recorded_running(first.status("waves")),
                          message="sync waiting for wave 0")
     assert (running["phase"], running["wave"]) == ("Running", 0)
     assert running["trigger"] == "auto-sync"
@@ -192,6 +192,35 @@ def test_controller_continues_when_the_watch_sees_the_wave_become_healthy(
     assert operation["phase"] == "Succeeded"
 
 
+def _recorded_running(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The running operation, once the controller added its bookkeeping (a second write)."""
+    running = status.get(OPERATION_STATE)
+    return running if running and "trigger" in running else None
+
+
 def _finished(status: dict[str, Any]) -> dict[str, Any] | None:
     operation = status.get("operation")
     return operation if operation and OPERATION_STATE not in status else None
+
+
+def test_a_new_commit_supersedes_a_sync_waiting_for_a_wave(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    two_waves(git_repo, rc="stuck", cm="later")
+    ctl = start_controller({"applications": [application("fixed", git_repo.url, namespace)]},
+                           interval="1s")
+    waiting = eventually(lambda: ctl.status("fixed").get(OPERATION_STATE), message="waiting")
+    # The fix: nothing waits for the RayCluster any more (one wave).
+    fix = git_repo.commit({"manifests/a.yaml": [raycluster("stuck"), config_map("later")]})
+    eventually(lambda: cm_exists(kube, namespace, "later"), message="new revision synced")
+
+    def synced_fix() -> list[dict[str, Any]] | None:
+        history = ctl.status("fixed").get("history") or []
+        return history if history and history[0]["revision"] == fix else None
+
+    history = eventually(synced_fix, message="the fix's sync recorded")
+    superseded = [op for op in history if op.get("reason") == WaveReason.SUPERSEDED]
+    assert len(superseded) == 1
+    assert superseded[0]["revision"] == waiting["revision"] != fix
+    assert superseded[0]["phase"] == "Failed"
+    assert history[0]["revision"] == fix and history[0]["phase"] == "Succeeded"
