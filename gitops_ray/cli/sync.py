@@ -58,6 +58,7 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
+from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
 
@@ -167,8 +168,16 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
-            "lastSync": (status.get("operation") or {}).get("phase", ""),
+            "lastSync": _last_sync(status),
             "history": status.get("history", [])}
+
+
+def _last_sync(status: Status) -> str:
+    """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
+    running = status.get(OPERATION_STATE)
+    if isinstance(running, dict) and running.get("phase") == "Running":
+        return f"Running (wave {running.get('wave')})"
+    return str((status.get("operation") or {}).get("phase", ""))
 
 
 def _selected(opts: dict[str, Any]) -> bool:

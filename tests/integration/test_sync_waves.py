@@ -8,6 +8,7 @@ and that a controller started after another one stopped continues its operation.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from gitops_ray.kube import Kube
 from gitops_ray.sync.operation import OPERATION_STATE, WaveReason
 from tests.conftest import GitRepo
+from tests.integration.test_cli_truth import Cli, app_yaml, cli
 from tests.integration.test_controller import (
     Controller,
     application,
@@ -29,7 +31,7 @@ from tests.samples import raycluster
 WAVE = "argocd.argoproj.io/sync-wave"
 
 
-FIXTURES = (start_controller,)  # imported so pytest finds it here
+FIXTURES = (start_controller, cli)  # imported so pytest finds them here
 
 
 @pytest.fixture
@@ -224,3 +226,14 @@ def test_a_new_commit_supersedes_a_sync_waiting_for_a_wave(
     assert superseded[0]["revision"] == waiting["revision"] != fix
     assert superseded[0]["phase"] == "Failed"
     assert history[0]["revision"] == fix and history[0]["phase"] == "Succeeded"
+
+
+def test_cli_sync_gives_up_after_its_timeout_and_says_why(cli: Cli, git_repo: GitRepo) -> None:
+    git_repo.commit({"apps/slow.yaml": app_yaml(git_repo, "slow", cli.namespace, "slow"),
+                     "slow/a.yaml": [raycluster("slow"), in_wave(config_map("slow-cm"), 1)]})
+    result = cli("sync", "--repo", git_repo.url, "--apps", "apps", "--timeout", "0")
+    assert result.exit_code == 2, result.output
+    assert "timed out after 0s: waiting for wave 0 to be healthy" in result.output
+    status = json.loads(cli("status", "-o", "json", "slow").stdout)[0]
+    assert status["lastSync"] == "Failed"
+    assert status["history"][0]["reason"] == WaveReason.TIMEOUT
