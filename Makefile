@@ -18,10 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 tools: $(VENV)/.installed
-	$(PY) -m gitops_ray.localcluster build
+	$(PY) -m localcluster build
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gitops_ray tests
+	$(VENV)/bin/ruff check gitops_ray localcluster tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -29,7 +29,7 @@ test: lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 dev-cluster: tools
-	$(PY) -m gitops_ray.localcluster
+	$(PY) -m localcluster
 
 demo: tools
 	$(PY) examples/demo.py

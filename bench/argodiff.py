@@ -5,7 +5,7 @@ Why a Go binary: the comparison is only fair against the real thing, gitops-engi
 binary is compiled from the Go module proxy on first use into the gitops-ray cache
 (``~/.cache/gitops-ray/bench/argodiff-<hash>/``, override the root with
 ``GITOPS_RAY_CACHE``), keyed by a hash of the module's sources so an edit rebuilds it and
-nothing built is ever committed. As in ``gitops_ray.localcluster.build``, the build runs
+nothing built is ever committed. As in ``localcluster.build``, the build runs
 in a temporary directory that is renamed into place, under a file lock.
 """
 
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gitops_ray.localcluster.build import cache_dir
+from localcluster.build import cache_dir
 
 MODULE_DIR = Path(__file__).resolve().parent / "argodiff"
 SOURCES = ("go.mod", "go.sum", "main.go")

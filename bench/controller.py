@@ -593,10 +593,10 @@ def drift_to_healed(env: Env, ctl: Controller, samples: int) -> dict[str, Any]:
     for k in range(samples):
         index = _spread(env.wl, k)
         name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
-        live = env.kube.get("ray.io/v1", "RayCluster", name, ns)
+        live = env.kube.get("ray.io/v1", "RayCluster", name=name, namespace=ns)
         original = head_image(live)
         watcher = Watcher(env.kube, ns, name, _image_is(original))
-        env.kube.patch("ray.io/v1", "RayCluster", name, ns, [
+        env.kube.patch("ray.io/v1", "RayCluster", name=name, namespace=ns, patch=[
             {"op": "replace", "path": "/spec/headGroupSpec/template/spec/containers/0/image",
              "value": f"rayproject/ray:{RAY_VERSION}-drift-{k}"}],
             field_manager=EDIT_MANAGER)
@@ -618,7 +618,7 @@ def _spread(wl: Workload, k: int) -> int:
 @contextlib.contextmanager
 def environment(wl: Workload, workdir: Path) -> Iterator[Env]:
     from gitops_ray.kube import Kube
-    from gitops_ray.localcluster import LocalControlPlane
+    from localcluster import LocalControlPlane
 
     with LocalControlPlane() as cp:
         kube = Kube.connect(str(cp.kubeconfig))

@@ -161,11 +161,12 @@ def _set_up_live(kube: Any, case: DiffCase) -> None:
              for i, g in enumerate(case.predicted["spec"]["workerGroupSpecs"])
              for field in ("replicas", "scaleStrategy") if field in g]
     meta = case.desired["metadata"]
-    kube.patch("ray.io/v1", "RayCluster", meta["name"], meta["namespace"], patch,
+    kube.patch("ray.io/v1", "RayCluster", name=meta["name"],
+               namespace=meta["namespace"], patch=patch,
                field_manager=AUTOSCALER_MANAGER)
     if case.drifted:
-        kube.patch("ray.io/v1", "RayCluster", meta["name"], meta["namespace"],
-                   [{"op": "replace", "path": "/spec", "value": case.live["spec"]}],
+        kube.patch("ray.io/v1", "RayCluster", name=meta["name"], namespace=meta["namespace"],
+                   patch=[{"op": "replace", "path": "/spec", "value": case.live["spec"]}],
                    field_manager=EDIT_MANAGER)
 
 
@@ -185,7 +186,7 @@ def _kubectl_diff(paths: list[Path], kubeconfig: Path) -> tuple[float, int]:
 def bench_kubectl(wl: Workload, subset: int) -> dict[str, Any]:
     """``kubectl diff --server-side`` on ``subset`` RayClusters of the real control plane."""
     from gitops_ray.kube import Kube
-    from gitops_ray.localcluster import LocalControlPlane
+    from localcluster import LocalControlPlane
 
     cases = [diff_case(wl, i) for i in _subset_indices(wl, subset)]
     with LocalControlPlane() as cp, tempfile.TemporaryDirectory() as tmp:
@@ -230,7 +231,8 @@ def _fidelity(kube: Any, cases: list[DiffCase]) -> list[str]:
     out = []
     for case in cases:
         meta = case.desired["metadata"]
-        real = kube.get("ray.io/v1", "RayCluster", meta["name"], meta["namespace"]) or {}
+        real = kube.get("ray.io/v1", "RayCluster", name=meta["name"],
+                        namespace=meta["namespace"]) or {}
         if real.get("spec") != case.live["spec"]:
             out.append(f"{meta['namespace']}/{meta['name']}")
     return out

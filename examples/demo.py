@@ -35,9 +35,9 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.build import ensure_helm
-from gitops_ray.localcluster.controlplane import free_port
+from localcluster import LocalControlPlane
+from localcluster.build import ensure_helm
+from localcluster.controlplane import free_port
 
 HERE = Path(__file__).resolve().parent
 NS = "ray-demo"
@@ -133,7 +133,7 @@ def autoscaler_patch(cp: LocalControlPlane, ops: list[dict[str, Any]]) -> None:
 
 def report_ready(kube: Kube) -> None:
     """Write the status the KubeRay operator would write for a ready cluster."""
-    live = kube.get("ray.io/v1", "RayCluster", "demo", NS) or {}
+    live = kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS) or {}
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     live["status"] = {"state": "ready", "observedGeneration": live["metadata"]["generation"],
                       "readyWorkerReplicas": 1, "desiredWorkerReplicas": 1,
@@ -144,7 +144,7 @@ def report_ready(kube: Kube) -> None:
 
 
 def group(kube: Kube, name: str) -> dict[str, Any]:
-    live = kube.get("ray.io/v1", "RayCluster", "demo", NS) or {"spec": {}}
+    live = kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS) or {"spec": {}}
     return next((g for g in live["spec"].get("workerGroupSpecs", [])
                  if g["groupName"] == name), {})
 
@@ -155,7 +155,7 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
     ns_args = ["--kubeconfig", str(cp.kubeconfig)]
     say("1. Initial sync: the controller reads apps/ (Argo CD Applications) and applies them")
     wait_for("RayCluster demo and the ComputeConfig's RayCluster exist", lambda: all(
-        kube.get("ray.io/v1", "RayCluster", n, NS) for n in ("demo", "analytics")), 120)
+        kube.get("ray.io/v1", "RayCluster", name=n, namespace=NS) for n in ("demo", "analytics")), 120)
     report_ready(kube)
     time.sleep(2)
     show(["status", *ns_args], env)
@@ -185,10 +185,10 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
     print("   (no output: the autoscaler's replicas are not drift)")
 
     say("4. Someone edits the cluster by hand: rayVersion 2.40.0. Self-heal reverts it")
-    kube.patch("ray.io/v1", "RayCluster", "demo", NS,
-               [{"op": "replace", "path": "/spec/rayVersion", "value": "2.40.0"}],
+    kube.patch("ray.io/v1", "RayCluster", name="demo", namespace=NS,
+               patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.40.0"}],
                field_manager="kubectl-edit")
-    wait_for("manual edit healed", lambda: (kube.get("ray.io/v1", "RayCluster", "demo", NS)
+    wait_for("manual edit healed", lambda: (kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS)
                                             or {})["spec"]["rayVersion"] == "2.52.0")
     print(f"   replicas still {group(kube, 'cpu').get('replicas')}: healing kept the "
           "autoscaler's value")
@@ -196,7 +196,7 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
     say("5. job-settings.yaml is removed from git: the ConfigMap is pruned")
     (repo.work / "clusters" / "demo" / "job-settings.yaml").unlink()
     push_webhook(ports["webhook"], repo, repo.commit("drop job settings"))
-    wait_for("ConfigMap pruned", lambda: kube.get("v1", "ConfigMap", "job-settings", NS)
+    wait_for("ConfigMap pruned", lambda: kube.get("v1", "ConfigMap", name="job-settings", namespace=NS)
              is None)
     show(["status", *ns_args], env)
 

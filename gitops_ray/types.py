@@ -7,10 +7,51 @@ share vocabulary without importing each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 Manifest = dict[str, Any]
 """A Kubernetes object as decoded JSON."""
+
+
+class SyncStatus(StrEnum):
+    """Argo CD's sync status of an app or resource (``SyncStatusCode`` in Argo CD's API).
+
+    A ``StrEnum`` compares equal to its string, so records and JSON keep the plain words.
+    """
+
+    SYNCED = "Synced"
+    OUT_OF_SYNC = "OutOfSync"
+    UNKNOWN = "Unknown"  # the last comparison failed, or there was none yet
+
+
+class OperationPhase(StrEnum):
+    """The phase of a sync operation (Argo CD's ``OperationPhase``).
+
+    Running: a sync with waves waits for a wave to become healthy
+    (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation,
+    never in the history. Argo CD also has Terminating and Error, which we do not use.
+    """
+
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class ResourceAction(StrEnum):
+    """What a sync, prune or app deletion did to one object."""
+
+    CREATED = "created"
+    CONFIGURED = "configured"
+    UNCHANGED = "unchanged"
+    PRUNED = "pruned"
+    DELETED = "deleted"  # app deletion (sync.teardown)
+    FAILED = "failed"
+    GONE = "gone"  # already deleted by somebody else: not reported
+    NOT_OURS = "not-ours"  # its tracking id names another app: left alone
+    PRUNE_SKIPPED = "prune-skipped"  # Prune=false (or Prune=confirm, which we lack)
+    PENDING_PRUNE = "pending-prune"  # left git, but prune is off
+    ORPHANED = "orphaned"  # kept on app deletion (Delete=false)
 
 
 def split_api_version(api_version: str) -> tuple[str, str]:

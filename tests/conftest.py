@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.build import ensure_helm
+from localcluster import LocalControlPlane
+from localcluster.build import ensure_helm
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +36,7 @@ def namespace(kube: Kube) -> Iterator[str]:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 field_manager="tests")
     yield name
-    kube.delete("v1", "Namespace", name)
+    kube.delete("v1", "Namespace", name=name)
 
 
 @pytest.fixture(scope="session")

@@ -14,10 +14,8 @@ from typing import Any
 import click
 
 from gitops_ray import __version__
-from gitops_ray.cli.common import global_options, name_envvars
+from gitops_ray.cli.common import EXIT_ERROR, global_options, name_envvars
 from gitops_ray.errors import GitOpsRayError
-
-EXIT_ERROR = 2
 
 
 class _Group(click.Group):

@@ -9,11 +9,18 @@ Apps are chosen the way Argo CD users think of them:
   Argo CD's Config Management Plugin, which runs in the app's directory); ``--repo-root``
   says where its repository starts when guessing is wrong.
 
+The cluster-backed commands render as the controller does: ``--instance-types-configmap``
+and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
+``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
+``--control-namespace``, read once per command.
+
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
 that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
 in the environment (see :func:`name_envvars`); ``--log-level``, ``--kubeconfig`` and
 ``--context`` are global, given before or after the subcommand (:class:`CliCommand`).
+Options that ``gitops-ray run`` has too (``--repo``, ``--cache-dir``, ...) are built from
+its settings table (:func:`setting_option`), so both spell and default them the same way.
 """
 
 from __future__ import annotations
@@ -21,67 +28,78 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
+from gitops_ray.render.shapes.settings import CONFIG_DIR
+from gitops_ray.runtime import settings
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
 
 F = TypeVar("F", bound=Callable[..., Any])
-DEFAULT_CACHE = Path.home() / ".cache" / "gitops-ray" / "repos"
-ENV_PREFIX = "GITOPS_RAY_"
-LOG_LEVELS = ("debug", "info", "warning", "error")
-GLOBAL_PARAMS = ("log_level", "kubeconfig", "kube_context")
-"""Parameters the group and every subcommand share (kubectl's global flags)."""
+EXIT_DIFFERENCES = 1
+EXIT_ERROR = 2
+"""Exit codes, as ``kubectl diff``: 0 success or no differences."""
+GLOBAL_SETTINGS = {"log_level": "log.level", "kubeconfig": "kubeconfig", "kube_context": "context"}
+"""Parameters the group and every subcommand share (kubectl's global flags): their settings."""
+GLOBAL_PARAMS = tuple(GLOBAL_SETTINGS)
 
 
 def _apply(func: F, decorators: list[Callable[[F], F]]) -> F:
     return functools.reduce(lambda f, d: d(f), reversed(decorators), func)
 
 
+def setting_option(key: str, *decls: str, **overrides: Any) -> Callable[[F], F]:
+    """The option of ``run``'s setting ``key``: its flag, default and help, unless overridden.
+
+    An empty default (``""``) becomes "not given" (``None``), as click expects.
+    """
+    setting = settings.option(key)
+    assert setting.flag_name is not None, f"{key} has no flag"
+    default = setting.default if setting.default != "" else None
+    kwargs: dict[str, Any] = {"default": default, "show_default": default is not None,
+                              "help": setting.help, **overrides}
+    return click.option(setting.flag_name, *decls, **kwargs)
+
+
 def log_level_option(func: F) -> F:
-    return click.option("--log-level", type=click.Choice(LOG_LEVELS), default="warning",
-                        show_default=True,
-                        help="Log level of one-shot commands (logs go to stderr).")(func)
+    return setting_option("log.level", type=click.Choice(settings.LOG_LEVELS),
+                          default="warning",
+                          help="Log level of one-shot commands (logs go to stderr).")(func)
 
 
 def global_options(func: F) -> F:
     """``--log-level``, ``--kubeconfig`` and ``--context``: accepted on the group too."""
     return _apply(func, [
         log_level_option,
-        click.option("--kubeconfig", envvar=["GITOPS_RAY_KUBECONFIG", "KUBECONFIG"],
-                     help="Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config,"
-                          " or in-cluster)."),
-        click.option("--context", "kube_context", help="The kubeconfig context to use."),
+        setting_option("kubeconfig", envvar=[settings.option("kubeconfig").env, "KUBECONFIG"]),
+        setting_option("context", "kube_context"),
     ])
 
 
 def kube_options(func: F) -> F:
     """The global options and ``--control-namespace``."""
-    return _apply(func, [
-        global_options,
-        click.option("--control-namespace", default="gitops-ray", show_default=True,
-                     help="Namespace holding gitops-ray's per-app records."),
-    ])
+    return _apply(func, [global_options, setting_option("controlNamespace")])
 
 
 def app_options(func: F) -> F:
     """How apps are selected (see the module docstring)."""
     return _apply(func, [
-        click.option("--repo", help="Config repository URL."),
-        click.option("--revision", help="Branch, tag, commit SHA or HEAD (overrides the "
-                                        "apps' targetRevision)."),
-        click.option("--apps", "apps_dir", help="Directory of Argo CD Applications in the "
-                                                "repo (app-of-apps)."),
+        setting_option("repo"),
+        setting_option("revision", default=None,
+                       help="Branch, tag, commit SHA or HEAD (overrides the apps' "
+                            "targetRevision)."),
+        setting_option("apps", "apps_dir"),
         click.option("--app", "app_names", multiple=True, help="Only this app (repeatable)."),
         click.option("--path", "app_path", default=".", show_default=True,
                      help="Manifest path in the repo, for an app built from flags."),
@@ -93,10 +111,20 @@ def app_options(func: F) -> F:
         click.option("--repo-root", type=click.Path(file_okay=False, path_type=Path),
                      help="Repository root of --local (default: the outermost directory "
                           "holding .gitops-ray/ inside the git work tree, else its root)."),
-        click.option("--cache-dir", type=click.Path(path_type=Path), default=DEFAULT_CACHE,
-                     show_default=True, help="Where git mirrors are kept."),
-        click.option("--helm", "helm_bin", default="helm", show_default=True,
-                     help="helm v3 binary."),
+        setting_option("cacheDir", type=click.Path(path_type=Path)),
+        setting_option("helm", "helm_bin"),
+    ])
+
+
+def shapes_options(func: F) -> F:
+    """The in-cluster pod-shape ConfigMaps (the controller's ``podShapes.*`` settings)."""
+    return _apply(func, [
+        click.option("--instance-types-configmap", default="",
+                     help="ConfigMap in --control-namespace holding instance types "
+                          "(instance_types.yaml); the repo's .gitops-ray/ files override it."),
+        click.option("--patches-configmap", default="",
+                     help="ConfigMap in --control-namespace holding pod-shape patches "
+                          "(patches.yaml), applied before the repo's."),
     ])
 
 
@@ -133,7 +161,8 @@ def name_envvars(command: click.Command) -> None:
         option = longest[2:].split("/")[0].replace("-", "_").upper()
         if option:
             cmd = (command.name or "").replace("-", "_").upper()
-            param.envvar = [f"{ENV_PREFIX}{cmd}_{option}", f"{ENV_PREFIX}{option}"]
+            prefix = settings.ENV_PREFIX
+            param.envvar = [f"{prefix}{cmd}_{option}", f"{prefix}{option}"]
 
 
 @dataclass
@@ -144,7 +173,6 @@ class Selection:
     revision: str | None = None
     local: Path | None = None
     repo_root: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def select_apps(source: GitSource, opts: dict[str, Any]) -> Selection:
@@ -227,7 +255,7 @@ def repo_root_of(directory: Path, source_path: str | None = None) -> Path:
     git_root = next((c for c in chain if (c / ".git").exists()), None)
     if git_root is not None:
         chain = chain[:chain.index(git_root) + 1]
-    configured = [c for c in chain if (c / ".gitops-ray").is_dir()]
+    configured = [c for c in chain if (c / CONFIG_DIR).is_dir()]
     return configured[-1] if configured else git_root or start
 
 
@@ -245,8 +273,14 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
     kube = connect(opts)
     store = RecordStore(kube, opts["control_namespace"])
     source = GitSource(opts["cache_dir"])
-    tools = RenderTools(helm_bin=opts.get("helm_bin") or "helm")
+    tools = RenderTools(helm_bin=opts["helm_bin"])
+    shapes = configmap_shapes(
+        lambda namespace, name: kube.get("v1", "ConfigMap", name=name, namespace=namespace),
+        namespace=opts["control_namespace"],
+        instance_types=opts.get("instance_types_configmap") or "",
+        patches=opts.get("patches_configmap") or "")
     pipeline = Pipeline(kube, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
-                        jq_timeout=float(opts.get("jq_timeout", 1.0)))
+                        jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
+                        shapes=functools.cache(shapes))  # one read per command
     return pipeline, store

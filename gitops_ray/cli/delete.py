@@ -16,11 +16,9 @@ from typing import Any
 
 import click
 
-from gitops_ray.cli.common import CliCommand, check_known, connect, kube_options
+from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, connect, kube_options
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.teardown import Teardown, delete_app
-
-EXIT_FAILED = 2
 
 
 @click.command("delete", cls=CliCommand)
@@ -43,7 +41,7 @@ def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...]
         teardown = delete_app(kube, store, app, policy=policy)
         report_teardown(teardown, cascade=cascade)
         failed |= not teardown.ok
-    sys.exit(EXIT_FAILED if failed else 0)
+    sys.exit(EXIT_ERROR if failed else 0)
 
 
 def report_teardown(teardown: Teardown, *, cascade: bool) -> None:

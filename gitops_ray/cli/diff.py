@@ -22,24 +22,27 @@ from rich.console import Console
 from rich.progress import Progress
 
 from gitops_ray.cli.common import (
+    EXIT_DIFFERENCES,
+    EXIT_ERROR,
     CliCommand,
     app_options,
     build_pipeline,
     kube_options,
     select_apps,
+    shapes_options,
 )
 from gitops_ray.diff.format import to_json, unified
+from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.render.apps import Application
-
-EXIT_ERROR = 2
+from gitops_ray.types import SyncStatus
 
 
 def diff_options(func: Any) -> Any:
     func = click.option("--no-builtin-rules", is_flag=True,
                         help="Do not ignore the Ray autoscaler's fields by default.")(func)
-    return click.option("--jq-timeout", default=1.0, show_default=True, type=float,
+    return click.option("--jq-timeout", default=JQ_TIMEOUT, show_default=True, type=float,
                         help="Deadline in seconds for each jq ignore expression.")(func)
 
 
@@ -80,6 +83,7 @@ def error_text(error: GitOpsRayError) -> str:
 @click.command("diff", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @diff_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
@@ -99,22 +103,22 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
         if isinstance(comparison, GitOpsRayError):
             failed = True
             click.secho(f"app {app.name}: {error_text(comparison)}", fg="red", err=True)
-            report.append({"app": app.name, "revision": "", "status": "Unknown",
+            report.append({"app": app.name, "revision": "", "status": SyncStatus.UNKNOWN,
                            "error": error_text(comparison), "resources": []})
             continue
         _warn(comparison)
-        changed |= comparison.diff.status == "OutOfSync"
+        changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
                            "resources": to_json(comparison.diff)})
             continue
         for resource in comparison.diff.resources:
-            if resource.status == "OutOfSync":
+            if resource.out_of_sync:
                 click.echo(unified(resource, color=use_color), nl=False)
     if output == "json":
         click.echo(json.dumps(report, indent=2))
-    sys.exit(EXIT_ERROR if failed else 1 if changed and exit_code else 0)
+    sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
 
 
 def _warn(comparison: Comparison) -> None:

@@ -17,7 +17,6 @@ import click
 import yaml
 
 from gitops_ray.cli.common import (
-    DEFAULT_CACHE,
     CliCommand,
     app_options,
     global_options,
@@ -37,7 +36,7 @@ def render_command(**opts: Any) -> None:
         opts["source_path"] = os.environ.get("ARGOCD_APP_SOURCE_PATH")
         if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
             opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
-    source = GitSource(opts.get("cache_dir") or DEFAULT_CACHE)
+    source = GitSource(opts["cache_dir"])
     selection = select_apps(source, opts)
     docs = []
     for app in selection.apps:
@@ -45,7 +44,7 @@ def render_command(**opts: Any) -> None:
             app.source.repo_url, selection.revision or app.source.target_revision).root
         for warning in app.warnings:
             click.secho(f"warning: app {app.name}: {warning}", fg="yellow", err=True)
-        docs += render_app(app, root, helm_bin=opts.get("helm_bin") or "helm")
+        docs += render_app(app, root, helm_bin=opts["helm_bin"])
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from gitops_ray.cli.common import GLOBAL_SETTINGS
 from gitops_ray.runtime.settings import OPTIONS, Option, load_settings
 
 
@@ -66,15 +67,12 @@ def run_command(config_file: Path | None, **flags: Any) -> None:
     sys.exit(Runtime(settings).run())
 
 
-_GLOBALS = {"log_level": "log.level", "kubeconfig": "kubeconfig", "kube_context": "context"}
-
-
 def _global_flags(ctx: click.Context) -> dict[str, Any]:
     """Global flags typed on the group's command line, by settings key."""
     parent = ctx.parent
     if parent is None:
         return {}
-    return {key: parent.params[name] for name, key in _GLOBALS.items()
+    return {key: parent.params[name] for name, key in GLOBAL_SETTINGS.items()
             if parent.get_parameter_source(name) is ParameterSource.COMMANDLINE}
 
 

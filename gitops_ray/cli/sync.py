@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gitops_ray.cli.common import (
+    EXIT_ERROR,
     CliCommand,
     Selection,
     app_options,
@@ -48,10 +49,12 @@ from gitops_ray.cli.common import (
     connect,
     kube_options,
     select_apps,
+    shapes_options,
 )
 from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
@@ -61,8 +64,8 @@ from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
+from gitops_ray.types import SyncStatus
 
-EXIT_FAILED = 2
 POLL_SECONDS = 1.0
 Status = dict[str, Any]
 
@@ -70,6 +73,7 @@ Status = dict[str, Any]
 @click.command("sync", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @diff_options
 @click.option("--prune", is_flag=True, help="Delete objects of the app that left git.")
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
@@ -109,7 +113,7 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
             failed |= not result.ok
     if origin and prune and not dry_run and not opts.get("app_names"):
         failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
-    sys.exit(EXIT_FAILED if failed else 0)
+    sys.exit(EXIT_ERROR if failed else 0)
 
 
 def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
@@ -163,8 +167,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
 # -- status -------------------------------------------------------------------------------
 
 def _row(name: str, status: Status) -> dict[str, Any]:
-    return {"name": name, "sync": status.get("sync", "Unknown"),
-            "health": status.get("health", "Unknown"),
+    return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
+            "health": status.get("health", HealthStatus.UNKNOWN.value),
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
@@ -199,7 +203,8 @@ def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
             comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
                                           local=selection.local)
         except GitOpsRayError as e:
-            error = {"sync": "Unknown", "error": error_text(e), "comparedAt": time.time()}
+            error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
+                     "comparedAt": time.time()}
             out[app.name] = _save(store, app.name, error) if record else error
             continue
         if selection.local is None:
@@ -217,6 +222,7 @@ def _save(store: RecordStore, name: str, fields: Status) -> Status:
 @click.command("status", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @click.option("--refresh", "refresh_now", is_flag=True,
               help="Compare with git and the cluster now (needs --repo/--apps or --local) "
                    "and record the result, instead of showing the last recorded state.")
@@ -267,6 +273,7 @@ Probe = Callable[[], dict[str, Status]]
 @click.command("wait", cls=CliCommand)
 @kube_options
 @app_options
+@shapes_options
 @click.option("--sync", "want_sync", is_flag=True, help="Wait until Synced.")
 @click.option("--health", "want_health", is_flag=True, help="Wait until Healthy.")
 @click.option("--timeout", default=300.0, show_default=True, type=float, help="Seconds.")
@@ -292,7 +299,7 @@ def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple
             click.secho(f"timed out after {timeout:.0f}s waiting for "
                         + ", ".join(_describe(a, statuses[a]) for a in pending),
                         fg="red", err=True)
-            sys.exit(EXIT_FAILED)
+            sys.exit(EXIT_ERROR)
         time.sleep(POLL_SECONDS)
 
 
@@ -315,8 +322,8 @@ def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
 
 
 def _done(status: Status, want_sync: bool, want_health: bool) -> bool:
-    return ((not want_sync or status.get("sync") == "Synced")
-            and (not want_health or status.get("health") == "Healthy"))
+    return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
+            and (not want_health or status.get("health") == HealthStatus.HEALTHY))
 
 
 def _describe(name: str, status: Status) -> str:

@@ -8,7 +8,8 @@ Public API (used by the CLI, sync and the controller):
 * :func:`compile_rules` → :class:`RuleSet` (``normalize``, ``ignored_paths``);
 * :func:`compare` → :class:`ResourceDiff`, collected in an :class:`AppDiff`;
 * :func:`strip_server_fields`;
-* :mod:`gitops_ray.diff.format` for ``unified`` and ``to_json`` output.
+* :mod:`gitops_ray.diff.format` for ``unified`` and ``to_json`` output;
+* :mod:`gitops_ray.diff.groups`: per worker group changes of Ray objects (``-o json``).
 """
 
 from gitops_ray.diff.compare import AppDiff, ResourceDiff, compare, strip_server_fields

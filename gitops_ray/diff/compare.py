@@ -27,9 +27,8 @@ from typing import Any
 from gitops_ray.diff.paths import json_copy, json_equal
 from gitops_ray.diff.rules import RuleSet, Scope, Skip
 from gitops_ray.errors import DiffError
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, ResourceKey, SyncStatus
 
-SYNCED, OUT_OF_SYNC = "Synced", "OutOfSync"
 MODIFIED, MISSING, EXTRANEOUS = "modified", "missing", "extraneous"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "generation",
@@ -42,7 +41,7 @@ class ResourceDiff:
     """The comparison of one resource; the normalized sides are what the user sees."""
 
     key: ResourceKey
-    status: str  # "Synced" | "OutOfSync"
+    status: SyncStatus  # Synced or OutOfSync
     reason: str  # "" | "modified" | "missing" | "extraneous"
     desired_normalized: Manifest | None
     live_normalized: Manifest | None
@@ -50,7 +49,7 @@ class ResourceDiff:
 
     @property
     def out_of_sync(self) -> bool:
-        return self.status == OUT_OF_SYNC
+        return self.status == SyncStatus.OUT_OF_SYNC
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,10 @@ class AppDiff:
     resources: list[ResourceDiff] = field(default_factory=list)
 
     @property
-    def status(self) -> str:
-        return OUT_OF_SYNC if any(r.out_of_sync for r in self.resources) else SYNCED
+    def status(self) -> SyncStatus:
+        if any(r.out_of_sync for r in self.resources):
+            return SyncStatus.OUT_OF_SYNC
+        return SyncStatus.SYNCED
 
     @property
     def warnings(self) -> list[str]:
@@ -144,12 +145,14 @@ def _secret_data(secret: Manifest) -> None:
         del secret["data"]
 
 
-def _status(want: Manifest | None, have: Manifest | None) -> tuple[str, str]:
+def _status(want: Manifest | None, have: Manifest | None) -> tuple[SyncStatus, str]:
     if have is None:
-        return OUT_OF_SYNC, MISSING
+        return SyncStatus.OUT_OF_SYNC, MISSING
     if want is None:
-        return OUT_OF_SYNC, EXTRANEOUS
-    return (SYNCED, "") if json_equal(want, have) else (OUT_OF_SYNC, MODIFIED)
+        return SyncStatus.OUT_OF_SYNC, EXTRANEOUS
+    if json_equal(want, have):
+        return SyncStatus.SYNCED, ""
+    return SyncStatus.OUT_OF_SYNC, MODIFIED
 
 
 def _warnings(skips: Iterable[Skip]) -> list[str]:

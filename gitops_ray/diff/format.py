@@ -18,6 +18,7 @@ import jsonpatch
 import yaml
 
 from gitops_ray.diff.compare import AppDiff, ResourceDiff
+from gitops_ray.diff.groups import has_worker_groups, worker_group_changes
 from gitops_ray.types import Manifest
 
 MASK, MASK_STEP = "+" * 8, "+" * 4
@@ -96,15 +97,21 @@ def to_json(app_diff: AppDiff) -> list[dict[str, Any]]:
     """One record per resource for ``-o json``, with a JSON Patch from live to desired.
 
     A missing resource's patch adds the whole object at ``""``; an extraneous one's
-    removes ``""``.
+    removes ``""``. Ray objects also get ``workerGroups``: the changes keyed by group name
+    (:func:`gitops_ray.diff.groups.worker_group_changes`).
     """
     return [_record(rd) for rd in app_diff.resources]
 
 
 def _record(rd: ResourceDiff) -> dict[str, Any]:
-    return {"key": str(rd.key), "group": rd.key.group, "kind": rd.key.kind,
-            "namespace": rd.key.namespace, "name": rd.key.name, "status": rd.status,
-            "reason": rd.reason, "patch": patch(rd), "warnings": list(rd.warnings)}
+    record: dict[str, Any] = {
+        "key": str(rd.key), "group": rd.key.group, "kind": rd.key.kind,
+        "namespace": rd.key.namespace, "name": rd.key.name, "status": rd.status,
+        "reason": rd.reason, "patch": patch(rd), "warnings": list(rd.warnings)}
+    if has_worker_groups(rd.key.group, rd.key.kind):
+        record["workerGroups"] = worker_group_changes(rd.desired_normalized,
+                                                      rd.live_normalized)
+    return record
 
 
 def patch(rd: ResourceDiff) -> list[dict[str, Any]]:

@@ -2,9 +2,11 @@
 
 With ``enableInTreeAutoscaling: true`` the autoscaler sidecar patches exactly two fields
 of the RayCluster spec, ``workerGroupSpecs[i].replicas`` and
-``workerGroupSpecs[i].scaleStrategy`` (kuberay.md §0, §2). Reverting them fights the
-autoscaler (kuberay #4149, ray #55736), which is why the Ray docs tell Argo CD users to
-add an ``ignoreDifferences`` rule by hand. We ship that rule, on by default, for the
+``workerGroupSpecs[i].scaleStrategy`` (``worker_replica_patch`` and ``worker_delete_patch`` in
+Ray's ``python/ray/autoscaler/_private/kuberay/node_provider.py``,
+https://github.com/ray-project/ray). Reverting them fights the autoscaler (kuberay #4149,
+ray #55736), which is why the Ray docs tell Argo CD users to add an ``ignoreDifferences``
+rule by hand. We ship that rule, on by default, for the
 RayCluster and for the clusters embedded in RayJob (``spec.rayClusterSpec``) and
 RayService (``spec.rayClusterConfig``).
 

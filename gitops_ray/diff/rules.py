@@ -41,6 +41,8 @@ from gitops_ray.types import Manifest, ResourceKey
 RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpressions",
                "managedFieldsManagers")
 _MAX_SHOWN_EXPR = 100
+JQ_TIMEOUT = 1.0
+"""Seconds each jq ignore expression may run per object, as in Argo CD (1 s)."""
 
 
 class NormalizeResult(NamedTuple):
@@ -97,7 +99,7 @@ class Scope:
 class RuleSet:
     """The rules of one app; thread-safe and reusable (it holds no per-object state)."""
 
-    def __init__(self, rules: Sequence[Rule], *, jq_timeout: float = 1.0) -> None:
+    def __init__(self, rules: Sequence[Rule], *, jq_timeout: float = JQ_TIMEOUT) -> None:
         self.rules = tuple(rules)
         self.jq_timeout = jq_timeout
 
@@ -175,11 +177,11 @@ class RuleSet:
 
 
 def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,
-                  jq_timeout: float = 1.0, where: str = "") -> RuleSet:
+                  jq_timeout: float = JQ_TIMEOUT, where: str = "") -> RuleSet:
     """Compile Argo ``ignoreDifferences`` entries (plus the built-in Ray rules).
 
     ``where`` names the source (e.g. ``"Application demo"``) in error messages. A zero
-    ``jq_timeout`` means the default of 1 s, as in Argo CD. Raises
+    ``jq_timeout`` means the default :data:`JQ_TIMEOUT`. Raises
     :class:`~gitops_ray.errors.ConfigError` for a malformed rule, naming its index.
     """
     if jq_timeout < 0:
@@ -188,7 +190,7 @@ def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,
              for i, spec in enumerate(specs)]
     if builtin:
         rules += [_compile(b.spec, b.label, active=b.active) for b in BUILTIN_RULES]
-    return RuleSet(rules, jq_timeout=jq_timeout or 1.0)
+    return RuleSet(rules, jq_timeout=jq_timeout or JQ_TIMEOUT)
 
 
 def _prefix(where: str) -> str:

@@ -1,6 +1,8 @@
 """Health of KubeRay objects (RayCluster, RayJob, RayService), which Argo CD has no check for.
 
-The rules read what the KubeRay operator actually writes (kuberay.md §1, §3, §6):
+The rules read what the KubeRay operator actually writes (``calculateStatus`` in
+``ray-operator/controllers/ray/raycluster_controller.go`` of
+https://github.com/ray-project/kuberay):
 
 * nothing is trustworthy until the operator has written a status for the current
   ``metadata.generation``; a spec the operator rejects gets no status at all, only a

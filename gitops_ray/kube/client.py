@@ -282,7 +282,7 @@ class Kube:
 
     # -- reads -----------------------------------------------------------------------
 
-    def get(self, api_version: str, kind: str, name: str,
+    def get(self, api_version: str, kind: str, *, name: str,
             namespace: str | None = None) -> Manifest | None:
         """The live object, or ``None`` when it does not exist."""
         info = self.resource(api_version, kind)
@@ -396,8 +396,8 @@ class Kube:
             body=obj, verb="update", resource=info.plural)
         return result
 
-    def patch(self, api_version: str, kind: str, name: str, namespace: str | None,
-              patch: Any, *, content_type: str = JSON_PATCH, field_manager: str | None = None,
+    def patch(self, api_version: str, kind: str, *, name: str, namespace: str | None,
+              patch: Any, content_type: str = JSON_PATCH, field_manager: str | None = None,
               subresource: str | None = None, dry_run: bool = False) -> Manifest:
         """JSON Patch (default) or merge patch one object."""
         info = self.resource(api_version, kind)
@@ -407,7 +407,7 @@ class Kube:
             content_type=content_type, verb="patch", resource=info.plural)
         return result
 
-    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None, *,
+    def delete(self, api_version: str, kind: str, *, name: str, namespace: str | None = None,
                propagation_policy: str | None = None, uid: str | None = None,
                resource_version: str | None = None, dry_run: bool = False) -> bool:
         """Delete one object; ``False`` when it was already gone.

@@ -47,6 +47,7 @@ from typing import Any
 
 import structlog
 
+from gitops_ray import FIELD_MANAGER
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.client import Kube
 from gitops_ray.kube.errors import Conflict, KubeError, NotFound
@@ -168,7 +169,7 @@ class LeaderElector:
 
     def _acquire_or_renew(self) -> bool:
         s = self.settings
-        lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+        lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)
         if lease is None and self.is_leader:
             self._superseded = "(lease deleted)"
             return False
@@ -214,10 +215,10 @@ class LeaderElector:
                              "annotations": dict(s.annotations)},
                 "spec": spec}
         try:
-            created = self.kube.create(body, field_manager="gitops-ray")
+            created = self.kube.create(body, field_manager=FIELD_MANAGER)
         except NotFound:  # the namespace does not exist (yet)
             self._create_namespace()
-            created = self.kube.create(body, field_manager="gitops-ray")
+            created = self.kube.create(body, field_manager=FIELD_MANAGER)
         self._observe(spec, created)
         return True
 
@@ -225,7 +226,7 @@ class LeaderElector:
         ns = self.settings.namespace
         try:
             self.kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                             field_manager="gitops-ray")
+                             field_manager=FIELD_MANAGER)
         except Conflict:
             return  # created concurrently (by the other replica): fine
         except KubeError as e:
@@ -243,7 +244,7 @@ class LeaderElector:
                              "resourceVersion": lease["metadata"]["resourceVersion"],
                              "annotations": annotations},
                 "spec": spec}
-        written = self.kube.replace(body, field_manager="gitops-ray")
+        written = self.kube.replace(body, field_manager=FIELD_MANAGER)
         self._observe(written.get("spec") or spec, written)
         return True
 
@@ -314,7 +315,7 @@ class LeaderElector:
         self.fence.revoke()
         try:
             with unfenced():
-                lease = self.kube.get(LEASE_API, "Lease", s.name, s.namespace)
+                lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)
                 spec = (lease or {}).get("spec") or {}
                 if lease is None or spec.get("holderIdentity") != s.identity:
                     return False

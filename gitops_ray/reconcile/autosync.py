@@ -4,13 +4,17 @@ The controller refreshes apps all the time (polls, webhooks, watch events); this
 the one place that decides whether a refresh turns into a write. Keeping it pure (no
 clock, no cluster, no threads) is what lets the unit tests walk through every branch and
 every backoff step in milliseconds. The rules follow Argo CD's ``autoSync``
-(``controller/appcontroller.go``, see ``argocd-semantics.md`` §3):
+(``controller/appcontroller.go`` in https://github.com/argoproj/argo-cd; documented at
+https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/):
 
 * only apps with ``syncPolicy.automated``, and only when the comparison is ``OutOfSync``;
 * nothing when the only differences are extraneous objects and ``prune`` is off;
 * never when pruning is on, ``allowEmpty`` is off and git renders nothing ("auto-sync
   will wipe out all resources");
-* once per (revision, source spec): a new revision or spec is synced in full;
+* once per (revision, source spec): a new revision or spec is synced in full. The
+  in-cluster pod-shape ConfigMaps an app's render depends on count as part of its spec
+  (as Argo CD counts application parameters), so editing the instance-types ConfigMap
+  auto-syncs the apps that use it once, and leaves the others alone;
 * **self-heal**: after a successful sync to the same revision, drift is reverted for the
   out-of-sync resources only, after ``step(attempts) - (now - lastFinishedAt)`` seconds
   with step 0, 2, 6, 18, 54, 162, 300 s (initial 2 s, factor 3, cap 300 s). The attempt
@@ -36,7 +40,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.render.apps import Application, SyncPolicy
-from gitops_ray.types import ResourceKey
+from gitops_ray.types import OperationPhase, ResourceKey, SyncStatus
 
 _MAX_STEPS = 64
 
@@ -88,7 +92,7 @@ class LastOperation:
 
     @property
     def succeeded(self) -> bool:
-        return self.phase == "Succeeded"
+        return self.phase == OperationPhase.SUCCEEDED
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> LastOperation | None:
@@ -109,7 +113,7 @@ class Observed:
 
     revision: str
     source_key: str
-    sync_status: str
+    sync_status: SyncStatus
     out_of_sync: frozenset[ResourceKey] = frozenset()
     extraneous: frozenset[ResourceKey] = frozenset()  # live, tracked, no longer in git
     desired_count: int = 1
@@ -142,9 +146,12 @@ class Decision:
         return "self-heal" if self.only is not None else "auto-sync"
 
 
-def source_key(app: Application) -> str:
-    """A short digest of the app's source spec and destination (what "same spec" means)."""
-    spec = repr((app.source, app.destination.namespace))
+def source_key(app: Application, shapes: str = "") -> str:
+    """A short digest of the app's source spec and destination (what "same spec" means).
+
+    ``shapes``: the version of the in-cluster pod shapes its render depends on ("" none).
+    """
+    spec = repr((app.source, app.destination.namespace) + ((shapes,) if shapes else ()))
     return hashlib.sha256(spec.encode()).hexdigest()[:16]
 
 
@@ -168,7 +175,7 @@ def decide(policy: SyncPolicy, observed: Observed, last: LastOperation | None, *
 def _precondition(policy: SyncPolicy, observed: Observed) -> Decision | None:
     if not policy.automated:
         return Decision(Action.NONE, "automated sync is off")
-    if observed.sync_status != "OutOfSync":
+    if observed.sync_status != SyncStatus.OUT_OF_SYNC:
         return Decision(Action.NONE, f"sync status is {observed.sync_status}")
     if not policy.prune and observed.out_of_sync <= observed.extraneous:
         return Decision(Action.NONE, "only pruning is needed and automated prune is off")

@@ -4,7 +4,10 @@ The stages are pure or nearly so; this module is where they meet the cluster. It
 two caches that make repeated passes cheap, which is what the controller relies on:
 
 * renders are cached per source spec: an unchanged revision is never re-rendered, and a
-  commit that does not touch a plain-directory app's files reuses its render;
+  commit that does not touch what a plain-directory app's render reads
+  (:func:`gitops_ray.render.input_digest`) reuses its render. The cluster's facts are
+  part of the key: its APIs (for Helm) and the in-cluster pod-shape ConfigMaps (a
+  :data:`ShapesSource`), so editing the instance-types ConfigMap re-renders;
 * per-object diffs and health (server-side dry run included) are cached by (desired
   content, ignore rules, live resourceVersion), as Argo CD caches server-side diffs: an
   unchanged pair costs no API request and no normalisation.
@@ -20,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -30,17 +32,19 @@ from typing import Protocol
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
-from gitops_ray.errors import DiffError, SourceError
+from gitops_ray.diff.rules import JQ_TIMEOUT
+from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
-from gitops_ray.render import render_app
+from gitops_ray.render import input_digest, render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
-from gitops_ray.safepath import safe_path
+from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
+from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
-from gitops_ray.sync.records import InventoryEntry, RecordStore
+from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -50,6 +54,9 @@ LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 LiveVersion = Callable[[str, str, str, str], "str | None"]
 """(apiVersion, kind, namespace, name) -> the live ``resourceVersion``, or None when only a
 read of the object itself can tell (the watch cache answers this from memory)."""
+
+ShapesSource = Callable[[], ClusterShapes]
+"""The in-cluster pod-shape ConfigMaps as they are now (see :func:`configmap_shapes`)."""
 
 CAPABILITIES_TTL = 300.0
 REJECTIONS = "type=Warning,involvedObject.kind=RayCluster"
@@ -129,10 +136,11 @@ class Comparison:
     health: Health | None = None
     warnings: list[str] = field(default_factory=list)
     render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
+    shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
-        return frozenset(r.key for r in self.diff.resources if r.status == "OutOfSync")
+        return frozenset(r.key for r in self.diff.resources if r.out_of_sync)
 
     def manifests(self) -> list[Manifest]:
         """Git's objects, unpacked (what a sync applies)."""
@@ -143,17 +151,18 @@ class Comparison:
 class RenderTools:
     """External tools the render stage needs (cluster facts come from discovery)."""
 
-    helm_bin: str = "helm"
-    kubectl_bin: str = "kubectl"
+    helm_bin: str = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
 
 
 @dataclass(frozen=True)
 class _Render:
     sha: str
-    inputs: str | None  # see input_digest
+    inputs: str | None  # see gitops_ray.render.input_digest
     objects: list[DesiredObject]
     problems: tuple[str, ...] = ()  # see render.notes
-    facts: str = ""  # the cluster's capabilities it was rendered with (digest)
+    facts: str = ""  # the cluster's capabilities and pod-shape ConfigMaps (digests)
+    shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
 
 
 @dataclass(frozen=True)
@@ -168,9 +177,10 @@ class Pipeline:
 
     def __init__(self, kube: Kube, source: GitSource, store: RecordStore, *,
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
-                 jq_timeout: float = 1.0, live: LiveSource | None = None,
+                 jq_timeout: float = JQ_TIMEOUT, live: LiveSource | None = None,
                  live_version: LiveVersion | None = None,
-                 events: EventSource | None = None) -> None:
+                 events: EventSource | None = None,
+                 shapes: ShapesSource | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -180,6 +190,7 @@ class Pipeline:
         self._live = live or self._get
         self._live_version = live_version or _unknown_version
         self._events: EventSource = events or ClusterEvents(kube)
+        self._shapes: ShapesSource = shapes or ClusterShapes
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, _Render] = {}
@@ -200,32 +211,36 @@ class Pipeline:
         What the render tolerated (:mod:`gitops_ray.render.notes`) is in
         :meth:`render_problems` afterwards.
 
-        Cached per source spec: a known SHA costs nothing, and a new commit that leaves a
-        plain-directory app's files untouched (see :func:`input_digest`) reuses its render,
-        so a one-line commit re-renders one app, not every app in the repo.
+        Cached per source spec: a known SHA costs nothing, and a new commit that leaves
+        what a plain-directory app's render reads untouched (see
+        :func:`gitops_ray.render.input_digest`) reuses its render, so a one-line commit
+        re-renders one app, not every app in the repo. A change of the cluster's APIs or
+        of its pod-shape ConfigMaps re-renders every app.
         """
+        cluster = self._shapes()
         if local is not None:
-            rendered = self._render(app, local, "local", None,
+            rendered = self._render(app, local, "local", None, cluster,
                                     capabilities=self.capabilities())
             with self._lock:
                 self._renders["local:" + app.name] = rendered
             return "local", rendered.objects
         capabilities, facts = self._cluster_facts()
+        facts += "|" + cluster.version
         spec = _spec_key(app)
         with self._lock:
             cached = self._renders.get(spec)
         if cached is not None and cached.facts != facts:
-            cached = None  # the cluster's APIs changed: a chart may render differently
+            cached = None  # the cluster's APIs or pod shapes changed: render again
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
                                         revision or app.source.target_revision)
         if cached is None or cached.sha != checkout.sha:
-            inputs = input_digest(app, checkout.root)
+            inputs = input_digest(app, checkout.root, cluster=cluster)
             if cached is not None and inputs is not None and inputs == cached.inputs:
                 cached = dataclasses.replace(cached, sha=checkout.sha)  # app untouched
             else:
-                cached = self._render(app, checkout.root, checkout.sha, inputs,
+                cached = self._render(app, checkout.root, checkout.sha, inputs, cluster,
                                       capabilities=capabilities, facts=facts)
             with self._lock:
                 self._renders[spec] = cached
@@ -233,21 +248,26 @@ class Pipeline:
 
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
-        key = "local:" + app.name if local else _spec_key(app)
-        with self._lock:
-            cached = self._renders.get(key)
+        cached = self._last_render(app, local)
         return cached.problems if cached is not None else ()
 
-    def _render(self, app: Application, root: Path, sha: str, inputs: str | None, *,
-                capabilities: Capabilities, facts: str = "") -> _Render:
+    def _last_render(self, app: Application, local: bool) -> _Render | None:
+        key = "local:" + app.name if local else _spec_key(app)
+        with self._lock:
+            return self._renders.get(key)
+
+    def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
+                cluster: ClusterShapes, *, capabilities: Capabilities,
+                facts: str = "") -> _Render:
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin,
                                   kube_version=capabilities.kube_version,
                                   api_versions=capabilities.api_versions,
-                                  is_namespaced=self._namespaced)
+                                  is_namespaced=self._namespaced, cluster_shapes=cluster)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
-        return _Render(sha, inputs, objects, tuple(problems), facts)
+        shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
+        return _Render(sha, inputs, objects, tuple(problems), facts, shapes)
 
     def capabilities(self) -> Capabilities:
         return self._cluster_facts()[0]
@@ -295,10 +315,11 @@ class Pipeline:
         for live in self._extraneous(app, {o.key for o in desired}):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         app_diff = AppDiff(resources=diffs)
-        problems = self.render_problems(app, local=local is not None)
+        rendered = self._last_render(app, local is not None)
+        problems = rendered.problems if rendered is not None else ()
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
-                          problems)
+                          problems, rendered.shapes if rendered is not None else "")
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:
@@ -351,7 +372,7 @@ class Pipeline:
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         try:
-            return self.kube.get(api_version, kind, name, namespace or None)
+            return self.kube.get(api_version, kind, name=name, namespace=namespace or None)
         except UnknownKind:
             return None
 
@@ -397,33 +418,19 @@ def _digest(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def inventory_keys(entries: Sequence[InventoryEntry]) -> set[ResourceKey]:
-    return {e.key for e in entries}
+def configmap_shapes(get: Callable[[str, str], Manifest | None], *, namespace: str,
+                     instance_types: str = "", patches: str = "") -> ShapesSource:
+    """A :data:`ShapesSource` reading the named ConfigMaps of ``namespace`` with ``get``.
 
-
-def input_digest(app: Application, root: Path) -> str | None:
-    """A digest of everything a plain-directory app's render reads, or ``None``.
-
-    That is every file below the app's path and the repo's ``.gitops-ray/`` (pod shapes).
-    Helm and Kustomize apps can read files elsewhere (``../base``, root-relative value
-    files), so they get ``None`` and are re-rendered on every new commit.
+    ``get(namespace, name)`` is a plain GET for the CLI, the watch cache in the controller.
+    An empty name is not read; a ConfigMap that does not exist counts as empty.
     """
-    source = app.source
-    if source.helm is not None or source.kustomize is not None:
-        return None
-    try:
-        app_dir = safe_path(root, source.path or ".")
-    except SourceError:
-        return None
-    if any((app_dir / name).exists() for name in
-           ("Chart.yaml", "kustomization.yaml", "kustomization.yml", "Kustomization")):
-        return None
-    digest = hashlib.sha256()
-    for base in (app_dir, root / ".gitops-ray"):
-        for path in sorted(base.rglob("*")) if base.is_dir() else ():
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            if path.is_symlink():
-                digest.update(os.readlink(path).encode())
-            elif path.is_file():
-                digest.update(path.read_bytes())
-    return digest.hexdigest()
+    def read(name: str) -> Manifest | None:
+        if not name:
+            return None
+        try:
+            return get(namespace, name)
+        except KubeError as e:
+            raise DiffError(f"cannot read pod-shape ConfigMap {namespace}/{name}: {e}") from e
+
+    return lambda: ClusterShapes.of(read(instance_types), read(patches))

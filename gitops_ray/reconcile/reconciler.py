@@ -31,7 +31,7 @@ from gitops_ray.reconcile.status import save_operation, save_status
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
 from gitops_ray.sync.operation import OperationState, WaveReason
-from gitops_ray.types import ResourceKey
+from gitops_ray.types import ResourceAction, ResourceKey
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ class Reconciler:
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:
     """Say in the result why prunes stayed pending (see the module docstring)."""
     why = f"not pruned: the render had problems ({'; '.join(problems)})"
-    result.resources = [dataclasses.replace(r, message=why) if r.action == "pending-prune"
-                        else r for r in result.resources]
+    result.resources = [dataclasses.replace(r, message=why)
+                        if r.action == ResourceAction.PENDING_PRUNE else r
+                        for r in result.resources]
     if not result.message:
         result.message = why

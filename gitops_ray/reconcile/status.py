@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gitops_ray.health import Health, aggregate, assess
+from gitops_ray.health import Health, HealthStatus, aggregate, assess
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
+from gitops_ray.types import SyncStatus
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 
@@ -29,10 +30,10 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
     health = comparison.health
     return {
         "revision": comparison.revision,
-        "sync": comparison.diff.status,
-        "health": health.status.value if health else "Unknown",
+        "sync": comparison.diff.status.value,
+        "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": health.message if health else "",
-        "resources": [{"key": str(r.key), "status": r.status, "reason": r.reason}
+        "resources": [{"key": str(r.key), "status": r.status.value, "reason": r.reason}
                       for r in comparison.diff.resources],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
@@ -73,7 +74,8 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None
     """
 
     def change(record: AppRecord) -> None:
-        record.status.update({"sync": "Unknown", "error": error, "comparedAt": time.time()})
+        record.status.update({"sync": SyncStatus.UNKNOWN.value, "error": error,
+                              "comparedAt": time.time()})
         push_history(record.status, result.as_operation())
 
     store.update(result.app, change)
@@ -82,16 +84,6 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None
 def save_operation(store: RecordStore, result: SyncResult) -> None:
     """Record a finished operation (e.g. one the CLI gave up waiting for), nothing else."""
     store.update(result.app, lambda r: push_history(r.status, result.as_operation()))
-
-
-def save_error(store: RecordStore, app: str, stage: str, message: str) -> None:
-    """Record that the last pass of ``app`` failed, keeping everything else as it was."""
-
-    def change(record: AppRecord) -> None:
-        record.status.update({"sync": record.status.get("sync", "Unknown"),
-                              "error": f"{stage}: {message}", "comparedAt": time.time()})
-
-    store.update(app, change)
 
 
 def live_health(kube: Kube, record: AppRecord) -> Health:
@@ -107,6 +99,6 @@ def live_health(kube: Kube, record: AppRecord) -> Health:
 def _get(kube: Kube, api_version: str, kind: str, namespace: str, name: str
          ) -> dict[str, Any] | None:
     try:
-        return kube.get(api_version, kind, name, namespace or None)
+        return kube.get(api_version, kind, name=name, namespace=namespace or None)
     except UnknownKind:
         return None

@@ -8,7 +8,8 @@ Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-ap
 ``documents`` (YAML/JSON decoding with file and line), ``scope`` (default namespace),
 ``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes),
 ``bounds`` (every YAML/JSON text measured against ``gitops_ray.limits`` before it is
-built), ``notes`` (problems a render tolerated, so no prune follows it).
+built), ``notes`` (problems a render tolerated, so no prune follows it), ``inputs`` (the
+digest of what a render reads, which the render cache is keyed by).
 """
 
 from gitops_ray.render.applications import (
@@ -27,10 +28,12 @@ from gitops_ray.render.apps import (
     KustomizeSource,
     SyncPolicy,
 )
+from gitops_ray.render.inputs import input_digest
 from gitops_ray.render.pipeline import render_app, source_type
 
 __all__ = [
     "AppScan", "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
-    "KustomizeSource", "SyncPolicy", "application_from_flags", "load_applications",
-    "parse_application", "render_app", "scan_applications", "source_type",
+    "KustomizeSource", "SyncPolicy", "application_from_flags", "input_digest",
+    "load_applications", "parse_application", "render_app", "scan_applications",
+    "source_type",
 ]

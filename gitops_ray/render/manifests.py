@@ -47,13 +47,14 @@ from gitops_ray.render.documents import (
     read_text,
 )
 from gitops_ray.render.notes import tolerate
+from gitops_ray.render.shapes.settings import CONFIG_DIR
 
 # stdlib logging, not structlog: unconfigured, it writes warnings to stderr and drops info,
 # so `gitops-ray render` (an Argo CD plugin) never gets log lines in its YAML on stdout.
 log = logging.getLogger(__name__)
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
-SKIPPED_DIRS = frozenset({".git", ".gitops-ray"})
+SKIPPED_DIRS = frozenset({".git", CONFIG_DIR})
 
 
 def render_directory(app_dir: Path, repo_root: Path,

@@ -35,7 +35,8 @@ from gitops_ray.render.helm import render_helm
 from gitops_ray.render.kustomize import find_kustomization, render_kustomize
 from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
-from gitops_ray.render.shapes import expand_pod_shapes
+from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
+from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -48,17 +49,21 @@ DEFAULT_KUBE_VERSION = "1.36.3"
 class Tools:
     """The external programs and cluster facts a render may use."""
 
-    helm_bin: str | Path = "helm"
-    kubectl_bin: str = "kubectl"
+    helm_bin: str | Path = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
     kube_version: str = DEFAULT_KUBE_VERSION
     api_versions: tuple[str, ...] = ()
 
 
-def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
-               kubectl_bin: str = "kubectl", kube_version: str = DEFAULT_KUBE_VERSION,
+def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
+               kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (),
-               is_namespaced: IsNamespaced | None = None) -> list[Manifest]:
+               is_namespaced: IsNamespaced | None = None,
+               cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
+
+    ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
+    the repo's ``.gitops-ray/`` files override (see ``render.shapes.expand``).
 
     ``is_namespaced(apiVersion, kind)`` comes from the caller's discovery; without it a
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
@@ -68,7 +73,7 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
     tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
     try:
         with app_budget():
-            return _render(app, root.resolve(), tools, is_namespaced)
+            return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
         raise LimitExceeded(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
@@ -77,8 +82,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = "helm",
         raise ConfigError(f"app {app.name}: {e}") from e
 
 
-def _render(app: Application, root: Path, tools: Tools,
-            is_namespaced: IsNamespaced | None) -> list[Manifest]:
+def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespaced | None,
+            cluster_shapes: ClusterShapes | None) -> list[Manifest]:
     if app.source.chart:
         raise RenderError(f"spec.source.chart {app.source.chart!r} comes from a Helm "
                           "repository, which is not supported; vendor the chart into the "
@@ -93,7 +98,8 @@ def _render(app: Application, root: Path, tools: Tools,
     manifests = apply_default_namespace([obj for _, obj in located],
                                         app.destination.namespace, lookup=is_namespaced)
     check_unique([where for where, _ in located], manifests)
-    return expand_pod_shapes(manifests, repo_root=root, app_dir=app_dir)
+    return expand_pod_shapes(manifests, repo_root=root, app_dir=app_dir,
+                             cluster=cluster_shapes)
 
 
 def app_directory(root: Path, path: str) -> Path:

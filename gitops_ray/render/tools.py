@@ -35,6 +35,10 @@ from gitops_ray import limits
 from gitops_ray.errors import LimitExceeded, RenderError
 from gitops_ray.redact import redact
 
+HELM_BIN = "helm"
+"""The helm v3 binary when none is configured (looked up on ``PATH``)."""
+KUBECTL_BIN = "kubectl"
+"""The kubectl binary that runs ``kubectl kustomize``."""
 TIMEOUT_SECONDS = 300
 MAX_STDERR = 4000
 _INHERITED = ("PATH", "LANG", "LC_ALL", "TMPDIR")

@@ -169,12 +169,21 @@ def _items(loaded: _Loaded) -> list[Application | tuple[str, str]]:
 
 
 def _from_scan(sha: str, scan: AppScan, previous: _Loaded) -> _Loaded:
-    """The new load; apps of files that became unreadable stay, invalid with its error."""
+    """The new load.
+
+    Apps of files that became unreadable stay, invalid with the file's error. While any
+    file is unreadable, apps that are simply missing keep their last definition too:
+    the unreadable file may be where they went, so nothing is deleted until it reads.
+    """
     invalid = {name: error for name, (_, error) in scan.invalid.items()}
     files = {name: file for name, (file, _) in (*scan.apps.items(), *scan.invalid.items())}
     for name, file in previous.files.items():
         if file in scan.broken_files and name not in files:
             invalid[name] = f"{scan.broken_files[file]} (the file defining this app)"
             files[name] = file
-    return _Loaded(sha, tuple(app for _, app in scan.apps.values()), invalid, files,
+    kept: tuple[Application, ...] = ()
+    if scan.broken_files:
+        kept = tuple(a for a in previous.apps if a.name not in files)
+        files.update({a.name: previous.files.get(a.name, "") for a in kept})
+    return _Loaded(sha, (*(app for _, app in scan.apps.values()), *kept), invalid, files,
                    dict(scan.broken_files))

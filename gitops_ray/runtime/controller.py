@@ -59,6 +59,7 @@ import structlog
 from structlog.typing import FilteringBoundLogger
 
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.health import HealthStatus
 from gitops_ray.kube import KubeError, LeaseExpired
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.reconcile.autosync import (
@@ -81,11 +82,11 @@ from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.events import post_event
-from gitops_ray.sync.operation import OPERATION_STATE, OperationState, Phase, WaveReason
+from gitops_ray.sync.operation import OPERATION_STATE, OperationState, WaveReason
 from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncStatus
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
@@ -268,7 +269,7 @@ class Controller:
                       now=self._clock(), settings=self.autosync)
 
     def _publish(self, name: str, comparison: Comparison) -> None:
-        health = comparison.health.status.value if comparison.health else "Unknown"
+        health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
         last = self.metrics.apps.get(name).last_sync
         self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))
 
@@ -323,7 +324,7 @@ class Controller:
         """End a waiting sync whose revision is no longer the target (see module doc)."""
         message = (f"superseded by revision {revision[:12]} while waiting for wave "
                    f"{running.wave}")
-        op = {**running.extra, "revision": running.revision, "phase": str(Phase.FAILED),
+        op = {**running.extra, "revision": running.revision, "phase": OperationPhase.FAILED.value,
               "message": message, "reason": str(WaveReason.SUPERSEDED),
               "startedAt": running.started_at, "finishedAt": self._clock(),
               "resources": list(running.resources)}
@@ -344,10 +345,10 @@ class Controller:
                                              self._clock()))
         if decision.only is not None:
             for res in result.resources:
-                if res.action in ("configured", "created"):
+                if res.action in (ResourceAction.CONFIGURED, ResourceAction.CREATED):
                     self.metrics.drift_corrections.labels(name, res.key.kind).inc()
         summary = ", ".join(f"{r.key} {r.action}" for r in result.resources
-                            if r.action != "unchanged") or "no changes"
+                            if r.action != ResourceAction.UNCHANGED) or "no changes"
         self._event(name, reason="SyncSucceeded" if result.ok else "SyncFailed",
                     message=f"{decision.trigger} to {result.revision[:12]}: "
                             f"{result.message or summary}", warning=not result.ok)
@@ -401,7 +402,7 @@ class Controller:
         log.warning("refresh_failed", stage=error.stage, error=str(error),
                     repo=redact_url(app.source.repo_url))
         state = self.metrics.apps.get(app.name)
-        self.metrics.apps.set(app.name, AppState("Unknown", state.health_status,
+        self.metrics.apps.set(app.name, AppState(SyncStatus.UNKNOWN, state.health_status,
                                                  state.last_sync))
         with self._write_guard() as leading:
             if leading:
@@ -411,7 +412,8 @@ class Controller:
         """An unusable Application: no render, sync or prune; status and metrics say why."""
         self.metrics.reconciles.labels(name, "error").inc()
         state = self.metrics.apps.get(name)
-        self.metrics.apps.set(name, AppState("Unknown", state.health_status, state.last_sync))
+        self.metrics.apps.set(name, AppState(SyncStatus.UNKNOWN, state.health_status,
+                                             state.last_sync))
         log.warning("refresh_failed", stage="config", error=error)
         with self._write_guard() as leading:
             if leading:
@@ -423,7 +425,7 @@ class Controller:
             return
         try:
             record = self.store.update(name, lambda r: r.status.update(
-                {"error": message, "sync": "Unknown", "comparedAt": self._clock()}))
+                {"error": message, "sync": SyncStatus.UNKNOWN.value, "comparedAt": self._clock()}))
         except KubeError as e:
             _log.warning("status_not_saved", app=name, error=str(e))
             return
@@ -442,7 +444,8 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     """Reduce a comparison to the policy's input."""
     wanted = {o.key for o in comparison.desired}
     out = comparison.out_of_sync
-    return Observed(comparison.revision, source_key(app), comparison.diff.status, out,
+    return Observed(comparison.revision, source_key(app, comparison.shapes),
+                    comparison.diff.status, out,
                     frozenset(k for k in out if k not in wanted), len(comparison.desired))
 
 

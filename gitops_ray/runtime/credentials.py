@@ -71,7 +71,7 @@ class CredentialLookup:
 
     def _from_secret(self, entry: RepoCredential) -> Credentials | None:
         try:
-            secret = self._kube.get("v1", "Secret", entry.secret, self._namespace)
+            secret = self._kube.get("v1", "Secret", name=entry.secret, namespace=self._namespace)
         except KubeError as e:
             log.warning("repo_secret_unreadable", secret=entry.secret, error=type(e).__name__)
             return None

@@ -1,4 +1,8 @@
-"""Prometheus metrics of the controller, named ``gitops_ray_*`` (style-anchors §C3).
+"""Prometheus metrics of the controller, named ``gitops_ray_*``.
+
+Names follow Prometheus' rules (https://prometheus.io/docs/practices/naming/: one
+application prefix, base units, ``_total`` for counters, ``_info`` for metadata) and echo
+Argo CD's own metrics (https://argo-cd.readthedocs.io/en/stable/operator-manual/metrics/).
 
 Why a registry per controller instead of prometheus-client's global one: tests run
 several controllers in one process, and a global registry would refuse the second set
@@ -27,6 +31,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from gitops_ray import __version__
+from gitops_ray.health import HealthStatus
+from gitops_ray.types import SyncStatus
 
 DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
                     600, 1800)
@@ -36,8 +42,8 @@ DURATION_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 12
 class AppState:
     """What the app gauges show for one app."""
 
-    sync_status: str = "Unknown"
-    health_status: str = "Unknown"
+    sync_status: str = SyncStatus.UNKNOWN
+    health_status: str = HealthStatus.UNKNOWN
     last_sync: float = 0.0
 
 

@@ -13,6 +13,9 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
 * an APScheduler interval job per app (``interval`` + up to ``jitter``), and one for the
   app-of-apps sources;
 * a watch event on a managed object: a debounced refresh of its app;
+* an edit of a pod-shape ConfigMap (``podShapes.*``, watched by name): a debounced
+  refresh of every app (the render cache is keyed by the ConfigMaps' content, so only
+  then are apps re-rendered);
 * a backoff that is due (self-heal, retry);
 * a push webhook: an immediate refresh of the apps whose repo and revision match. A
   follower that receives one refreshes locally *and* forwards it, unchanged, to the
@@ -46,7 +49,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, ShapesSource, configmap_shapes
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.controller import Controller
@@ -58,6 +61,7 @@ from gitops_ray.runtime.queue import Timers, WorkQueue
 from gitops_ray.runtime.readiness import (
     PROBE_INTERVAL,
     ApiHealth,
+    Check,
     CheckResult,
     RefreshOutcomes,
     evaluate,
@@ -74,7 +78,7 @@ from gitops_ray.runtime.server import (
     group_routes,
 )
 from gitops_ray.runtime.settings import Settings
-from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.runtime.watches import LiveCache, NamedObjects
 from gitops_ray.runtime.webhook import (
     Push,
     WebhookRejected,
@@ -118,6 +122,7 @@ class Runtime:
         self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
         self.queue = WorkQueue(self._work, workers=settings.workers)
         self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
+        self.shape_configmaps: NamedObjects | None = None
         self.controller = self._controller()
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
         self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
@@ -133,7 +138,7 @@ class Runtime:
         source = git_source(s, self.kube)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                             live=self.cache.get, live_version=self.cache.version,
-                            events=self.cache.warnings)
+                            events=self.cache.warnings, shapes=self._pod_shapes())
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         return Controller(
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
@@ -143,6 +148,17 @@ class Runtime:
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
             on_refreshed=self.refreshes.observe)
 
+    def _pod_shapes(self) -> ShapesSource | None:
+        """The pod-shape ConfigMaps, read from watches on their names (see the docstring)."""
+        names, namespace = self.settings.pod_shapes, self.settings.control_namespace
+        if not (names.instance_types or names.patches):
+            return None
+        self.shape_configmaps = self.cache.watch_named(
+            "v1", "ConfigMap", namespace, (names.instance_types, names.patches),
+            on_event=self._on_shapes_event)
+        return configmap_shapes(self.shape_configmaps.get, namespace=namespace,
+                                instance_types=names.instance_types, patches=names.patches)
+
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
@@ -150,6 +166,8 @@ class Runtime:
         self.http.start()
         self.timers.start()
         self.scheduler.start()
+        if self.shape_configmaps is not None:
+            self.shape_configmaps.start()
         if self.catalog.specs:
             self._poll(CATALOG)
         self.queue.submit(CATALOG, "startup")
@@ -273,6 +291,13 @@ class Runtime:
         if app is not None:
             self.timers.schedule(app, self.settings.debounce)
 
+    def _on_shapes_event(self, kind: str, obj: Manifest) -> None:
+        """A pod-shape ConfigMap changed: refresh every app (each re-renders if affected)."""
+        log.info("pod_shapes_changed", change=kind,
+                 configmap=str((obj.get("metadata") or {}).get("name", "")))
+        for app in self.catalog.apps():
+            self.timers.schedule(app, self.settings.debounce)
+
     def _involved(self, event: Manifest) -> Manifest:
         about = event.get("involvedObject") or {}
         try:
@@ -301,9 +326,14 @@ class Runtime:
 
     def readiness(self) -> list[CheckResult]:
         """Every readiness check, now (``/readyz`` and ``gitops_ray_ready``)."""
-        return evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
-                        api=self.api_health, refreshes=self.refreshes,
-                        leader_election=self.elector is not None)
+        results = evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
+                           api=self.api_health, refreshes=self.refreshes,
+                           leader_election=self.elector is not None)
+        problem = self.elector.last_error if self.elector is not None else None
+        if not problem:
+            return results
+        return [CheckResult(r.check, False, problem)  # e.g. no lease namespace, cannot create
+                if r.check is Check.LEADER_ELECTION and r.ok else r for r in results]
 
     def _readyz(self, request: Request) -> Response:
         failed = failing(self.readiness())

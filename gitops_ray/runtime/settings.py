@@ -33,6 +33,9 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
     retry: {limit: 5, backoff: {initial: 5s, factor: 2, cap: 3m}}
     log: {format: auto, level: info}
+    podShapes:              # in-cluster pod shapes: ConfigMaps in controlNamespace
+      instanceTypesConfigMap: gitops-ray-instance-types   # data.instance_types.yaml
+      patchesConfigMap: gitops-ray-patches                # data.patches.yaml
 """
 
 from __future__ import annotations
@@ -51,14 +54,24 @@ import yaml
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.leader import LeaseSettings
-from gitops_ray.reconcile.autosync import AutoSyncSettings, Backoff
+from gitops_ray.reconcile.autosync import (
+    RETRY_BACKOFF,
+    RETRY_LIMIT,
+    SELF_HEAL_BACKOFF,
+    AutoSyncSettings,
+    Backoff,
+)
+from gitops_ray.render.tools import HELM_BIN
 from gitops_ray.types import Manifest
 
 ENV_PREFIX = "GITOPS_RAY_"
 DEFAULT_CACHE = Path.home() / ".cache" / "gitops-ray" / "repos"
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _APP_SOURCE_FIELDS = ("repo", "revision", "path")
 _CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
                       "knownHostsFile", "secret")
@@ -184,6 +197,13 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _configmap_name(value: object) -> str:
+    text = _str(value).strip()
+    if text and not _DNS_SUBDOMAIN.match(text):
+        raise ValueError(f"expected a ConfigMap name (empty: none), got {text!r}")
+    return text
+
+
 # What each converter accepts, as JSON Schema (draft-07), for validators that run before
 # the controller does, e.g. the Helm chart's values.schema.json
 # (:mod:`gitops_ray.runtime.schema`). A new converter needs an entry here: the schema
@@ -198,6 +218,8 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
+    _configmap_name: {"type": "string", "maxLength": 253,
+                      "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
 }
 
 
@@ -234,16 +256,18 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("controlNamespace", _str, "gitops-ray", "Namespace of app records and the lease."),
-    Option("kubeconfig", _str, "", "Kubeconfig file (default: $KUBECONFIG or in-cluster)."),
+    Option("controlNamespace", _str, "gitops-ray",
+           "Namespace of the per-app records and the lease."),
+    Option("kubeconfig", _str, "", "Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, "
+           "or in-cluster)."),
     Option("context", _str, "", "Kubeconfig context."),
     Option("interval", parse_duration, 120.0, "Poll interval per app; 0 disables polling."),
     Option("jitter", parse_duration, 60.0, "Random extra delay added to each poll."),
     Option("workers", _positive_int, 8, "Apps refreshed in parallel."),
     Option("debounce", parse_duration, 0.2, "Coalesce watch events of an app this long."),
     Option("cacheDir", _str, str(DEFAULT_CACHE), "Where git mirrors are kept."),
-    Option("helm", _str, "helm", "helm v3 binary."),
-    Option("repo", _str, "", "Config repository of an app-of-apps source."),
+    Option("helm", _str, HELM_BIN, "helm v3 binary."),
+    Option("repo", _str, "", "Config repository URL (of an app-of-apps source)."),
     Option("revision", _str, "HEAD", "Revision of --repo."),
     Option("apps", _str, "", "Directory of Argo CD Applications in --repo."),
     Option("webhook.secret", _str, "", "Webhook secret (environment only).", flag=None),
@@ -266,34 +290,54 @@ OPTIONS: tuple[Option, ...] = (
            flag="--leader-election-namespace"),
     Option("leaderElection.identity", _str, "", "Holder identity (default: hostname_random).",
            flag="--leader-election-identity"),
-    Option("leaderElection.leaseDuration", parse_duration, 15.0, "Lease duration.",
+    Option("leaderElection.leaseDuration", parse_duration, LeaseSettings.lease_duration,
+           "Lease duration.",
            flag="--leader-election-lease-duration"),
-    Option("leaderElection.renewDeadline", parse_duration, 10.0, "Renew deadline.",
+    Option("leaderElection.renewDeadline", parse_duration, LeaseSettings.renew_deadline,
+           "Renew deadline.",
            flag="--leader-election-renew-deadline"),
-    Option("leaderElection.retryPeriod", parse_duration, 2.0, "Retry period.",
+    Option("leaderElection.retryPeriod", parse_duration, LeaseSettings.retry_period,
+           "Retry period.",
            flag="--leader-election-retry-period"),
-    Option("selfHeal.backoff.initial", parse_duration, 2.0, "First self-heal backoff step.",
+    Option("selfHeal.backoff.initial", parse_duration, SELF_HEAL_BACKOFF.initial,
+           "First self-heal backoff step.",
            flag="--self-heal-backoff"),
-    Option("selfHeal.backoff.factor", _factor, 3.0, "Self-heal backoff factor.",
+    Option("selfHeal.backoff.factor", _factor, SELF_HEAL_BACKOFF.factor,
+           "Self-heal backoff factor.",
            flag="--self-heal-backoff-factor"),
-    Option("selfHeal.backoff.cap", parse_duration, 300.0, "Self-heal backoff cap.",
+    Option("selfHeal.backoff.cap", parse_duration, SELF_HEAL_BACKOFF.cap,
+           "Self-heal backoff cap.",
            flag="--self-heal-backoff-cap"),
-    Option("retry.limit", _count, 5, "Retries of a failed automated sync.",
+    Option("retry.limit", _count, RETRY_LIMIT, "Retries of a failed automated sync.",
            flag="--retry-limit"),
-    Option("retry.backoff.initial", parse_duration, 5.0, "First retry backoff step.",
+    Option("retry.backoff.initial", parse_duration, RETRY_BACKOFF.initial,
+           "First retry backoff step.",
            flag="--retry-backoff"),
-    Option("retry.backoff.factor", _factor, 2.0, "Retry backoff factor.",
+    Option("retry.backoff.factor", _factor, RETRY_BACKOFF.factor, "Retry backoff factor.",
            flag="--retry-backoff-factor"),
-    Option("retry.backoff.cap", parse_duration, 180.0, "Retry backoff cap.",
+    Option("retry.backoff.cap", parse_duration, RETRY_BACKOFF.cap, "Retry backoff cap.",
            flag="--retry-backoff-cap"),
-    Option("log.format", _choice("auto", "json", "console"), "auto",
+    Option("log.format", _choice(*LOG_FORMATS), "auto",
            "Log format (auto: console on a terminal, JSON otherwise).", flag="--log-format"),
-    Option("log.level", _choice("debug", "info", "warning", "error"), "info", "Log level.",
+    Option("log.level", _choice(*LOG_LEVELS), "info", "Log level.",
            flag="--log-level"),
     Option("shutdownTimeout", parse_duration, 30.0, "Wait this long for running syncs on "
                                                     "SIGTERM."),
+    Option("podShapes.instanceTypesConfigMap", _configmap_name, "",
+           "ConfigMap in the control namespace with instance types (data key "
+           "instance_types.yaml) for pod shapes; the repo's .gitops-ray/ files override it. "
+           "Empty: none.", flag="--instance-types-configmap"),
+    Option("podShapes.patchesConfigMap", _configmap_name, "",
+           "ConfigMap in the control namespace with pod-shape patches (data key "
+           "patches.yaml), applied before the repo's. Empty: none.",
+           flag="--patches-configmap"),
 )
 _BY_KEY = {o.key: o for o in OPTIONS}
+
+
+def option(key: str) -> Option:
+    """The setting ``key`` (its flag, default and help are shared with the one-shot CLI)."""
+    return _BY_KEY[key]
 
 
 # -- the model -----------------------------------------------------------------------------
@@ -328,37 +372,49 @@ class RepoCredential:
 class Listen:
     """Where the HTTP endpoints listen (empty disables; equal addresses share a server)."""
 
-    metrics: str = ":8080"
-    health: str = ":8081"
-    webhook: str = ":9292"
+    metrics: str
+    health: str
+    webhook: str
+
+
+@dataclass(frozen=True)
+class PodShapes:
+    """The in-cluster pod-shape ConfigMaps, by name in the control namespace ("": none)."""
+
+    instance_types: str = ""
+    patches: str = ""
 
 
 @dataclass(frozen=True)
 class Settings:
-    """Everything ``gitops-ray run`` needs, validated."""
+    """Everything ``gitops-ray run`` needs, validated.
 
-    control_namespace: str = "gitops-ray"
-    kubeconfig: str = ""
-    context: str = ""
-    interval: float = 120.0
-    jitter: float = 60.0
-    workers: int = 8
-    debounce: float = 0.2
-    cache_dir: Path = DEFAULT_CACHE
-    helm_bin: str = "helm"
-    app_sources: tuple[AppSourceSpec, ...] = ()
-    applications: tuple[Manifest, ...] = ()
-    credentials: tuple[RepoCredential, ...] = ()
-    webhook_secret: Secret = field(default_factory=lambda: Secret(""))
-    webhook_advertise_url: str = ""
-    listen: Listen = Listen()
-    leader_election: bool = True
-    lease: LeaseSettings = field(
-        default_factory=lambda: LeaseSettings("gitops-ray", "gitops-ray", "local"))
-    autosync: AutoSyncSettings = field(default_factory=AutoSyncSettings)
-    log_format: str = "auto"
-    log_level: str = "info"
-    shutdown_timeout: float = 30.0
+    No defaults here: :func:`load_settings` fills every field, with the defaults of
+    :data:`OPTIONS`, so each default is written once.
+    """
+
+    control_namespace: str
+    kubeconfig: str
+    context: str
+    interval: float
+    jitter: float
+    workers: int
+    debounce: float
+    cache_dir: Path
+    helm_bin: str
+    app_sources: tuple[AppSourceSpec, ...]
+    applications: tuple[Manifest, ...]
+    credentials: tuple[RepoCredential, ...]
+    webhook_secret: Secret
+    webhook_advertise_url: str
+    listen: Listen
+    leader_election: bool
+    lease: LeaseSettings
+    autosync: AutoSyncSettings
+    log_format: str
+    log_level: str
+    shutdown_timeout: float
+    pod_shapes: PodShapes
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -439,7 +495,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"]),
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
-        shutdown_timeout=s["shutdownTimeout"])
+        shutdown_timeout=s["shutdownTimeout"],
+        pod_shapes=PodShapes(s["podShapes.instanceTypesConfigMap"],
+                             s["podShapes.patchesConfigMap"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:

@@ -23,6 +23,8 @@ How it stays correct:
   alone, which is all a no-op pass needs (the pipeline's diff memo is keyed by it);
   :meth:`LiveCache.get` unpacks a private copy. A relist is read page by page, so a
   restart never holds every object decoded at once;
+* objects we read but do not manage (the pod-shape ConfigMaps, see :class:`NamedObjects`)
+  are watched by name, whatever their labels, each with its own field-selected watch;
 * :meth:`LiveCache.fresh` makes lookups in the calling thread bypass the cache. A sync
   reads and re-compares through it, so the status written right after a sync reflects
   the objects just written, not a watch event that has not arrived yet.
@@ -34,7 +36,7 @@ import contextlib
 import copy
 import dataclasses
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -247,6 +249,40 @@ class WarningEvents:
         self._on_event(kind, event)
 
 
+class NamedObjects:
+    """A few objects of one kind and namespace, read by name whatever their labels.
+
+    The pod-shape ConfigMaps belong to the platform team (the chart labels them as its
+    own), so the app-label watches never see them. One watch per name, with the field
+    selector ``metadata.name=<name>``, holds exactly that object: a read costs no request
+    and ``on_event`` hears every edit, creation and deletion.
+    """
+
+    def __init__(self, kube: Kube, api_version: str, kind: str, namespace: str,
+                 names: Iterable[str], *, options: WatchOptions, on_event: EventHandler,
+                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+        self.kube, self.api_version, self.kind = kube, api_version, kind
+        self.namespace, self.options = namespace, options
+        self.watches = {name: KindWatch(
+            kube, api_version, kind, namespace, on_event=on_event, stop=stop, metrics=metrics,
+            options=dataclasses.replace(options, label_selector=None,
+                                        field_selector=f"metadata.name={name}"))
+            for name in names if name}
+
+    def start(self) -> None:
+        for name, watch in self.watches.items():
+            threading.Thread(target=watch.run, name=f"watch-{self.kind}-{name}",
+                             daemon=True).start()
+            log.info("watch_started", kind=self.kind, namespace=self.namespace, name=name)
+
+    def get(self, namespace: str, name: str) -> Manifest | None:
+        """The object (``None``: it does not exist); a GET until the watch has listed."""
+        watch = self.watches.get(name) if namespace == self.namespace else None
+        if watch is not None and watch.ready(self.options.sync_wait):
+            return watch.get(namespace, name)
+        return self.kube.get(self.api_version, self.kind, name=name, namespace=namespace)
+
+
 class LiveCache:
     """Live objects by (apiVersion, kind, namespace, name), served from watches.
 
@@ -268,6 +304,20 @@ class LiveCache:
         self._local = threading.local()
         self.warnings = WarningEvents(kube, options=options, on_event=on_event,
                                       stop=self._stop, metrics=metrics)
+        self._named: list[NamedObjects] = []
+
+    def watch_named(self, api_version: str, kind: str, namespace: str, names: Iterable[str],
+                    *, on_event: EventHandler) -> NamedObjects:
+        """Watches of the named objects (see :class:`NamedObjects`), stopped with ours.
+
+        Started by :meth:`NamedObjects.start`, so the caller decides when events begin.
+        """
+        named = NamedObjects(self.kube, api_version, kind, namespace, names,
+                             options=self.options, on_event=on_event, stop=self._stop,
+                             metrics=self._metrics)
+        with self._lock:
+            self._named.append(named)
+        return named
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
         if not getattr(self._local, "fresh", False):
@@ -321,7 +371,10 @@ class LiveCache:
         """
         with self._lock:
             watches = list(self._watches.items())
-        return sorted(f"{a}/{k}" + (f" in {ns}" if ns else "") for (a, k, ns), w in watches
+            named = [(f"{n.api_version}/{n.kind} {n.namespace}/{name}", w)
+                     for n in self._named for name, w in n.watches.items()]
+        kinds = [(f"{a}/{k}" + (f" in {ns}" if ns else ""), w) for (a, k, ns), w in watches]
+        return sorted(shown for shown, w in [*kinds, *named]
                       if not (w.synced.is_set() or w.forbidden))
 
     def kinds(self) -> list[str]:
@@ -372,7 +425,7 @@ class LiveCache:
     def _fetch(self, api_version: str, kind: str, namespace: str, name: str
                ) -> Manifest | None:
         try:
-            return self.kube.get(api_version, kind, name, namespace or None)
+            return self.kube.get(api_version, kind, name=name, namespace=namespace or None)
         except UnknownKind:
             return None
 

@@ -38,12 +38,12 @@ from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
-from gitops_ray.sync.operation import OperationState, Phase, WaveReason, only_field
+from gitops_ray.sync.operation import OperationState, WaveReason, only_field
 from gitops_ray.sync.order import apply_order, prune_order, sync_options, waves
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
 PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops-ray has no "
@@ -64,7 +64,7 @@ class ResourceResult:
     """What happened to one object: created, configured, unchanged, pruned, ... ."""
 
     key: ResourceKey
-    action: str
+    action: ResourceAction
     message: str = ""
 
 
@@ -74,7 +74,7 @@ class SyncResult:
 
     app: str
     revision: str
-    phase: str = Phase.SUCCEEDED
+    phase: OperationPhase = OperationPhase.SUCCEEDED
     message: str = ""
     resources: list[ResourceResult] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
@@ -85,20 +85,21 @@ class SyncResult:
 
     @property
     def ok(self) -> bool:
-        return self.phase == Phase.SUCCEEDED
+        return self.phase == OperationPhase.SUCCEEDED
 
     @property
     def running(self) -> bool:
         """Waiting for a wave to become healthy: continue with :meth:`continuation`."""
-        return self.phase == Phase.RUNNING
+        return self.phase == OperationPhase.RUNNING
 
     def fail(self, message: str) -> SyncResult:
-        self.phase, self.message, self.finished_at = Phase.FAILED, message, time.time()
+        self.phase, self.message, self.finished_at = OperationPhase.FAILED, message, time.time()
         return self
 
     def wait(self, request: SyncRequest, wave: int, message: str) -> SyncResult:
         """End this step ``Running``: ``wave`` is applied and not healthy yet."""
-        self.phase, self.message, self.reason = Phase.RUNNING, message, WaveReason.PROGRESSING
+        self.phase, self.message = OperationPhase.RUNNING, message
+        self.reason = WaveReason.PROGRESSING
         self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only)}
         return self
 
@@ -113,9 +114,9 @@ class SyncResult:
 
     def as_operation(self) -> dict[str, Any]:
         op: dict[str, Any] = {
-            "revision": self.revision, "phase": str(self.phase), "message": self.message,
+            "revision": self.revision, "phase": self.phase.value, "message": self.message,
             "startedAt": self.started_at, "finishedAt": self.finished_at,
-            "resources": self.earlier + [{"key": str(r.key), "action": r.action,
+            "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
                                           "message": r.message} for r in self.resources]}
         if self.reason:
             op["reason"] = str(self.reason)
@@ -236,7 +237,7 @@ class Syncer:
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
             except KubeError as e:
-                result.resources.append(ResourceResult(key, "failed", str(e)))
+                result.resources.append(ResourceResult(key, ResourceAction.FAILED, str(e)))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
                 result.fail(f"{key}: {e}")
@@ -261,7 +262,7 @@ class Syncer:
                 live = self._get(obj)  # someone wrote in between: re-read, re-decide
                 continue
             action = _action(live, written)
-            if action != "unchanged" and not request.dry_run:
+            if action != ResourceAction.UNCHANGED and not request.dry_run:
                 post_event(self.kube, written, reason=f"Resource{action.capitalize()}",
                            message=f"{action} by app {request.app.name} at revision "
                                    f"{request.revision[:12]}")
@@ -285,14 +286,14 @@ class Syncer:
 
     def _get(self, obj: Manifest) -> Manifest | None:
         meta = obj.get("metadata") or {}
-        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), str(meta["name"]),
-                             meta.get("namespace"))
+        return self.kube.get(str(obj["apiVersion"]), str(obj["kind"]), name=str(meta["name"]),
+                             namespace=meta.get("namespace"))
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is None:
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -305,29 +306,33 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in ("prune-skipped", "pending-prune", "failed"):
+            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                                  ResourceAction.FAILED):
                 kept.append(InventoryEntry.of(entry))
-            if outcome.action != "gone":
+            if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
-            if outcome.action == "failed":
+            if outcome.action == ResourceAction.FAILED:
                 result.fail(outcome.message)
             if outcome.message == PRUNE_CONFIRM_UNSUPPORTED:
                 result.note(PRUNE_CONFIRM_UNSUPPORTED)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        live = self.kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
+        live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
+                             namespace=entry.namespace or None)
         if live is None:
-            return ResourceResult(entry.key, "gone")
+            return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(request.app.name, live):
-            return ResourceResult(entry.key, "not-ours",
+            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not pruned: its tracking id does not name this app")
         if "Prune=false" in sync_options(live) or request.option("Prune=false"):
-            return ResourceResult(entry.key, "prune-skipped", "ignored (Prune=false)")
+            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
         if "Prune=confirm" in sync_options(live) or request.option("Prune=confirm"):
-            return ResourceResult(entry.key, "prune-skipped", PRUNE_CONFIRM_UNSUPPORTED)
+            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED,
+                                  PRUNE_CONFIRM_UNSUPPORTED)
         if not request.prune:
-            return ResourceResult(entry.key, "pending-prune", "not in git; prune is off")
+            return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
+                                  "not in git; prune is off")
         return self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
@@ -337,14 +342,15 @@ class Syncer:
             if not request.dry_run:
                 post_event(self.kube, live, reason="ResourcePruned",
                            message=f"pruned by app {request.app.name}: no longer in git")
-            self.kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
+            self.kube.delete(entry.api_version, entry.kind, name=entry.name,
+                             namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
         except LeaseExpired:
             raise
         except KubeError as e:
-            return ResourceResult(entry.key, "failed", f"prune failed: {e}")
-        return ResourceResult(entry.key, "pruned")
+            return ResourceResult(entry.key, ResourceAction.FAILED, f"prune failed: {e}")
+        return ResourceResult(entry.key, ResourceAction.PRUNED)
 
     # -- records ---------------------------------------------------------------------
 
@@ -376,10 +382,12 @@ def _said(health: Health) -> str:
         else health.status.value
 
 
-def _action(live: Manifest | None, written: Manifest) -> str:
+def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
     if live is None:
-        return "created"
-    return "unchanged" if _comparable(live) == _comparable(written) else "configured"
+        return ResourceAction.CREATED
+    if _comparable(live) == _comparable(written):
+        return ResourceAction.UNCHANGED
+    return ResourceAction.CONFIGURED
 
 
 def _comparable(obj: Manifest) -> Manifest:

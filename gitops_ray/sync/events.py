@@ -14,6 +14,7 @@ import secrets
 
 import structlog
 
+from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.redact import redact
 from gitops_ray.types import Manifest
@@ -48,6 +49,6 @@ def post_event(kube: Kube, obj: Manifest, *, reason: str, message: str,
     """Post an Event about ``obj``; never raises."""
     try:
         kube.create(event_for(obj, reason=reason, message=message, warning=warning),
-                    field_manager=COMPONENT)
+                    field_manager=FIELD_MANAGER)
     except KubeError as e:
         log.debug("event_not_posted", reason=reason, error=str(e))

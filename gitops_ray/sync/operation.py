@@ -9,8 +9,9 @@ returns ``Running`` with the wave it waits for. That state is recorded in the ap
 (``status.operationState``, like Argo CD's ``status.operationState``) and the next step,
 possibly in another controller process, continues from it instead of deciding afresh.
 
-This module owns the vocabulary (:class:`Phase`, :class:`WaveReason`) and the recorded
-shape (:class:`OperationState`); :mod:`gitops_ray.sync.engine` runs the steps.
+This module owns the vocabulary of waits (:class:`WaveReason`; the phases are
+:class:`gitops_ray.types.OperationPhase`) and the recorded shape (:class:`OperationState`);
+:mod:`gitops_ray.sync.engine` runs the steps.
 """
 
 from __future__ import annotations
@@ -20,18 +21,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gitops_ray.types import ResourceKey
+from gitops_ray.types import OperationPhase, ResourceKey
 
 OPERATION_STATE = "operationState"
 """The key of the running operation in an app record's status (absent when none runs)."""
-
-
-class Phase(StrEnum):
-    """The phase of a sync operation (Argo CD's names)."""
-
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
 
 
 class WaveReason(StrEnum):
@@ -64,7 +57,7 @@ class OperationState:
     def from_status(cls, status: Mapping[str, Any]) -> OperationState | None:
         """The running operation recorded in an app's status, or ``None``."""
         op = status.get(OPERATION_STATE)
-        if not isinstance(op, Mapping) or op.get("phase") != Phase.RUNNING:
+        if not isinstance(op, Mapping) or op.get("phase") != OperationPhase.RUNNING:
             return None
         try:
             return cls.parse(op)

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync.operation import OPERATION_STATE
@@ -97,7 +98,7 @@ class RecordStore:
         return _decode(cm) if cm else AppRecord()
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-        return self.kube.get(api_version, kind, name, namespace)
+        return self.kube.get(api_version, kind, name=name, namespace=namespace)
 
     def list_apps(self) -> dict[str, AppRecord]:
         """All records in the namespace, by app name.
@@ -112,7 +113,7 @@ class RecordStore:
                attempts: int = 5) -> AppRecord:
         """Read-modify-write the record with optimistic concurrency."""
         for _ in range(attempts):
-            cm = self.kube.get("v1", "ConfigMap", record_name(app), self.namespace)
+            cm = self.kube.get("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
             record = _decode(cm) if cm else AppRecord()
             change(record)
             try:
@@ -124,7 +125,7 @@ class RecordStore:
 
     def delete(self, app: str) -> bool:
         """Forget the app (its Application was deleted); ``False`` if it had no record."""
-        return self.kube.delete("v1", "ConfigMap", record_name(app), self.namespace)
+        return self.kube.delete("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
 
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
         body: Manifest = {
@@ -139,7 +140,7 @@ class RecordStore:
             self._create(body)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.kube.replace(body, field_manager="gitops-ray")
+            self.kube.replace(body, field_manager=FIELD_MANAGER)
 
     def _create(self, body: Manifest) -> None:
         """Create the record; create the namespace too, only if the server says it is missing.
@@ -149,13 +150,13 @@ class RecordStore:
         none). Only a CLI run against a fresh cluster pays for the 404.
         """
         try:
-            self.kube.create(body, field_manager="gitops-ray")
+            self.kube.create(body, field_manager=FIELD_MANAGER)
         except NotFound:
             with contextlib.suppress(Conflict):  # created concurrently: fine
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
-                                 field_manager="gitops-ray")
-            self.kube.create(body, field_manager="gitops-ray")
+                                 field_manager=FIELD_MANAGER)
+            self.kube.create(body, field_manager=FIELD_MANAGER)
 
 
 def _is_record(cm: Manifest) -> bool:

@@ -29,7 +29,7 @@ from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by
-from gitops_ray.types import Manifest
+from gitops_ray.types import Manifest, ResourceAction, SyncStatus
 
 log = structlog.get_logger(__name__)
 RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
@@ -60,7 +60,7 @@ class Teardown:
 
     @property
     def message(self) -> str:
-        return "; ".join(r.message for r in self.resources if r.action == "failed")
+        return "; ".join(r.message for r in self.resources if r.action == ResourceAction.FAILED)
 
 
 def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) -> Teardown:
@@ -74,7 +74,7 @@ def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) 
     else:
         _keep_what_is_left(store, teardown)
     log.info("app_deleted", app=app, cascade=policy or "orphan", ok=teardown.ok,
-             deleted=sum(r.action == "deleted" for r in teardown.resources))
+             deleted=sum(r.action == ResourceAction.DELETED for r in teardown.resources))
     return teardown
 
 
@@ -82,35 +82,37 @@ def _delete_objects(kube: Kube, record: AppRecord, teardown: Teardown, policy: s
     for stub in prune_order([_stub(e) for e in record.inventory]):
         entry = InventoryEntry.of(stub)
         outcome = _delete_one(kube, teardown.app, entry, policy)
-        if outcome.action != "gone":
+        if outcome.action != ResourceAction.GONE:
             teardown.resources.append(outcome)
-        if outcome.action == "failed":
+        if outcome.action == ResourceAction.FAILED:
             teardown.left.append(entry)
 
 
 def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> ResourceResult:
     try:
-        live = kube.get(entry.api_version, entry.kind, entry.name, entry.namespace or None)
+        live = kube.get(entry.api_version, entry.kind, name=entry.name,
+                        namespace=entry.namespace or None)
         if live is None:
-            return ResourceResult(entry.key, "gone")
+            return ResourceResult(entry.key, ResourceAction.GONE)
         if not is_tracked_by(app, live):
-            return ResourceResult(entry.key, "not-ours",
+            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not deleted: its tracking id does not name this app")
         if "Delete=false" in sync_options(live):
-            return ResourceResult(entry.key, "orphaned", "kept (Delete=false)")
+            return ResourceResult(entry.key, ResourceAction.ORPHANED, "kept (Delete=false)")
         post_event(kube, live, reason="ResourceDeleted",
                    message=f"deleted with app {app}: its Application was deleted")
-        kube.delete(entry.api_version, entry.kind, entry.name, entry.namespace or None,
+        kube.delete(entry.api_version, entry.kind, name=entry.name,
+                    namespace=entry.namespace or None,
                     propagation_policy=policy, uid=live["metadata"]["uid"])
     except KubeError as e:
-        return ResourceResult(entry.key, "failed", f"{entry.key}: delete failed: {e}")
-    return ResourceResult(entry.key, "deleted")
+        return ResourceResult(entry.key, ResourceAction.FAILED, f"{entry.key}: delete failed: {e}")
+    return ResourceResult(entry.key, ResourceAction.DELETED)
 
 
 def _keep_what_is_left(store: RecordStore, teardown: Teardown) -> None:
     def change(record: AppRecord) -> None:
         record.inventory = sorted(set(teardown.left))
-        record.status.update({"sync": "Unknown", "comparedAt": time.time(),
+        record.status.update({"sync": SyncStatus.UNKNOWN.value, "comparedAt": time.time(),
                               "error": f"delete: {teardown.message}"})
 
     store.update(teardown.app, change)

@@ -1,7 +1,8 @@
 """Validate Ray objects before anything of their app is applied.
 
 KubeRay's validating webhook is optional and its operator only logs an Event for an invalid
-spec, writing no status at all (kuberay.md §1). A bad RayCluster applied from git would sit
+spec, writing no status at all (``ray-operator/controllers/ray/utils/validation.go`` in
+https://github.com/ray-project/kuberay). A bad RayCluster applied from git would sit
 there silently broken, so we refuse the whole app's sync with a precise message instead,
 before any object of that app is written. Messages name the object, group and field,
 never a field's value (they end up in Events and logs).

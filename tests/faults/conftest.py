@@ -27,8 +27,8 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.controlplane import free_port
+from localcluster import LocalControlPlane
+from localcluster.controlplane import free_port
 
 SECRET = "faults-s3cret"
 

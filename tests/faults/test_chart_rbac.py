@@ -33,8 +33,8 @@ import yaml
 
 from gitops_ray.kube import Forbidden, Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import record_name
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import (
     SECRET,
@@ -63,7 +63,7 @@ def team(kube: Kube, namespace: str) -> Iterator[str]:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 field_manager="tests")
     yield name
-    kube.delete("v1", "Namespace", name)
+    kube.delete("v1", "Namespace", name=name)
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def rendered(kube: Kube) -> Iterator[Callable[..., list[dict[str, Any]]]]:
     yield apply
     for obj in applied:
         if obj["kind"] in CLUSTER_KINDS:
-            kube.delete(obj["apiVersion"], obj["kind"], obj["metadata"]["name"])
+            kube.delete(obj["apiVersion"], obj["kind"], name=obj["metadata"]["name"])
 
 
 def _template(helm_bin: Path, tmp: Path, release: str, namespace: str,
@@ -109,7 +109,7 @@ def _denials(ctl: ControllerProcess) -> list[dict[str, Any]]:
 
 
 def _ray_version(kube: Kube, namespace: str, name: str) -> str | None:
-    live = kube.get(RC_API, "RayCluster", name, namespace)
+    live = kube.get(RC_API, "RayCluster", name=name, namespace=namespace)
     return live["spec"]["rayVersion"] if live else None
 
 
@@ -154,17 +154,19 @@ def test_chart_service_account_syncs_heals_and_prunes(
     eventually(lambda: "SyncSucceeded" in _events(kube, namespace, record_name("app")),
                message="the app's Event in the control namespace")
     if variant == "cluster-wide":
-        lease = kube.get(LEASE_API, "Lease", sa_name, namespace)
+        lease = kube.get(LEASE_API, "Lease", name=sa_name, namespace=namespace)
         assert lease and lease["spec"]["holderIdentity"] == "chart-sa"
     # heal: a manual edit is reverted through the watch
-    kube.patch(RC_API, "RayCluster", "rc", team, {"spec": {"rayVersion": "2.0.0"}},
+    kube.patch(RC_API, "RayCluster", name="rc",
+               namespace=team, patch={"spec": {"rayVersion": "2.0.0"}},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
     eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", message="self-heal")
     # prune: the RayCluster leaves git
     sha = git_repo.commit({"manifests/rc.yaml": None,
                            "manifests/keep.yaml": raycluster("keep")})
     _webhook(ctl, git_repo, sha)
-    eventually(lambda: kube.get(RC_API, "RayCluster", "rc", team) is None, message="prune")
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="rc",
+                                namespace=team) is None, message="prune")
     eventually(lambda: _ray_version(kube, team, "keep") == "2.52.0", message="second sync")
 
     assert ctl.alive()

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController
 from tests.integration.test_controller import application, eventually
@@ -60,7 +60,7 @@ class Repo:
 
     def live(self, kind: str, name: str) -> dict[str, Any] | None:
         api = "ray.io/v1" if kind == "RayCluster" else "v1"
-        return self.kube.get(api, kind, name, self.namespace)
+        return self.kube.get(api, kind, name=name, namespace=self.namespace)
 
     def synced(self, app: str, sha: str) -> bool:
         status = self.status(app)

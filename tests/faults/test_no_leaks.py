@@ -32,8 +32,8 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController
 from tests.gitserver import serve_git
@@ -70,7 +70,7 @@ def destination(kube: Kube, namespace: str) -> Iterator[str]:
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 field_manager="test")
     yield name
-    kube.delete("v1", "Namespace", name)
+    kube.delete("v1", "Namespace", name=name)
 
 
 def _repo(git_repo: GitRepo) -> None:
@@ -186,9 +186,9 @@ def test_no_token_or_document_value_leaves_the_controller(
         finally:
             gate.release()
         store = RecordStore(kube, namespace)
-        eventually(lambda: kube.get("v1", "ConfigMap", "plain", destination), 120,
+        eventually(lambda: kube.get("v1", "ConfigMap", name="plain", namespace=destination), 120,
                    "plain synced")
-        eventually(lambda: kube.get("v1", "ConfigMap", "marked", destination), 60,
+        eventually(lambda: kube.get("v1", "ConfigMap", name="marked", namespace=destination), 60,
                    "marked synced")
         eventually(lambda: store.load("marked").status.get("warnings"), 60,
                    "the skipped jq rule in the status")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,7 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.controlplane import free_port
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.integration.test_controller import application, eventually
@@ -30,47 +30,66 @@ from tests.samples import raycluster
 
 
 class Relay:
-    """A loopback TCP relay to ``target`` that can be cut (refuse and reset) and restored."""
+    """A loopback TCP relay to ``target`` that can be cut and restored.
+
+    Cut, it keeps its port (so no other process can take it meanwhile) but resets every
+    connection, open or new, as a host whose API server went away would.
+    """
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
-        self.port = free_port()
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._listener: socket.socket | None = None
-        self.restore()
+        self._open = True
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = int(self._listener.getsockname()[1])
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def restore(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen(64)
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+        with self._lock:
+            self._open = True
 
     def cut(self) -> None:
         with self._lock:
-            listener, self._listener = self._listener, None
+            self._open = False
             conns, self._conns = self._conns, []
-        if listener is not None:
-            listener.close()
         for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-            conn.close()
+            _reset(conn)
 
-    def _accept(self, listener: socket.socket) -> None:
+    def close(self) -> None:
+        self.cut()
+        self._listener.close()
+
+    def _accept(self) -> None:
         while True:
             try:
-                client, _ = listener.accept()
-                upstream = socket.create_connection(self.target, timeout=10)
+                client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                open_ = self._open
+            if not open_:
+                _reset(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                _reset(client)
+                continue
             upstream.settimeout(None)
             with self._lock:
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _reset(conn: socket.socket) -> None:
+    """Close with RST (SO_LINGER 0), as a dead peer's host answers."""
+    with contextlib.suppress(OSError):
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    conn.close()
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -85,7 +104,7 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 def relay(control_plane: LocalControlPlane) -> Iterator[Relay]:
     r = Relay(("127.0.0.1", control_plane.port))
     yield r
-    r.cut()
+    r.close()
 
 
 def kubeconfig_via(source: Path, port: int, path: Path) -> Path:
@@ -128,7 +147,7 @@ def test_unreachable_api_server_is_503_until_it_answers_again(
     config = kubeconfig_via(control_plane.kubeconfig, relay.port, tmp_path / "relay.kubeconfig")
     proc = controller_process("ready-relay", settings(config, namespace, git_repo))
     eventually(proc.ready, message="ready through the relay")
-    eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+    eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                message="synced through the relay")
     assert gauge(proc, "api_reachable") == "1.0"
 
@@ -173,10 +192,10 @@ def test_every_refresh_forbidden_is_503_until_rbac_allows_it(
     try:
         eventually(proc.ready, timeout=90, message="ready once RBAC allows the refresh")
         assert gauge(proc, "api_authorized") == "1.0"
-        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                    message="and it syncs")
     finally:
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", binding)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name=binding)
 
 
 def test_leader_election_denied_is_503_until_leases_are_allowed(
@@ -205,11 +224,11 @@ def test_leader_election_denied_is_503_until_leases_are_allowed(
 
         grant(kube, "Role", name, namespace, "no-leases", leases)
         eventually(proc.ready, message="ready once the lease can be taken")
-        eventually(lambda: kube.get("ray.io/v1", "RayCluster", "probed", namespace),
+        eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="probed", namespace=namespace),
                    message="and, leading, it syncs")
     finally:
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name)
-        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name=name)
+        kube.delete("rbac.authorization.k8s.io/v1", "ClusterRole", name=name)
 
 
 def grant(kube: Kube, kind: str, name: str, namespace: str, account: str,

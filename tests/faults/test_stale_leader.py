@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.integration.test_controller import application, eventually
@@ -57,7 +58,7 @@ def settings(control_plane: LocalControlPlane, repo: GitRepo, namespace: str,
 
 
 def lease_holder(kube: Kube, namespace: str) -> str:
-    lease = kube.get(LEASE_API, "Lease", "gitops-ray", namespace) or {}
+    lease = kube.get(LEASE_API, "Lease", name="gitops-ray", namespace=namespace) or {}
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
@@ -150,7 +151,7 @@ def missing_namespace(kube: Kube) -> Iterator[str]:
     """A namespace name that does not exist yet (deleted after the test if created)."""
     name = f"ctl-{secrets.token_hex(4)}"
     yield name
-    kube.delete("v1", "Namespace", name)
+    kube.delete("v1", "Namespace", name=name)
 
 
 def test_the_lease_namespace_is_created_when_missing(
@@ -203,8 +204,12 @@ def test_a_missing_lease_namespace_that_cannot_be_created_is_a_clear_warning(
         assert f"lease namespace '{missing_namespace}' does not exist" in error
         assert f"kubectl create namespace {missing_namespace}" in error
         assert "leaderElection.namespace" in error
-        assert kube.get("v1", "Namespace", missing_namespace) is None
+        assert kube.get("v1", "Namespace", name=missing_namespace) is None
         assert ctl.alive()
+        # ... and readiness says so, with the same advice.
+        eventually(lambda: ctl.readyz() == 503, message="not ready without a lease")
+        body = requests.get(f"http://127.0.0.1:{ctl.health_port}/readyz", timeout=10).json()
+        assert "does not exist" in body["failing"]["leader_election"]
     finally:
         for kind in ("ClusterRoleBinding", "ClusterRole"):
-            kube.delete("rbac.authorization.k8s.io/v1", kind, binding)
+            kube.delete("rbac.authorization.k8s.io/v1", kind, name=binding)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import requests
 
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.runtime.server import LIMITS, MIB
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import SECRET, ControllerProcess, StartController, proc_status_kib
 from tests.integration.test_controller import application, eventually

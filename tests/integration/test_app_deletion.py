@@ -16,9 +16,9 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration import test_controller
 from tests.integration.test_controller import RC_API, Controller, application, eventually
@@ -43,8 +43,8 @@ def config_map(name: str) -> dict[str, Any]:
 
 def adopt(kube: Kube, namespace: str, name: str, app: str) -> None:
     """Give an object another app's tracking id, as if that app had taken it over."""
-    kube.patch("v1", "ConfigMap", name, namespace,
-               {"metadata": {"annotations": {
+    kube.patch("v1", "ConfigMap", name=name, namespace=namespace,
+               patch={"metadata": {"annotations": {
                    TRACKING_ANNOTATION: f"{app}:/ConfigMap:{namespace}/{name}"}}},
                content_type="application/merge-patch+json", field_manager="other")
 
@@ -70,7 +70,8 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
                            interval="1s")
     for name in ("rc-cascade", "rc-orphan", "rc-keep"):
         eventually(lambda n=name: ctl.live(n), message=f"{name} synced")
-    eventually(lambda: kube.get("v1", "ConfigMap", "cm-adopted", namespace), message="cm")
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-adopted",
+                                namespace=namespace), message="cm")
     # cm-adopted leaves git but stays (Prune=false), in the inventory; then another app
     # takes it over: deleting "cascade" must leave it alone.
     sha = git_repo.commit({"cascade/cm.yaml": [config_map("cm-cascade")]})
@@ -78,22 +79,23 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
     adopt(kube, namespace, "cm-adopted", "someone-else")
     assert {"cascade", "orphan", "keep"} <= records(kube, namespace)
 
-    # The source fails to load (a broken file) in the same commit that drops two apps:
-    # nothing may be deleted, since nobody knows what the source holds now.
+    # A file of the source cannot be read in the same commit that drops two apps:
+    # nothing may be deleted, since the unreadable file may be where they went.
     git_repo.commit({"apps/cascade.yaml": None, "apps/orphan.yaml": None,
                      "apps/broken.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: [\n"})
-    eventually(lambda: 'gitops_ray_source_fetch_errors_total{app="app-source:apps"}'
-               in ctl.metrics(), message="the failed load")
+    eventually(lambda: 'gitops_ray_app_source_errors{source="apps"} 1.0' in ctl.metrics(),
+               message="the unreadable file")
     assert {"cascade", "orphan"} <= set(ctl.runtime.catalog.apps())
     assert ctl.live("rc-cascade") is not None and ctl.live("rc-orphan") is not None
     assert {"cascade", "orphan"} <= records(kube, namespace)
 
     git_repo.commit({"apps/broken.yaml": None})  # loads again: two apps really are gone
     eventually(lambda: ctl.live("rc-cascade") is None, message="cascade deletion")
-    eventually(lambda: kube.get("v1", "ConfigMap", "cm-cascade", namespace) is None,
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-cascade", namespace=namespace) is None,
                message="cascade deletion of the ConfigMap")
     eventually(lambda: records(kube, namespace) == {"keep"}, message="records dropped")
-    assert kube.get("v1", "ConfigMap", "cm-adopted", namespace) is not None  # not ours now
+    assert kube.get("v1", "ConfigMap", name="cm-adopted",
+                    namespace=namespace) is not None  # not ours now
     assert ctl.live("rc-orphan") is not None  # no finalizer: orphaned, still running
     assert ctl.live("rc-keep") is not None
 
@@ -117,9 +119,9 @@ def test_cli_delete_cascades_or_orphans_and_forgets_the_app(
     assert "del-one\tdeleted" in cascade.stdout
     orphan = runner.invoke(main, ["delete", *kube_args, "--no-cascade", "two"])
     assert orphan.exit_code == 0, orphan.output
-    eventually(lambda: kube.get(RC_API, "RayCluster", "del-one", namespace) is None,
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="del-one", namespace=namespace) is None,
                message="cascade deletion")
-    assert kube.get(RC_API, "RayCluster", "del-two", namespace) is not None
+    assert kube.get(RC_API, "RayCluster", name="del-two", namespace=namespace) is not None
     listed = runner.invoke(main, ["status", *kube_args, "-o", "json"])
     assert json.loads(listed.stdout) == []
 
@@ -147,7 +149,7 @@ def test_cli_sync_prune_deletes_apps_whose_application_left_the_directory(
     assert pruned.exit_code == 0, pruned.output
     assert "gone\tray.io/RayCluster:" in pruned.stdout and "\tdeleted" in pruned.stdout
     assert records(kube, namespace) == {"stay", "flags"}
-    eventually(lambda: kube.get(RC_API, "RayCluster", "rc-gone", namespace) is None,
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="rc-gone", namespace=namespace) is None,
                message="cascade deletion")
     for name in ("rc-left", "rc-stay", "rc-flags"):
-        assert kube.get(RC_API, "RayCluster", name, namespace) is not None, name
+        assert kube.get(RC_API, "RayCluster", name=name, namespace=namespace) is not None, name

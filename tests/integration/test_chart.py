@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray"
 VALUES = sorted((CHART / "ci").glob("*.yaml"))
@@ -148,7 +148,7 @@ def test_install_with_service_monitor_but_no_crd(install: Install, kube: Kube,
                                                  namespace: str) -> None:
     release = unique()
     notes = install(release, "--set", "serviceMonitor.enabled=true")
-    assert kube.get("apps/v1", "Deployment", f"{release}-gitops-ray", namespace)
+    assert kube.get("apps/v1", "Deployment", name=f"{release}-gitops-ray", namespace=namespace)
     assert "no ServiceMonitor CRD" in notes
 
 
@@ -188,7 +188,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     install(release, "-f", str(CHART / "ci" / "ha-values.yaml"),
             "--set", "rbac.createNamespaces=true")
     name = f"{release}-gitops-ray"
-    assert kube.get("apps/v1", "Deployment", name, namespace)["spec"]["replicas"] == 2
+    assert kube.get("apps/v1", "Deployment", name=name,
+                    namespace=namespace)["spec"]["replicas"] == 2
     sa = f"system:serviceaccount:{namespace}:{name}"
     other = _ns(kube, f"{namespace}-other")
     for verb in ("get", "list", "watch", "create", "patch", "delete"):
@@ -210,7 +211,7 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
         assert not _can(kube, sa, verb, "configmaps", namespace="kube-system")
         assert not _can(kube, sa, verb, "configmaps", namespace=other)
     assert not _can(kube, sa, "delete", "configmaps", namespace=namespace)
-    kube.delete("v1", "Namespace", other)
+    kube.delete("v1", "Namespace", name=other)
 
 
 def test_install_and_rbac_namespaced(install: Install, kube: Kube, namespace: str,
@@ -232,4 +233,4 @@ def test_install_and_rbac_namespaced(install: Install, kube: Kube, namespace: st
     assert not _can(kube, sa, "create", "namespaces")
     assert not _can(kube, sa, "get", "namespaces", name=namespace)
     for ns in (prod, dev):
-        kube.delete("v1", "Namespace", ns)
+        kube.delete("v1", "Namespace", name=ns)

@@ -16,9 +16,9 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
-from tests.samples import raycluster
+from tests.samples import raycluster, worker_group
 
 
 class Cli:
@@ -78,6 +78,28 @@ def test_plain_app_diff_sync_and_autoscaler(cli: Cli, git_repo: GitRepo,
     assert json.loads(status.stdout)[0]["sync"] == "Synced"
 
 
+def test_json_diff_summarises_worker_group_changes_by_name(
+        cli: Cli, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    git_repo.commit({"apps/ray.yaml": app_yaml(git_repo, "ray", cli.namespace, "ray"),
+                     "ray/rc.yaml": raycluster("groups")})
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    assert cli("sync", *args).exit_code == 0
+    autoscale(control_plane, cli.namespace, "groups", 3)
+    changed = raycluster("groups")
+    gpu = changed["spec"]["workerGroupSpecs"][1]
+    gpu["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] = "4"
+    changed["spec"]["workerGroupSpecs"].append(worker_group("big"))
+    git_repo.commit({"ray/rc.yaml": changed})
+    result = cli("diff", *args, "-o", "json")
+    assert result.exit_code == 1, result.output
+    [record] = json.loads(result.stdout)[0]["resources"]
+    assert record["workerGroups"] == {
+        "gpu": {"changed": {"template.spec.containers[0].resources.limits.cpu":
+                            {"from": "1", "to": "4"}}},
+        "big": {"group": "added"},
+    }  # the autoscaler's replicas of "cpu" are not a change
+
+
 def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:
     chart = {"Chart.yaml": "apiVersion: v2\nname: ray\nversion: 0.1.0\n",
              "values.yaml": "workers: 2\n",
@@ -100,8 +122,8 @@ def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:
     assert cli("sync", *args).exit_code == 0
     assert cli("diff", *args).exit_code == 0
     kube = Kube.connect(cli.base[1])
-    assert kube.get("v1", "ConfigMap", "k-cfg", cli.namespace) is not None
-    assert kube.get("ray.io/v1", "RayCluster", "hr-rc", cli.namespace) is not None
+    assert kube.get("v1", "ConfigMap", name="k-cfg", namespace=cli.namespace) is not None
+    assert kube.get("ray.io/v1", "RayCluster", name="hr-rc", namespace=cli.namespace) is not None
 
 
 def test_ignore_rules_from_the_application(cli: Cli, git_repo: GitRepo,
@@ -200,4 +222,5 @@ def test_sync_of_many_apps_in_parallel_reports_in_order_and_isolates_failures(
     assert names == ["app0", "app1", "app3", "app4"]  # app order; app2 failed alone
     assert "ray2/rc.yaml" in result.output
     for i in (0, 1, 3, 4):
-        assert kube.get("ray.io/v1", "RayCluster", f"par{i}", cli.namespace) is not None
+        assert kube.get("ray.io/v1", "RayCluster", name=f"par{i}",
+                        namespace=cli.namespace) is not None

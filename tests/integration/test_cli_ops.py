@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.render import parse_application
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
 
@@ -29,7 +29,7 @@ def test_dry_run_sync_writes_nothing_then_wait(control_plane: LocalControlPlane,
     dry = runner.invoke(main, ["sync", *app, "--dry-run"])
     assert dry.exit_code == 0, dry.output
     assert "created" in dry.stdout and "(dry run)" in dry.output
-    assert kube.get("ray.io/v1", "RayCluster", "dry", namespace) is None
+    assert kube.get("ray.io/v1", "RayCluster", name="dry", namespace=namespace) is None
     unknown = runner.invoke(main, ["wait", *kube_args, "--sync", "--timeout", "600", "dry"])
     assert unknown.exit_code == 2 and "no such app: dry" in unknown.output  # no record
     assert runner.invoke(main, ["sync", *app]).exit_code == 0

@@ -19,7 +19,7 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
 
@@ -63,7 +63,7 @@ def status_of(cli: Cli, *args: str) -> dict[str, dict[str, Any]]:
 
 def make_ready(kube: Kube, namespace: str, name: str) -> None:
     """Report the RayCluster ready, as the KubeRay operator would (status subresource)."""
-    live = kube.get("ray.io/v1", "RayCluster", name, namespace)
+    live = kube.get("ray.io/v1", "RayCluster", name=name, namespace=namespace)
     assert live is not None
     live["status"] = {"state": "ready", "observedGeneration": live["metadata"]["generation"]}
     kube.replace(live, field_manager="kuberay-operator", subresource="status")

@@ -22,11 +22,11 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.reconcile.autosync import Backoff
 from gitops_ray.runtime.runner import Runtime
 from gitops_ray.runtime.settings import load_settings
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
 
@@ -78,7 +78,7 @@ class Controller:
         return RecordStore(self.kube, self.namespace).load(app).status
 
     def live(self, name: str) -> dict[str, Any] | None:
-        return self.kube.get(RC_API, "RayCluster", name, self.namespace)
+        return self.kube.get(RC_API, "RayCluster", name=name, namespace=self.namespace)
 
 
 @pytest.fixture
@@ -169,7 +169,8 @@ def test_polling_applies_a_commit_without_a_webhook(
 
 
 def manual_edit(kube: Kube, namespace: str, name: str, version: str) -> None:
-    kube.patch(RC_API, "RayCluster", name, namespace, {"spec": {"rayVersion": version}},
+    kube.patch(RC_API, "RayCluster", name=name,
+               namespace=namespace, patch={"spec": {"rayVersion": version}},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
 
 

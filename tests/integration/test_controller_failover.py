@@ -24,9 +24,9 @@ import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.localcluster import LocalControlPlane
-from gitops_ray.localcluster.controlplane import free_port
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
+from localcluster.controlplane import free_port
 from tests.conftest import GitRepo
 from tests.integration.test_controller import application, eventually
 from tests.samples import raycluster
@@ -92,12 +92,12 @@ def processes(tmp_path: Path) -> Iterator[Callable[[str, Path], Process]]:
 
 
 def lease_holder(kube: Kube, namespace: str) -> str:
-    lease = kube.get(LEASE_API, "Lease", "gitops-ray", namespace) or {}
+    lease = kube.get(LEASE_API, "Lease", name="gitops-ray", namespace=namespace) or {}
     return str((lease.get("spec") or {}).get("holderIdentity") or "")
 
 
 def rc_version(kube: Kube, namespace: str) -> str:
-    live = kube.get("ray.io/v1", "RayCluster", "ha", namespace) or {"spec": {}}
+    live = kube.get("ray.io/v1", "RayCluster", name="ha", namespace=namespace) or {"spec": {}}
     return str(live["spec"].get("rayVersion", ""))
 
 

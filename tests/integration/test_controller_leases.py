@@ -13,12 +13,12 @@ import yaml
 
 from gitops_ray.kube import Kube, LeaseExpired
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.runtime.credentials import CredentialLookup
 from gitops_ray.runtime.settings import RepoCredential
 from gitops_ray.runtime.watches import LiveCache, WatchOptions
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import Manifest
+from localcluster import LocalControlPlane
 
 
 def eventually(condition: Callable[[], object], timeout: float = 30.0) -> None:
@@ -63,7 +63,7 @@ def candidates(kube: Kube, namespace: str) -> Iterator[Callable[[str], Candidate
 
 
 def holder(kube: Kube, namespace: str) -> str | None:
-    lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+    lease = kube.get(LEASE_API, "Lease", name="ctl", namespace=namespace)
     return ((lease or {}).get("spec") or {}).get("holderIdentity")
 
 
@@ -80,7 +80,7 @@ def test_exactly_one_leader_and_release_hands_over(
     assert leader.elector.release()
     eventually(lambda: follower.elector.is_leader, timeout=10)
     assert holder(kube, namespace) == follower.elector.settings.identity
-    lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+    lease = kube.get(LEASE_API, "Lease", name="ctl", namespace=namespace)
     assert lease is not None and lease["spec"]["leaseTransitions"] >= 1
 
 
@@ -109,7 +109,7 @@ def test_a_leader_that_finds_the_lease_taken_stops_and_its_writes_are_refused(
 
     with leader.elector.fence.scope() as in_term:  # a sync that started in this term
         assert in_term
-        lease = kube.get(LEASE_API, "Lease", "ctl", namespace)
+        lease = kube.get(LEASE_API, "Lease", name="ctl", namespace=namespace)
         assert lease is not None
         lease["spec"]["holderIdentity"] = "intruder"  # e.g. a takeover while we were paused
         kube.replace(lease, field_manager="tests")
@@ -120,7 +120,7 @@ def test_a_leader_that_finds_the_lease_taken_stops_and_its_writes_are_refused(
             writer.create(configmap(namespace, "after", "1"), field_manager="tests")
     assert writer.apply(configmap(namespace, "dry", "2"), field_manager="tests",
                         dry_run=True)["data"] == {"v": "2"}  # dry runs are not writes
-    assert kube.get("v1", "ConfigMap", "after", namespace) is None
+    assert kube.get("v1", "ConfigMap", name="after", namespace=namespace) is None
     assert holder(kube, namespace) == "intruder"
 
 
@@ -151,13 +151,13 @@ def test_watch_cache_serves_live_objects_and_reports_changes(
         # Unlabelled objects are not watched, but a lookup still finds them (GET).
         assert cache.get("v1", "ConfigMap", namespace, "unlabelled") is not None
 
-        kube.patch("v1", "ConfigMap", "one", namespace, {"data": {"v": "2"}},
+        kube.patch("v1", "ConfigMap", name="one", namespace=namespace, patch={"data": {"v": "2"}},
                    content_type="application/merge-patch+json")
         eventually(lambda: (cache.get("v1", "ConfigMap", namespace, "one") or {}).get(
             "data") == {"v": "2"})
         assert ("MODIFIED", "one") in events
 
-        kube.delete("v1", "ConfigMap", "one", namespace)
+        kube.delete("v1", "ConfigMap", name="one", namespace=namespace)
         eventually(lambda: ("DELETED", "one") in events)
     finally:
         cache.stop()
@@ -241,7 +241,8 @@ def test_watches_fall_back_to_namespaces_where_rbac_is_namespaced(
         before = dict(limited.stats)
         assert cache.get("v1", "ConfigMap", namespace, "scoped") is not None
         assert dict(limited.stats) == before  # served by the namespace's watch
-        kube.patch("v1", "ConfigMap", "scoped", namespace, {"data": {"v": "2"}},
+        kube.patch("v1", "ConfigMap", name="scoped",
+                   namespace=namespace, patch={"data": {"v": "2"}},
                    content_type="application/merge-patch+json")
         eventually(lambda: "scoped" in events[1:])
     finally:

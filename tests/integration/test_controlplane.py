@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from gitops_ray.kube import Conflict, Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.samples import raycluster, worker_group
 
 
@@ -68,8 +68,8 @@ def test_ssa_managed_fields_and_autoscaler_ownership(
 
 def test_stale_resource_version_conflicts(kube: Kube, namespace: str) -> None:
     live = kube.apply(raycluster("stale", namespace), field_manager="gitops-ray")
-    kube.patch("ray.io/v1", "RayCluster", "stale", namespace,
-               [{"op": "replace", "path": "/spec/rayVersion", "value": "2.53.0"}])
+    kube.patch("ray.io/v1", "RayCluster", name="stale", namespace=namespace,
+               patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.53.0"}])
     live["spec"]["rayVersion"] = "2.54.0"
     with pytest.raises(Conflict):
         kube.replace(live, field_manager="tests")
@@ -110,7 +110,7 @@ def _wait_dead(pids: list[int], timeout: float = 20) -> list[int]:
 def test_failing_test_leaves_no_processes(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(f"""
-        from gitops_ray.localcluster import LocalControlPlane
+        from localcluster import LocalControlPlane
 
         def test_fails():
             with LocalControlPlane() as cp:
@@ -130,7 +130,7 @@ def test_killed_parent_leaves_no_processes(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     script = textwrap.dedent(f"""
         import time
-        from gitops_ray.localcluster import LocalControlPlane
+        from localcluster import LocalControlPlane
         cp = LocalControlPlane()
         cp.start()
         open({str(pid_file)!r}, "w").write(" ".join(map(str, cp.pids)))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import secrets
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.sync.records import RecordStore, record_name
+from localcluster import LocalControlPlane
 
 
 def test_first_record_creates_a_missing_namespace(control_plane: LocalControlPlane) -> None:
@@ -20,11 +20,11 @@ def test_first_record_creates_a_missing_namespace(control_plane: LocalControlPla
     store = RecordStore(kube, namespace)
     try:
         store.update("app", lambda r: r.status.update({"sync": "Synced"}))
-        assert kube.get("v1", "ConfigMap", record_name("app"), namespace) is not None
+        assert kube.get("v1", "ConfigMap", name=record_name("app"), namespace=namespace) is not None
         store.update("app", lambda r: r.status.update({"health": "Healthy"}))
         assert RecordStore(kube, namespace).load("app").status == {
             "sync": "Synced", "health": "Healthy"}
     finally:
-        kube.delete("v1", "Namespace", namespace)
+        kube.delete("v1", "Namespace", name=namespace)
     assert ("create", "namespaces", 201) in requests
     assert not [r for r in requests if r[0] == "get" and r[1] == "namespaces"]

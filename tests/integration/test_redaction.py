@@ -15,7 +15,7 @@ def test_records_and_events_never_hold_userinfo(kube: Kube, namespace: str) -> N
     store = RecordStore(kube, namespace)
     store.update("app", lambda r: r.status.update(
         {"repoURL": URL, "error": f"source: cannot read {URL}", "history": [{"m": URL}]}))
-    cm = kube.get("v1", "ConfigMap", record_name("app"), namespace)
+    cm = kube.get("v1", "ConfigMap", name=record_name("app"), namespace=namespace)
     assert cm is not None and "rec-t0ken" not in json.dumps(cm)
     assert store.load("app").status["repoURL"] == "https://***@git.example/org/repo.git"
     post_event(kube, cm, reason="ComparisonError", message=f"app: cannot read {URL}")

@@ -11,7 +11,6 @@ import pytest
 import requests
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
@@ -19,6 +18,7 @@ from gitops_ray.render.apps import Application, SyncPolicy
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer, SyncRequest
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster, worker_group
 
@@ -41,7 +41,7 @@ class Env:
         return replace(app, sync_policy=SyncPolicy(**policy)) if policy else app  # type: ignore[arg-type]
 
     def live(self, name: str, kind: str = "RayCluster", api: str = "ray.io/v1") -> dict:
-        return self.kube.get(api, kind, name, self.namespace)
+        return self.kube.get(api, kind, name=name, namespace=self.namespace)
 
 
 @pytest.fixture
@@ -119,7 +119,8 @@ def test_autoscaler_write_between_read_and_write_is_kept(
     before = env.pipeline.compare(app)
 
     def stale_then_autoscale(obj: dict) -> dict | None:
-        stale = env.kube.get("ray.io/v1", obj["kind"], obj["metadata"]["name"], env.namespace)
+        stale = env.kube.get("ray.io/v1", obj["kind"], name=obj["metadata"]["name"],
+                             namespace=env.namespace)
         autoscaler_patch(control_plane, env.namespace, "race", [
             {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 9}])
         return stale

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.sync.engine import PRUNE_CONFIRM_UNSUPPORTED, Syncer
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_controller import eventually
 from tests.integration.test_sync import Env
@@ -41,7 +41,7 @@ def config_map(name: str, *options: str) -> dict[str, Any]:
 
 
 def edit_by_hand(kube: Kube, namespace: str, name: str, data: dict[str, str]) -> None:
-    kube.patch("v1", "ConfigMap", name, namespace, {"data": data},
+    kube.patch("v1", "ConfigMap", name=name, namespace=namespace, patch={"data": data},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
 
 
@@ -103,16 +103,16 @@ def test_create_namespace_true_creates_the_destination(env: Env, git_repo: GitRe
     try:
         without = env.reconciler.sync(app)
         assert not without.result.ok  # the namespace does not exist and nobody creates it
-        assert kube.get("v1", "Namespace", target) is None
+        assert kube.get("v1", "Namespace", name=target) is None
 
         creating = replace(app, sync_policy=SyncPolicy(sync_options=("CreateNamespace=true",)))
         outcome = env.reconciler.sync(creating)
         assert outcome.result.ok, outcome.result.message
-        assert kube.get("v1", "Namespace", target) is not None
-        assert kube.get("v1", "ConfigMap", "inside", target) is not None
+        assert kube.get("v1", "Namespace", name=target) is not None
+        assert kube.get("v1", "ConfigMap", name="inside", namespace=target) is not None
     finally:
         with contextlib.suppress(Exception):
-            kube.delete("v1", "Namespace", target)
+            kube.delete("v1", "Namespace", name=target)
 
 
 @pytest.mark.parametrize("policy", ["foreground", "background", "orphan"])
@@ -165,7 +165,7 @@ def _expect_propagation(kube: Kube, namespace: str, policy: str, child: str) -> 
 
 
 def _get(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
-    return kube.get("v1", "ConfigMap", name, namespace)
+    return kube.get("v1", "ConfigMap", name=name, namespace=namespace)
 
 
 def _deleting(kube: Kube, namespace: str, name: str) -> bool:
@@ -175,7 +175,8 @@ def _deleting(kube: Kube, namespace: str, name: str) -> bool:
 
 def _release(kube: Kube, namespace: str, name: str) -> None:
     with contextlib.suppress(Exception):
-        kube.patch("v1", "ConfigMap", name, namespace, {"metadata": {"finalizers": None}},
+        kube.patch("v1", "ConfigMap", name=name, namespace=namespace,
+                   patch={"metadata": {"finalizers": None}},
                    content_type="application/merge-patch+json", field_manager="test")
 
 

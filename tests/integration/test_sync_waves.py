@@ -52,14 +52,14 @@ def config_map(name: str) -> dict[str, Any]:
 
 def report(kube: Kube, namespace: str, name: str, state: str) -> None:
     """Write the RayCluster's status as the KubeRay operator would."""
-    live = kube.get("ray.io/v1", "RayCluster", name, namespace)
+    live = kube.get("ray.io/v1", "RayCluster", name=name, namespace=namespace)
     assert live is not None
     live["status"] = {"state": state, "observedGeneration": live["metadata"]["generation"]}
     kube.replace(live, field_manager="kuberay-operator", subresource="status")
 
 
 def cm_exists(kube: Kube, namespace: str, name: str) -> bool:
-    return kube.get("v1", "ConfigMap", name, namespace) is not None
+    return kube.get("v1", "ConfigMap", name=name, namespace=namespace) is not None
 
 
 def two_waves(git_repo: GitRepo, rc: str = "head", cm: str = "after") -> None:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.localcluster import LocalControlPlane
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_controller import (  # noqa: F401 (fixture)
     Controller,
@@ -52,7 +52,7 @@ def test_helm_capabilities_come_from_the_target_cluster(
         namespace, "--cache-dir", str(tmp_path / "cache"), "--helm", str(helm_bin),
         "--repo", git_repo.url, "--apps", "apps"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    live = kube.get("v1", "ConfigMap", "caps", namespace)
+    live = kube.get("v1", "ConfigMap", name="caps", namespace=namespace)
     assert live is not None
     server = kube.call("GET", "/version")["gitVersion"]
     assert live["data"] == {"kubeVersion": server, "hasRayApi": "true",

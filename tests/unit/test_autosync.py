@@ -167,3 +167,9 @@ def test_source_key_depends_on_source_and_destination() -> None:
     assert source_key(app) == source_key(Application("a", AppSource("https://x/r.git", "p"),
                                                      Destination("ns")))
     assert source_key(app) != source_key(moved)
+
+
+def test_source_key_includes_the_pod_shapes_an_app_depends_on() -> None:
+    app = Application("a", AppSource("https://x/r.git", "p"), Destination("ns"))
+    assert source_key(app, "") == source_key(app)  # apps that use no in-cluster shapes
+    assert source_key(app, "v1") not in (source_key(app), source_key(app, "v2"))

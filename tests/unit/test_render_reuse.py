@@ -1,12 +1,13 @@
-"""A commit re-renders only the plain-directory apps whose inputs it touched."""
+"""A commit re-renders only the plain-directory apps whose inputs it touched: the files
+render reads, by content after symlinks, and the in-cluster pod-shape ConfigMaps."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gitops_ray.reconcile.pipeline import input_digest
-from gitops_ray.render import application_from_flags
+from gitops_ray.render import application_from_flags, input_digest
 from gitops_ray.render.apps import HelmSource
+from gitops_ray.render.shapes import ClusterShapes
 
 
 def _repo(root: Path) -> None:
@@ -35,3 +36,45 @@ def test_helm_and_kustomize_apps_always_rerender(tmp_path: Path) -> None:
                         tmp_path) is None
     helm = application_from_flags(name="h", repo_url="r", path="a", helm=HelmSource())
     assert input_digest(helm, tmp_path) is None
+
+
+def test_a_symlinked_file_is_digested_by_its_target(tmp_path: Path) -> None:
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "shared" / "rc.yaml").write_text("kind: A\n")
+    (tmp_path / "a" / "rc.yaml").symlink_to("../shared/rc.yaml")
+    app = application_from_flags(name="a", repo_url="r", path="a")
+    before = input_digest(app, tmp_path)
+    (tmp_path / "shared" / "rc.yaml").write_text("kind: A2\n")
+    assert before is not None and input_digest(app, tmp_path) != before
+
+
+def test_only_files_render_reads_count(tmp_path: Path) -> None:
+    _repo(tmp_path)
+    app = application_from_flags(name="a", repo_url="r", path="a")
+    before = input_digest(app, tmp_path)
+    (tmp_path / "a" / "README.md").write_text("not a manifest\n")
+    (tmp_path / "a" / "sub").mkdir()
+    (tmp_path / "a" / "sub" / "x.yaml").write_text("kind: X\n")  # no directory.recurse
+    assert input_digest(app, tmp_path) == before
+    (tmp_path / "a" / "new.yaml").write_text("kind: N\n")
+    assert input_digest(app, tmp_path) != before
+
+
+def test_a_new_gitops_ray_directory_counts(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "rc.yaml").write_text("kind: A\n")
+    app = application_from_flags(name="a", repo_url="r", path="a")
+    before = input_digest(app, tmp_path)
+    (tmp_path / ".gitops-ray").mkdir()  # turns on the generic provider's defaults
+    assert input_digest(app, tmp_path) != before
+
+
+def test_in_cluster_shapes_count(tmp_path: Path) -> None:
+    _repo(tmp_path)
+    app = application_from_flags(name="a", repo_url="r", path="a")
+    configmap = {"metadata": {"name": "it", "namespace": "ops"},
+                 "data": {"instance_types.yaml": "{}"}}
+    edited = {**configmap, "data": {"instance_types.yaml": "a: {}"}}
+    assert input_digest(app, tmp_path, cluster=ClusterShapes.of(configmap, None)) != \
+        input_digest(app, tmp_path, cluster=ClusterShapes.of(edited, None))

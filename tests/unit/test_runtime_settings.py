@@ -11,6 +11,7 @@ from gitops_ray.errors import ConfigError
 from gitops_ray.runtime.settings import (
     OPTIONS,
     AppSourceSpec,
+    PodShapes,
     Secret,
     load_settings,
     parse_duration,
@@ -153,3 +154,13 @@ def test_unreadable_or_invalid_file(tmp_path: Path) -> None:
     bad.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_settings(bad, env={})
+
+
+def test_pod_shape_configmaps_from_file_env_and_flags(tmp_path: Path) -> None:
+    assert load_settings(env={}).pod_shapes == PodShapes("", "")
+    path = write(tmp_path, {"podShapes": {"instanceTypesConfigMap": "gr-instance-types",
+                                          "patchesConfigMap": "gr-patches"}})
+    s = load_settings(path, env={"GITOPS_RAY_PATCHES_CONFIGMAP": "env-patches"})
+    assert s.pod_shapes == PodShapes("gr-instance-types", "env-patches")
+    with pytest.raises(ConfigError, match=r"podShapes\.instanceTypesConfigMap"):
+        load_settings(env={}, flags={"podShapes.instanceTypesConfigMap": "Not_A_Name"})

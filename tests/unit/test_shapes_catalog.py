@@ -58,6 +58,14 @@ def test_wrapped_form_json_and_empty() -> None:
     assert load_catalog("", origin="x").types == {}
 
 
+def test_the_charts_list_form_loads_like_a_mapping() -> None:
+    listed = load_catalog("instance_types:\n- {name: a, resources: {CPU: 1, memory: 1Gi}}",
+                          origin="x")
+    assert listed.types == load_catalog("a: {resources: {CPU: 1, memory: 1Gi}}",
+                                        origin="x").types
+    assert load_catalog("instance_types: []", origin="x").types == {}
+
+
 def test_configmap() -> None:
     configmap = yaml.safe_load((DATA / "configmap-instance-types.yaml").read_text())
     catalog = catalog_from_configmap(configmap)
@@ -134,7 +142,10 @@ def test_resource_errors(resources: dict[str, object], message: str) -> None:
     ("a: {resources: {CPU: 1, memory: 1Gi}, cpuArchitecture: x86}",
      "cpuArchitecture must be one of amd64, arm64, got 'x86'"),
     ("a: [1]", "instance type 'a': expected a mapping with 'resources'"),
-    ("- a", "expected a mapping of instance type names to shapes, got list"),
+    ("- a", "instance_types[0]: a list entry needs a 'name'"),
+    ("- {name: a, resources: {CPU: 1, memory: 1Gi}}\n- {name: a, resources: {CPU: 1, memory: 1Gi}}",
+     "instance type 'a' is listed twice"),
+    ("7", "expected a mapping of instance type names to shapes, got int"),
     ("a: {resources: [", "f.yaml: invalid YAML"),
 ])
 def test_document_errors(text: str, message: str) -> None:

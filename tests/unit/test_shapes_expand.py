@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from gitops_ray.errors import RenderError
-from gitops_ray.render.shapes import expand_pod_shapes, load_patches
+from gitops_ray.render.notes import collecting
+from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes, load_patches
 from gitops_ray.render.shapes.catalog import load_catalog
 from tests.samples import raycluster, worker_group
 
@@ -390,6 +391,67 @@ def test_configmap_catalog_is_used_and_repo_wins(tmp_path: Path) -> None:
                    extra_catalog=configmap)
     assert pod(out, "cpu")["containers"][0]["resources"]["limits"]["cpu"] == "3"
     assert pod(out, "spot")["containers"][0]["resources"]["limits"]["memory"] == "8Gi"
+
+
+def chart_configmaps(types: list[dict[str, Any]], patches: list[dict[str, Any]]
+                     ) -> ClusterShapes:
+    """The two ConfigMaps as the Helm chart writes them (lists under one key)."""
+    def cm(name: str, key: str, body: object) -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "ops", "resourceVersion": "7"},
+                "data": {"version": "v1", key: yaml.safe_dump(body)}}
+    return ClusterShapes.of(cm("gr-instance-types", "instance_types.yaml",
+                               {"instance_types": types}),
+                            cm("gr-patches", "patches.yaml", {"patches": patches}))
+
+
+def test_cluster_configmaps_shape_groups_and_the_repo_wins(tmp_path: Path) -> None:
+    cluster = chart_configmaps(
+        [{"name": "in-cluster", "resources": {"CPU": 3, "memory": "3Gi"}},
+         {"name": "2CPU-8GB", "resources": {"CPU": 2, "memory": "1Gi"}}],
+        [{"kind": "Pod", "patch": [{"op": "add", "path": "/spec/nodeSelector/pool",
+                                    "value": "cluster"}]}])
+    write(tmp_path, {".gitops-ray/instance-types.yaml": CATALOG,
+                     ".gitops-ray/patches.yaml": "- {kind: Pod, selector: 'gitops-ray.io/"
+                     "instance-type in (2CPU-8GB)', patch: [{op: add, path: "
+                     "/spec/nodeSelector/pool, value: repo}]}"})
+    [out] = expand(tmp_path, [shaped_cluster(cpu=it("in-cluster"), spot=it("2CPU-8GB"))],
+                   cluster=cluster)
+    assert pod(out, "cpu")["containers"][0]["resources"]["limits"]["cpu"] == "3"
+    assert pod(out, "spot")["containers"][0]["resources"]["limits"]["memory"] == "8Gi"
+    assert pod(out, "cpu")["nodeSelector"]["pool"] == "cluster"
+    assert pod(out, "spot")["nodeSelector"]["pool"] == "repo"  # repo patches run later
+
+
+def test_cluster_version_follows_what_render_reads() -> None:
+    base = chart_configmaps([{"name": "a", "resources": {"CPU": 1, "memory": "1Gi"}}], [])
+    relabelled = copy.deepcopy(dict(base.instance_types or {}))
+    relabelled["metadata"]["resourceVersion"] = "8"
+    assert ClusterShapes().version == ""
+    assert base.version != ""
+    assert ClusterShapes.of(relabelled, base.patches_configmap).version == base.version
+    edited = chart_configmaps([{"name": "a", "resources": {"CPU": 2, "memory": "1Gi"}}], [])
+    assert edited.version != base.version
+
+
+def test_broken_cluster_catalog_fails_only_apps_that_use_shapes(tmp_path: Path) -> None:
+    broken = ClusterShapes.of({"metadata": {"name": "it", "namespace": "ops"},
+                               "data": {"instance_types.yaml": "a: {resources: {cpu: 1}}"}},
+                              None)
+    plain = raycluster()
+    assert expand(tmp_path, [plain], cluster=broken) == [plain]
+    with pytest.raises(RenderError, match="ConfigMap ops/it: instance type 'a'"):
+        expand(tmp_path, [shaped_cluster(cpu=it("a"))], cluster=broken)
+
+
+def test_broken_cluster_patches_fail_only_apps_they_could_concern(tmp_path: Path) -> None:
+    broken = ClusterShapes.of(None, {"metadata": {"name": "p", "namespace": "ops"},
+                                     "data": {"patches.yaml": "- {kind: Service}"}})
+    service = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}
+    with collecting() as notes:
+        assert expand(tmp_path, [service], cluster=broken) == [service]
+    assert "ignored ConfigMap ops/p" in notes[0]
+    with pytest.raises(RenderError, match="ConfigMap ops/p patches\\[0\\]"):
+        expand(tmp_path, [{**service, "kind": "Service"}], cluster=broken)
 
 
 # -- errors ------------------------------------------------------------------------------

@@ -148,3 +148,10 @@ def test_configmap() -> None:
                                                   "path: /spec/a, value: 1}]}"}})
     assert patches[0].origin == "ConfigMap gitops-ray/patches patches[0]"
     assert load_patches("", origin="x") == []
+
+
+def test_the_charts_form_under_a_patches_key() -> None:
+    text = "- {kind: Pod, patch: [{op: add, path: /spec/a, value: 1}]}"
+    assert load_patches("patches:\n" + text.replace("- ", "  - "), origin="x") == \
+        load_patches(text, origin="x")
+    assert load_patches("patches: []", origin="x") == []

@@ -3,7 +3,9 @@
 Platform teams describe the machines Ray may use once, by name, instead of repeating
 requests, limits, ``rayStartParams``, node selectors and tolerations in every RayCluster.
 The file format is the one of the Anyscale operator's ``instance_types.yaml``, so an
-existing catalog can be copied as is::
+existing catalog can be copied as is (optionally under an ``instance_types:`` key, and,
+as the Helm chart's ``instanceTypes`` value writes it, also as a list of entries with a
+``name``)::
 
     8CPU-32GB-1xT4:
       resources: {CPU: 8, memory: 32Gi, GPU: 1, accelerators: [T4]}
@@ -125,12 +127,28 @@ def load_catalog(text: str, *, origin: str) -> Catalog:
         return Catalog()
     if isinstance(doc, dict) and set(doc) == {"instance_types"}:
         doc = doc["instance_types"] or {}
+    if isinstance(doc, list):
+        doc = _named_entries(doc, origin)
     if not isinstance(doc, dict):
         raise RenderError(f"{origin}: expected a mapping of instance type names to shapes, "
                           f"got {type(doc).__name__}")
     types = {str(name): parse_instance_type(str(name), spec, origin=origin)
              for name, spec in doc.items()}
     return Catalog(types, dict.fromkeys(types, origin))
+
+
+def _named_entries(entries: list[Any], origin: str) -> dict[str, Any]:
+    """``[{name: N, resources: ...}]`` (the chart's ``instanceTypes`` values) as a mapping."""
+    out: dict[str, Any] = {}
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise RenderError(f"{origin}: instance_types[{index}]: a list entry needs a "
+                              "'name' (or write a mapping of names to shapes)")
+        name = entry["name"]
+        if name in out:
+            raise RenderError(f"{origin}: instance type {name!r} is listed twice")
+        out[name] = {k: v for k, v in entry.items() if k != "name"}
+    return out
 
 
 def catalog_from_configmap(configmap: Mapping[str, Any], *, origin: str = "") -> Catalog:

@@ -27,8 +27,9 @@ RayCluster that is correct for KubeRay and for their cluster without writing 200
         advanced_instance_config: {}   # overlay for this group (after the cluster's)
 
 The result has ``enableInTreeAutoscaling: true`` and no ``replicas`` (the autoscaler owns
-them, kuberay.md §0), ``minReplicas``/``maxReplicas`` from ``min_nodes``/``max_nodes``, a
-name KubeRay accepts (DNS-1035, at most 53 characters) and unique DNS-1123 group names.
+them: it patches ``workerGroupSpecs[i].replicas``), ``minReplicas``/``maxReplicas`` from
+``min_nodes``/``max_nodes``, a name KubeRay accepts (DNS-1035, at most 53 characters) and
+unique DNS-1123 group names.
 Pod templates then go through the same shaping and patches as hand-written RayClusters.
 Overlays merge mappings recursively, merge lists of named items (containers, env,
 volumes) by ``name`` like server-side apply, and replace other lists.

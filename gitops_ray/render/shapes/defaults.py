@@ -2,8 +2,9 @@
 
 A spot worker group must land on spot nodes and tolerate their taint; a T4 group must
 land on T4 nodes. Which node labels say so differs per cloud, so these defaults encode the
-conventions of EKS, Karpenter, GKE, AKS and "generic" clusters (values from kuberay.md §7,
-the Anyscale operator's defaults, so node groups built for Anyscale work unchanged):
+conventions of EKS, Karpenter, GKE, AKS and "generic" clusters (values from the Anyscale
+operator's defaults, ``charts/anyscale-operator`` in https://github.com/anyscale/helm-charts,
+so node groups built for Anyscale work unchanged):
 
 * market type: the generic capacity-type tolerations (``node.anyscale.com/capacity-type``)
   on every provider, then the provider's own rule: EKS ``eks.amazonaws.com/capacityType``,

@@ -6,12 +6,15 @@ Order, for every manifest in turn (its position in the list is kept):
 2. Every other Ray object has its pod groups shaped (see ``pods``).
 3. Patches whose ``kind`` is the object's kind run on the top-level object.
 
-Patch order: provider defaults, instance-type patches, then the user's patch files: an
-in-cluster ``patches`` ConfigMap (passed in by the controller), the repo's
-``.gitops-ray/patches.yaml``, the app's. Later patches override earlier ones.
+Patch order: provider defaults, instance-type patches, then the user's patch files: the
+in-cluster ``patches`` ConfigMap (see ``cluster``: the controller and the cluster-backed
+commands pass it in), the repo's ``.gitops-ray/patches.yaml``, the app's. Later patches
+override earlier ones.
 
-Catalog order: the ``instance-types`` ConfigMap, then the repo's file, then the app's; a
-later entry replaces an earlier one with the same name.
+Catalog order: the in-cluster ``instance-types`` ConfigMap, then the repo's file, then
+the app's; a later entry replaces an earlier one with the same name. So the repo wins over
+the cluster: a shape change in git is reviewed, and a team can pin a shape it depends on
+while the platform team edits the cluster's catalog.
 
 The catalog and settings are read only when some manifest uses a shape, so a broken
 catalog cannot break apps that do not use it, and a manifest that names no shape and
@@ -30,13 +33,14 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray.errors import RenderError
 from gitops_ray.render.notes import tolerate
 from gitops_ray.render.shapes.catalog import Catalog, load_catalog
+from gitops_ray.render.shapes.cluster import ClusterShapes
 from gitops_ray.render.shapes.compute import is_compute_config, render_compute_config
 from gitops_ray.render.shapes.defaults import default_patches, instance_type_patches
 from gitops_ray.render.shapes.patches import Patch, apply_patches, load_patches
@@ -63,22 +67,39 @@ class Shapes:
 
 
 def expand_pod_shapes(manifests: list[Manifest], *, repo_root: Path, app_dir: Path,
+                      cluster: ClusterShapes | None = None,
                       extra_catalog: Catalog | None = None,
                       extra_patches: Sequence[Patch] = ()) -> list[Manifest]:
     """Expand ComputeConfigs and instance types, apply patches (see module docstring).
 
-    ``extra_catalog``/``extra_patches`` come from the ``instance-types`` and ``patches``
-    ConfigMaps in the controller's namespace when running in-cluster (see
-    ``catalog_from_configmap`` and ``patches_from_configmap``); the repo's files win.
+    ``cluster`` holds the in-cluster ``instance-types`` and ``patches`` ConfigMaps (read
+    by the controller and the cluster-backed commands); ``extra_catalog``/``extra_patches``
+    are already-parsed additions at the same level. The repo's files win over both.
     """
     dirs = config_dirs(repo_root, app_dir)
-    patches = (*extra_patches, *_load_patch_files(dirs, repo_root, manifests))
+    patches = (*_cluster_patches(cluster, manifests), *extra_patches,
+               *_load_patch_files(dirs, repo_root, manifests))
     if not uses_shapes(manifests):
         if not patches:
             return manifests
         return expand(manifests, Shapes(patches=patches))
-    catalog = (extra_catalog or Catalog()).merged(_load_catalog_files(dirs, repo_root))
+    catalog = (cluster.catalog() if cluster else Catalog()).merged(extra_catalog or Catalog())
+    catalog = catalog.merged(_load_catalog_files(dirs, repo_root))
     return expand(manifests, Shapes(catalog, load_settings(dirs, repo_root), patches))
+
+
+def cluster_concerns(cluster: ClusterShapes, manifests: Sequence[Manifest]) -> bool:
+    """Whether the in-cluster ConfigMaps can change these (rendered) manifests.
+
+    They can if a pod group names a shape (the catalog), or if the patches name a kind the
+    app has (``Pod`` for Ray pod templates), the rule that decides which apps a broken
+    patch file fails. The controller treats an edit of the ConfigMaps as a new source
+    spec of exactly these apps (auto-sync applies it once, like a new commit).
+    """
+    if cluster.instance_types is not None and uses_shapes(manifests):
+        return True
+    return cluster.patches_configmap is not None and \
+        _names_a_kind_of(cluster.patches_text(), manifests)
 
 
 def uses_shapes(manifests: Iterable[Manifest]) -> bool:
@@ -122,10 +143,24 @@ def _load_patch_files(dirs: list[Path], repo_root: Path,
 
 def _patch_file(path: Path, repo_root: Path, manifests: Sequence[Manifest]) -> list[Patch]:
     """One patch file's patches; if it does not load, ``[]`` for apps it cannot concern."""
-    origin = display_path(path, repo_root)
     text = read_text(path, repo_root)
+    origin = display_path(path, repo_root)
+    return _loaded(lambda: load_patches(text, origin=origin), text, origin, manifests)
+
+
+def _cluster_patches(cluster: ClusterShapes | None,
+                     manifests: Sequence[Manifest]) -> list[Patch]:
+    """The patches ConfigMap's patches, tolerated like a patch file when broken."""
+    if cluster is None or cluster.patches_configmap is None:
+        return []
+    return _loaded(cluster.patches, cluster.patches_text(), cluster.patches_origin(),
+                   manifests)
+
+
+def _loaded(load: Callable[[], list[Patch]], text: str, origin: str,
+            manifests: Sequence[Manifest]) -> list[Patch]:
     try:
-        return load_patches(text, origin=origin)
+        return load()
     except RenderError as e:
         if uses_shapes(manifests) or _names_a_kind_of(text, manifests):
             raise

@@ -61,12 +61,17 @@ class Patch:
 
 
 def load_patches(text: str, *, origin: str) -> list[Patch]:
-    """Parse a ``patches.yaml`` document; every problem names ``origin`` and the entry."""
+    """Parse a ``patches.yaml`` document; every problem names ``origin`` and the entry.
+
+    The document is a list of entries, or a mapping with only ``patches:`` holding it.
+    """
     try:
         check_yaml(text, origin=origin)
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise RenderError(f"{origin}: invalid YAML: {e}") from e
+    if isinstance(doc, dict) and set(doc) == {"patches"}:
+        doc = doc["patches"]  # the Helm chart's ConfigMap: {patches: [...]}
     if doc is None:
         return []
     if not isinstance(doc, list):

@@ -49,7 +49,7 @@ class ShapesConfig:
     """``shapes.yaml``: which default patches apply and how much room sidecars get.
 
     * ``provider``: ``aws``, ``gcp``, ``azure``, ``generic`` or ``none``; selects the default
-      market-type and accelerator patches (kuberay.md §7).
+      market-type and accelerator patches (the Anyscale operator's defaults).
     * ``karpenter``: market-type patches use ``karpenter.sh/capacity-type`` instead of the
       provider's node labels.
     * ``enableZoneSelector``: pods pinned to one zone get a ``topology.kubernetes.io/zone``

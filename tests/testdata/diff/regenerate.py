@@ -31,7 +31,7 @@ HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from gitops_ray.kube import Kube  # noqa: E402
-from gitops_ray.localcluster import LocalControlPlane  # noqa: E402
+from localcluster import LocalControlPlane  # noqa: E402
 from tests.samples import raycluster  # noqa: E402
 
 NAMESPACE = "ray-demo"
@@ -45,7 +45,7 @@ def _record_raycluster(kube: Kube) -> None:
     desired = raycluster("demo", NAMESPACE)
     (HERE / "raycluster-desired.yaml").write_text(yaml.safe_dump(desired, sort_keys=False))
     kube.apply(desired, field_manager="gitops-ray", force=True)
-    live = kube.patch("ray.io/v1", "RayCluster", "demo", NAMESPACE, [
+    live = kube.patch("ray.io/v1", "RayCluster", name="demo", namespace=NAMESPACE, patch=[
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4},
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/scaleStrategy",
          "value": {"workersToDelete": ["demo-cpu-worker-abcde"]}},

@@ -189,6 +189,6 @@ def install_ray_crds(kubeconfig: Path, *, timeout: float = 60.0) -> None:
 
 
 def _established(kube: Kube, name: str) -> bool:
-    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name) or {}
+    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name=name) or {}
     return any(c.get("type") == "Established" and c.get("status") == "True"
                for c in (crd.get("status") or {}).get("conditions") or [])

@@ -25,7 +25,7 @@ from gitops_ray.errors import ConfigError
 K8S_VERSION = "v1.36.3"
 HELM_VERSION = "v3.19.0"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "controlplane"
 
 

@@ -33,8 +33,8 @@ from typing import IO
 
 import yaml
 
-from gitops_ray.localcluster.build import ensure_controlplane
-from gitops_ray.localcluster.pki import write_pki
+from localcluster.build import ensure_controlplane
+from localcluster.pki import write_pki
 
 CONTROLLERS = "namespace-controller,garbage-collector-controller"
 _PR_SET_PDEATHSIG = 1
@@ -89,7 +89,7 @@ class LocalControlPlane:
 
     def start(self, *, timeout: float = 120.0) -> None:
         """Start everything, wait for ``/readyz``, install the Ray CRDs."""
-        from gitops_ray.localcluster.crds import install_ray_crds
+        from localcluster.crds import install_ray_crds
 
         bin_dir = ensure_controlplane()
         try:
@@ -215,7 +215,7 @@ def _http_ok(url: str, token: str | None, ctx: ssl.SSLContext | None = None) -> 
 
 
 def main() -> None:
-    """``python -m gitops_ray.localcluster``: run a control plane until Ctrl-C."""
+    """``python -m localcluster``: run a control plane until Ctrl-C."""
     with LocalControlPlane() as cp:
         print(json.dumps({"kubeconfig": str(cp.kubeconfig), "server": cp.url}), flush=True)
         print(f"export KUBECONFIG={cp.kubeconfig}   # Ctrl-C stops the control plane",
