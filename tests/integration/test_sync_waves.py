@@ -155,7 +155,7 @@ def test_controller_waits_without_a_worker_and_a_new_controller_continues(
                                              path="other")]}
     git_repo.commit({"other/cm.yaml": config_map("other-cm")})
     first = start_controller(settings, workers="1")
-    running = eventually(lambda: _recorded_running(first.status("waves")),
+    running = eventually(lambda: recorded_running(first.status("waves")),
                          message="sync waiting for wave 0")
     assert (running["phase"], running["wave"]) == ("Running", 0)
     assert running["trigger"] == "auto-sync"
@@ -170,7 +170,7 @@ def test_controller_waits_without_a_worker_and_a_new_controller_continues(
 
     second = start_controller(settings, workers="1")
     eventually(lambda: cm_exists(kube, namespace, "w1"), message="wave 1 applied")
-    operation = eventually(lambda: _finished(second.status("waves")), message="finished")
+    operation = eventually(lambda: finished(second.status("waves")), message="finished")
     assert operation["phase"] == "Succeeded", operation
     assert operation["startedAt"] == running["startedAt"]  # continued, not started afresh
     actions = {r["key"]: r["action"] for r in operation["resources"]}
@@ -190,17 +190,17 @@ def test_controller_continues_when_the_watch_sees_the_wave_become_healthy(
     assert not cm_exists(kube, namespace, "then")
     report(kube, namespace, "watched", "ready")
     eventually(lambda: cm_exists(kube, namespace, "then"), message="wave 1 applied")
-    operation = eventually(lambda: _finished(ctl.status("watched")), message="finished")
+    operation = eventually(lambda: finished(ctl.status("watched")), message="finished")
     assert operation["phase"] == "Succeeded"
 
 
-def _recorded_running(status: dict[str, Any]) -> dict[str, Any] | None:
+def recorded_running(status: dict[str, Any]) -> dict[str, Any] | None:
     """The running operation, once the controller added its bookkeeping (a second write)."""
     running = status.get(OPERATION_STATE)
     return running if running and "trigger" in running else None
 
 
-def _finished(status: dict[str, Any]) -> dict[str, Any] | None:
+def finished(status: dict[str, Any]) -> dict[str, Any] | None:
     operation = status.get("operation")
     return operation if operation and OPERATION_STATE not in status else None
 
