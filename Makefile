@@ -1,5 +1,6 @@
 # The two commands a user needs: `make demo` (try it) and `make test` (run the tests).
-# `make bench` runs the benchmarks (bench/README.md).
+# `make bench` runs the benchmarks (bench/README.md). `make test-stress` runs the tests
+# with every core kept busy by another process (hack/cpu_load.py), as on a shared machine.
 # Everything they need is installed here: Python deps into .venv, and kube-apiserver,
 # etcd, kube-controller-manager and helm built from the Go module proxy into
 # ~/.cache/gitops-ray (first run only).
@@ -9,7 +10,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test lint tools dev-cluster demo bench clean
+.PHONY: test test-stress lint tools dev-cluster demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,11 @@ lint: $(VENV)/.installed
 
 test: lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+STRESS_CORES ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
+
+test-stress: lint tools
+	$(PY) hack/cpu_load.py --cores $(STRESS_CORES) -- $(PY) -m pytest $(PYTEST_ARGS)
 
 dev-cluster: tools
 	$(PY) -m localcluster

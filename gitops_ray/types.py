@@ -44,7 +44,8 @@ class ResourceAction(StrEnum):
     CREATED = "created"
     CONFIGURED = "configured"
     UNCHANGED = "unchanged"
-    PRUNED = "pruned"
+    PRUNED = "pruned"  # deleted and gone (in a dry run: would be deleted)
+    DELETING = "deleting"  # deletion accepted, but finalizers still hold the object
     DELETED = "deleted"  # app deletion (sync.teardown)
     FAILED = "failed"
     GONE = "gone"  # already deleted by somebody else: not reported

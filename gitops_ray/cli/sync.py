@@ -19,8 +19,10 @@ and only after the directory loaded.
 ``argocd app get --refresh``) compares the selected apps with git and the cluster now and
 records the result. ``wait`` blocks until apps are Synced and/or Healthy and needs no
 controller: health is read from the live objects, sync status from the record, or from a
-live comparison when the apps are selected (``--repo``/``--apps``/``--local``). Both fail
-fast on an app name nobody knows, suggesting the closest one. Results go to stdout,
+live comparison when the apps are selected (``--repo``/``--apps``/``--local``). An app
+whose prune is still deleting objects is not Synced yet; from the record, ``wait`` checks
+those objects itself (:mod:`gitops_ray.reconcile.deletions`). Both fail fast on an app
+name nobody knows, suggesting the closest one. Results go to stdout,
 progress and warnings to stderr.
 """
 
@@ -56,12 +58,14 @@ from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
+from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
 from gitops_ray.types import SyncStatus
@@ -93,11 +97,15 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
 
     def sync_one(app: Application) -> SyncResult:
         try:
-            result = reconciler.sync_until_done(
+            outcome = reconciler.sync_until_done(
                 app, revision=selection.revision, local=selection.local, prune=prune,
-                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS).result
+                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS)
+            result = outcome.result
+            if outcome.unrecorded is not None:
+                _warn_unrecorded(app.name, outcome.unrecorded)
         except GitOpsRayError as e:  # this app's input is bad: the others go on
-            result = SyncResult(app.name, selection.revision or "").fail(error_text(e))
+            result = SyncResult(app.name, selection.revision or "").fail(
+                error_text(e), reason_of(e), cause=e)
             if not dry_run:
                 _record_failure(store, result)
         if origin and not dry_run:
@@ -150,8 +158,11 @@ def _record_failure(store: RecordStore, result: SyncResult) -> None:
     try:
         save_failed_sync(store, result, result.message)
     except GitOpsRayError as e:  # the cluster is unreachable too: say so, keep the result
-        click.secho(f"warning: app {result.app}: failed sync not recorded: {e}",
-                    fg="yellow", err=True)
+        _warn_unrecorded(result.app, e)
+
+
+def _warn_unrecorded(app: str, error: GitOpsRayError) -> None:
+    click.secho(f"warning: app {app}: sync not recorded: {error}", fg="yellow", err=True)
 
 
 def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
@@ -159,7 +170,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
         click.echo(f"{name}\t{res.key}\t{res.action}"
                    + (f"\t{res.message}" if res.message else ""))
     suffix = " (dry run)" if dry_run else ""
-    click.secho(f"app {name}: {result.phase}{suffix} at {result.revision[:12]}"
+    phase = f"{result.phase} ({result.reason})" if result.reason else result.phase
+    click.secho(f"app {name}: {phase}{suffix} at {result.revision[:12]}"
                 + (f": {result.message}" if result.message else ""),
                 fg="green" if result.ok else "red", err=True)
 
@@ -173,6 +185,7 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
             "lastSync": _last_sync(status),
+            "reason": (status.get("operation") or {}).get("reason", ""),
             "history": status.get("history", [])}
 
 
@@ -261,8 +274,8 @@ def _print_status(rows: list[dict[str, Any]], output: str) -> None:
 
 def _with_warnings(row: dict[str, Any]) -> str:
     count = len(row["warnings"])
-    return f"{row['lastSync']} ({count} render warning(s): -o yaml)" if count \
-        else str(row["lastSync"])
+    last = f"{row['lastSync']} ({row['reason']})" if row["reason"] else str(row["lastSync"])
+    return f"{last} ({count} render warning(s): -o yaml)" if count else last
 
 
 # -- wait ---------------------------------------------------------------------------------
@@ -318,7 +331,10 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
 
 def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
     health = live_health(kube, record)
-    return {**record.status, "health": health.status.value, "healthMessage": health.message}
+    status = {**record.status, "health": health.status.value, "healthMessage": health.message}
+    if deletions_finished(record, kube):  # the record predates the end of its prune
+        status["sync"] = "Synced"
+    return status
 
 
 def _done(status: Status, want_sync: bool, want_health: bool) -> bool:

@@ -14,7 +14,10 @@ ignore rules remove the same fields from both. Ignore rules need two sides: a mi
 object is shown whole (that is what sync will create, ``replicas`` included), and so is
 an extraneous one (what prune will delete). A resource is OutOfSync when the
 normalized sides differ ("modified"), when it is in git but not live ("missing"), or
-when it is live, tracked by the app, and gone from git ("extraneous").
+when it is live, tracked by the app, and gone from git ("extraneous"), or "deleting"
+when such an object already carries a ``deletionTimestamp``: prune's deletion was
+accepted, but finalizers (Foreground propagation among them) still hold it, and the
+app is not in sync with git until it is gone.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from gitops_ray.diff.rules import RuleSet, Scope, Skip
 from gitops_ray.errors import DiffError
 from gitops_ray.types import Manifest, ResourceKey, SyncStatus
 
-MODIFIED, MISSING, EXTRANEOUS = "modified", "missing", "extraneous"
+MODIFIED, MISSING, EXTRANEOUS, DELETING = "modified", "missing", "extraneous", "deleting"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "generation",
                    "creationTimestamp", "selfLink", "deletionTimestamp",
@@ -42,7 +45,7 @@ class ResourceDiff:
 
     key: ResourceKey
     status: SyncStatus  # Synced or OutOfSync
-    reason: str  # "" | "modified" | "missing" | "extraneous"
+    reason: str  # "" | "modified" | "missing" | "extraneous" | "deleting"
     desired_normalized: Manifest | None
     live_normalized: Manifest | None
     warnings: tuple[str, ...] = ()
@@ -116,6 +119,8 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     if predicted is None and want is not None and have is not None:
         have = remove_unmentioned(want, have)
     status, reason = _status(want, have)
+    if reason == EXTRANEOUS and live is not None and _deleting(live):
+        reason = DELETING
     return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
 
 
@@ -153,6 +158,10 @@ def _status(want: Manifest | None, have: Manifest | None) -> tuple[SyncStatus, s
     if json_equal(want, have):
         return SyncStatus.SYNCED, ""
     return SyncStatus.OUT_OF_SYNC, MODIFIED
+
+
+def _deleting(live: Manifest) -> bool:
+    return bool((live.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _warnings(skips: Iterable[Skip]) -> list[str]:

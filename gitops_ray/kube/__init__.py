@@ -2,6 +2,7 @@
 
 from gitops_ray.kube.client import Capabilities, Kube, ResourceInfo, WatchEvent
 from gitops_ray.kube.errors import (
+    AlreadyExists,
     Conflict,
     Forbidden,
     Gone,
@@ -15,7 +16,7 @@ from gitops_ray.kube.errors import (
 )
 
 __all__ = [
-    "Capabilities", "Conflict", "Forbidden", "Gone", "Invalid", "Kube", "KubeError",
-    "LeaseExpired", "NotFound",
+    "AlreadyExists", "Capabilities", "Conflict", "Forbidden", "Gone", "Invalid", "Kube",
+    "KubeError", "LeaseExpired", "NotFound",
     "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
 ]

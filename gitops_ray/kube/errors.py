@@ -61,6 +61,14 @@ class Conflict(KubeError):
     """409: stale resourceVersion, an existing object, or a field-manager conflict."""
 
 
+class AlreadyExists(Conflict):
+    """409 with reason ``AlreadyExists``: a create lost the race to another writer.
+
+    Callers that only need the object to exist (a namespace for ``CreateNamespace``)
+    treat it as success; everyone else handles it as the :class:`Conflict` it is.
+    """
+
+
 class Invalid(KubeError):
     """422: the object fails validation."""
 
@@ -105,6 +113,8 @@ def error_from_response(status: int, body: bytes, context: str) -> KubeError:
     except ValueError:
         pass
     cls = _BY_STATUS.get(status, ServerError if status >= 500 else KubeError)
+    if cls is Conflict and payload.get("reason") == "AlreadyExists":
+        cls = AlreadyExists
     message = without_values(str(payload.get("message")
                                  or body[:200].decode("utf-8", "replace")))
     return cls(f"{context}: {message}", status=status, reason=str(payload.get("reason", "")),

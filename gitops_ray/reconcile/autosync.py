@@ -8,7 +8,8 @@ every backoff step in milliseconds. The rules follow Argo CD's ``autoSync``
 https://argo-cd.readthedocs.io/en/stable/user-guide/auto_sync/):
 
 * only apps with ``syncPolicy.automated``, and only when the comparison is ``OutOfSync``;
-* nothing when the only differences are extraneous objects and ``prune`` is off;
+* nothing when the only differences are extraneous objects and ``prune`` is off, or
+  objects a prune already deleted that wait on finalizers (syncing again cannot help);
 * never when pruning is on, ``allowEmpty`` is off and git renders nothing ("auto-sync
   will wipe out all resources");
 * once per (revision, source spec): a new revision or spec is synced in full. The
@@ -117,6 +118,7 @@ class Observed:
     out_of_sync: frozenset[ResourceKey] = frozenset()
     extraneous: frozenset[ResourceKey] = frozenset()  # live, tracked, no longer in git
     desired_count: int = 1
+    deleting: frozenset[ResourceKey] = frozenset()  # extraneous, deletion already accepted
 
 
 class Action(StrEnum):
@@ -177,6 +179,8 @@ def _precondition(policy: SyncPolicy, observed: Observed) -> Decision | None:
         return Decision(Action.NONE, "automated sync is off")
     if observed.sync_status != SyncStatus.OUT_OF_SYNC:
         return Decision(Action.NONE, f"sync status is {observed.sync_status}")
+    if observed.out_of_sync <= observed.deleting:
+        return Decision(Action.NONE, "waiting for pruned objects to finish deleting")
     if not policy.prune and observed.out_of_sync <= observed.extraneous:
         return Decision(Action.NONE, "only pruning is needed and automated prune is off")
     if policy.prune and not policy.allow_empty and observed.desired_count == 0:

@@ -32,6 +32,7 @@ from typing import Protocol
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
+from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator
@@ -141,6 +142,11 @@ class Comparison:
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
         return frozenset(r.key for r in self.diff.resources if r.out_of_sync)
+
+    @property
+    def deleting(self) -> frozenset[ResourceKey]:
+        """Pruned objects whose deletion was accepted but which are not gone yet."""
+        return frozenset(r.key for r in self.diff.resources if r.reason == DELETING)
 
     def manifests(self) -> list[Manifest]:
         """Git's objects, unpacked (what a sync applies)."""

@@ -11,6 +11,14 @@ still in git; pruning would delete them from the cluster. Such a sync applies wh
 rendered and leaves every prune pending, saying why. (A render that *failed* never gets
 this far: nothing is synced at all.)
 
+**Every sync is recorded, failed or not** (:mod:`gitops_ray.sync.reasons`). The sync
+itself never raises, and the steps around it that can fail are folded into its result:
+a comparison after the sync that fails makes it a ``CompareFailed`` operation (recorded
+without a comparison: sync status ``Unknown``, the error), and a record that cannot be
+written makes it ``RecordFailed`` (unless it had failed already), returned all the same
+so the controller can back off in memory. Only :class:`~gitops_ray.kube.LeaseExpired`
+escapes: a replica that lost its lease records nothing.
+
 **Sync waves.** A sync whose wave is not healthy yet returns ``Running``
 (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
 ``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
@@ -26,11 +34,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import LeaseExpired
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
-from gitops_ray.reconcile.status import save_operation, save_status
+from gitops_ray.reconcile.status import save_failed_sync, save_operation, save_status
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
-from gitops_ray.sync.operation import OperationState, WaveReason
+from gitops_ray.sync.operation import OperationState
+from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.types import ResourceAction, ResourceKey
 
 
@@ -41,6 +52,7 @@ class SyncOutcome:
     before: Comparison
     result: SyncResult
     after: Comparison | None
+    unrecorded: GitOpsRayError | None = None  # why the operation could not be recorded
 
 
 class Reconciler:
@@ -67,15 +79,51 @@ class Reconciler:
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
                               out_of_sync=before.out_of_sync, resume=resume)
-        result = self.syncer.sync(request, self.pipeline.rules(app))
+        result = self._sync(request)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
         if dry_run:
             return SyncOutcome(before, result, None)
-        after = self.pipeline.compare(app, revision=before.revision, local=local)
-        save_status(self.syncer.store, after, result)
-        return SyncOutcome(before, result, after)
+        after = self._compare_after(app, result, local=local)
+        unrecorded = self._record(result, after)
+        return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
+                           unrecorded)
 
+    def _sync(self, request: SyncRequest) -> SyncResult:
+        try:
+            rules = self.pipeline.rules(request.app)
+        except GitOpsRayError as e:  # an invalid ignore rule (compare would have said so)
+            return SyncResult(request.app.name, request.revision).fail(
+                str(e), reason_of(e), cause=e)
+        return self.syncer.sync(request, rules)
+
+    def _compare_after(self, app: Application, result: SyncResult, *,
+                       local: Path | None) -> Comparison | GitOpsRayError:
+        """The comparison after the sync, or why it failed (the result fails too)."""
+        try:
+            return self.pipeline.compare(app, revision=result.revision, local=local)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            result.fail(f"the comparison after the sync failed: {e}", Reason.COMPARE_FAILED,
+                        cause=e)  # the step names it, whatever the stage (e.g. git)
+            return e
+
+    def _record(self, result: SyncResult, after: Comparison | GitOpsRayError
+                ) -> GitOpsRayError | None:
+        """Record the operation; the error if it could not be (the result says so too)."""
+        try:
+            if isinstance(after, Comparison):
+                save_status(self.syncer.store, after, result)
+            else:
+                save_failed_sync(self.syncer.store, result, f"{after.stage}: {after}")
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            result.fail(f"the operation could not be recorded: {e}", Reason.RECORD_FAILED,
+                        cause=e)
+            return e
+        return None
 
     def sync_until_done(self, app: Application, *, timeout: float, poll: float,
                         revision: str | None = None, local: Path | None = None,
@@ -85,7 +133,7 @@ class Reconciler:
 
         For ``gitops-ray sync``: a one-shot command may hold its thread, the controller
         may not (it requeues instead). On timeout the operation is recorded as failed
-        (:attr:`WaveReason.TIMEOUT`), so no running operation is left behind for a
+        (``WaveTimeout``), so no running operation is left behind for a
         controller to pick up unannounced.
         """
         deadline = time.monotonic() + timeout
@@ -99,9 +147,13 @@ class Reconciler:
 
     def _give_up(self, outcome: SyncOutcome, timeout: float) -> SyncOutcome:
         result = outcome.result
-        result.fail(f"timed out after {timeout:g}s: {result.message}")
-        result.reason, result.state = WaveReason.TIMEOUT, {}
-        save_operation(self.syncer.store, result)
+        result.fail(f"timed out after {timeout:g}s: {result.message}", Reason.WAVE_TIMEOUT)
+        try:
+            save_operation(self.syncer.store, result)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:  # the result says it failed all the same
+            return dataclasses.replace(outcome, unrecorded=e)
         return outcome
 
 

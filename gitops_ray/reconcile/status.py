@@ -66,7 +66,7 @@ def save_status(store: RecordStore, comparison: Comparison,
 
 
 def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None:
-    """Record a sync that failed before it could compare (source, render, diff).
+    """Record a sync that failed without a comparison (before or after it).
 
     As the controller records a failed refresh: sync status ``Unknown`` (we no longer
     know), the error, and the failed operation in the history, so ``status`` cannot go on

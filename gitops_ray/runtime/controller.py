@@ -18,6 +18,13 @@ A refresh:
    next decision needs, requeues itself when a backoff is pending, posts Events, and
    writes the status record only when it changed (a no-op cycle writes nothing).
 
+A sync's failure is an outcome, not an exception (:mod:`gitops_ray.sync.reasons`): it is
+counted by reason (``gitops_ray_sync_failures_total{reason}``), named in the Event, and
+remembered in memory *before* anything is written, so the retry limit and backoff apply
+even when the record itself cannot be written (RBAC, a conflict storm). Such a record
+write failure is logged once per app (``record_not_written``) until a write succeeds
+again, instead of on every refresh.
+
 **Sync waves.** A sync whose wave is not healthy yet ends its step ``Running``
 (:mod:`gitops_ray.sync.operation`): the worker is released at once, the state is
 recorded in the app's record and kept in memory, and the app is requeued (after
@@ -81,8 +88,10 @@ from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
-from gitops_ray.sync.operation import OPERATION_STATE, OperationState, WaveReason
+from gitops_ray.sync.operation import OPERATION_STATE, OperationState
+from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
@@ -144,6 +153,7 @@ class Controller:
         self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
+        self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
 
     # -- leadership ------------------------------------------------------------------
 
@@ -226,7 +236,10 @@ class Controller:
         started, result = time.monotonic(), "success"
         error: GitOpsRayError | None = None
         try:
-            self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS else self.recent)
+            synced = self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS
+                                   else self.recent)
+            if synced is not None and synced.phase == OperationPhase.FAILED:  # recorded
+                result, error = "error", synced.cause
         except LeaseExpired as e:
             result = "error"
             log.warning("sync_aborted_lease_expired", error=str(e))
@@ -238,7 +251,9 @@ class Controller:
             self.metrics.reconciles.labels(name, result).inc()
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 
-    def _refresh(self, app: Application, log: FilteringBoundLogger, max_age: float) -> None:
+    def _refresh(self, app: Application, log: FilteringBoundLogger,
+                 max_age: float) -> SyncResult | None:
+        """Compare, then (leader only) decide and maybe sync; the sync's result, if any."""
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                      max_age=max_age)
         comparison = self.pipeline.compare(app, revision=sha)
@@ -246,23 +261,22 @@ class Controller:
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard() as leading:
             if not leading:
-                return
+                return None
             observed = observe(app, comparison)
             running = self._running.get(app.name)
             if running is not None and running.revision == comparison.revision:
-                self._sync(app, comparison, observed, _continuing(running), log,
-                           resume=running)
-                return
+                return self._sync(app, comparison, observed, _continuing(running), log,
+                                  resume=running)
             if running is not None:
                 self._supersede(app.name, running, comparison.revision)
             decision = self._decide(app, observed)
             if decision.action is Action.SYNC:
-                self._sync(app, comparison, observed, decision, log)
-                return
+                return self._sync(app, comparison, observed, decision, log)
             if decision.action is Action.WAIT:
                 log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
                 self._requeue(app.name, decision.wait)
             self._save(app.name, status_of(comparison), decision)
+            return None
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
         return decide(app.sync_policy, observed, self._last_ops.get(app.name),
@@ -277,7 +291,14 @@ class Controller:
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
               decision: Decision, log: FilteringBoundLogger, *,
-              resume: OperationState | None = None) -> None:
+              resume: OperationState | None = None) -> SyncResult:
+        """Sync, remember (in memory first), record, account, requeue.
+
+        The recorded ``autoSync`` is what happens next (a retry after backoff, blocked
+        after the last retry), so the status says so without waiting for a refresh.
+        ``resume``: continue a sync that waited for a wave; a step that waits again is
+        handed to :meth:`_wait_for_wave` and nothing is accounted until it finishes.
+        """
         log.info("sync_started" if resume is None else "sync_continued",
                  revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
@@ -287,18 +308,25 @@ class Controller:
                                            only=decision.only, before=before, resume=resume)
         result = outcome.result
         fields = operation_fields(decision, observed, self.identity)
-        self._record_operation(app.name, fields, decision, running=result.running)
         if result.running:
-            self._wait_for_wave(app, outcome, fields, log)
-            return
+            self._wait_for_wave(app, outcome, fields, decision, log)
+            return result
         self._running.pop(app.name, None)
-        self._last_ops[app.name] = LastOperation(
+        self._last_ops[app.name] = LastOperation(  # first: backoff must not need the record
             result.revision, result.phase, result.finished_at or self._clock(),
             observed.source_key, decision.self_heal_attempts, decision.attempt)
+        follow_up = self._after_sync(app, outcome)
+        if outcome.unrecorded is not None:
+            self._not_written(app.name, outcome.unrecorded)
+        else:
+            self._record_operation(app.name, fields, follow_up)
         self._account(app.name, outcome, decision, time.monotonic() - started)
         log.info("sync_finished", phase=result.phase, message=result.message,
-                 revision=result.revision[:12], kind=decision.trigger)
-        self._after_sync(app, outcome)
+                 reason=result.reason or "", revision=result.revision[:12],
+                 kind=decision.trigger, next=follow_up.action.value)
+        if follow_up.action in (Action.WAIT, Action.SYNC):
+            self._requeue(app.name, follow_up.wait)
+        return result
 
     def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
                           running: bool = False) -> None:
@@ -309,13 +337,43 @@ class Controller:
                     op.update(fields)
             record.status["autoSync"] = _auto_sync_status(decision)
 
-        self._written[name] = fingerprint(self.store.update(name, change).status)
+        self._update(name, change)
+
+    def _update(self, name: str, change: Callable[[AppRecord], None]) -> AppRecord | None:
+        """Write the app's record; ``None`` (logged once) when it cannot be written."""
+        try:
+            record = self.store.update(name, change)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            self._not_written(name, e)
+            return None
+        self._unwritable.discard(name)
+        self._written[name] = fingerprint(record.status)
+        return record
+
+    def _not_written(self, name: str, error: GitOpsRayError) -> None:
+        """Log a record write failure once per app, until a write succeeds again.
+
+        Backoff does not depend on it (:attr:`_last_ops` is kept in memory), so a record
+        RBAC forbids costs one log line, not one per refresh.
+        """
+        with self._cond:
+            first = name not in self._unwritable
+            self._unwritable.add(name)
+        if first:
+            _log.warning("record_not_written", app=name, error=str(error),
+                         note="backing off in memory; logged once until a write succeeds")
 
     def _wait_for_wave(self, app: Application, outcome: SyncOutcome, fields: dict[str, Any],
-                       log: FilteringBoundLogger) -> None:
+                       decision: Decision, log: FilteringBoundLogger) -> None:
         """A wave is not healthy yet: release the worker, come back on a change or a timer."""
         result = outcome.result
-        self._running[app.name] = result.continuation(**fields)
+        self._running[app.name] = result.continuation(**fields)  # first: as _last_ops
+        if outcome.unrecorded is not None:
+            self._not_written(app.name, outcome.unrecorded)
+        else:
+            self._record_operation(app.name, fields, decision, running=True)
         log.info("sync_waiting", revision=result.revision[:12], message=result.message)
         self._publish(app.name, outcome.after or outcome.before)
         self._requeue(app.name, WAVE_RECHECK_SECONDS)
@@ -324,21 +382,22 @@ class Controller:
         """End a waiting sync whose revision is no longer the target (see module doc)."""
         message = (f"superseded by revision {revision[:12]} while waiting for wave "
                    f"{running.wave}")
-        op = {**running.extra, "revision": running.revision, "phase": OperationPhase.FAILED.value,
-              "message": message, "reason": str(WaveReason.SUPERSEDED),
-              "startedAt": running.started_at, "finishedAt": self._clock(),
-              "resources": list(running.resources)}
-        record = self.store.update(name, lambda r: push_history(r.status, op))
-        self._written[name] = fingerprint(record.status)
+        op = {**running.extra, "revision": running.revision,
+              "phase": OperationPhase.FAILED.value, "message": message,
+              "reason": Reason.SUPERSEDED.value, "startedAt": running.started_at,
+              "finishedAt": self._clock(), "resources": list(running.resources)}
         self._running.pop(name, None)
-        last = LastOperation.from_status(record.status)
+        last = LastOperation.from_status({"operation": op})
         if last is not None:
             self._last_ops[name] = last
+        self._update(name, lambda r: push_history(r.status, op))
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
                  seconds: float) -> None:
         result = outcome.result
         self.metrics.syncs.labels(name, result.phase, decision.trigger).inc()
+        if result.reason is not None:
+            self.metrics.sync_failures.labels(name, result.reason.value).inc()
         self.metrics.sync_seconds.labels(name).observe(seconds)
         state = self.metrics.apps.get(name)
         self.metrics.apps.set(name, AppState(state.sync_status, state.health_status,
@@ -349,17 +408,16 @@ class Controller:
                     self.metrics.drift_corrections.labels(name, res.key.kind).inc()
         summary = ", ".join(f"{r.key} {r.action}" for r in result.resources
                             if r.action != ResourceAction.UNCHANGED) or "no changes"
+        failed = f"{result.reason}: " if result.reason else ""
         self._event(name, reason="SyncSucceeded" if result.ok else "SyncFailed",
-                    message=f"{decision.trigger} to {result.revision[:12]}: "
+                    message=f"{failed}{decision.trigger} to {result.revision[:12]}: "
                             f"{result.message or summary}", warning=not result.ok)
 
-    def _after_sync(self, app: Application, outcome: SyncOutcome) -> None:
-        """Publish the post-sync comparison and requeue if a retry or heal is now pending."""
+    def _after_sync(self, app: Application, outcome: SyncOutcome) -> Decision:
+        """Publish the post-sync comparison; what auto-sync will do next."""
         after = outcome.after or outcome.before
         self._publish(app.name, after)
-        follow_up = self._decide(app, observe(app, after))
-        if follow_up.action in (Action.WAIT, Action.SYNC):
-            self._requeue(app.name, follow_up.wait)
+        return self._decide(app, observe(app, after))
 
     # -- deletion --------------------------------------------------------------------
 
@@ -393,8 +451,7 @@ class Controller:
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
         if self._written.get(name) == fingerprint(fields):
             return
-        record = self.store.update(name, lambda r: r.status.update(fields))
-        self._written[name] = fingerprint(record.status)
+        self._update(name, lambda r: r.status.update(fields))
 
     def _failed(self, app: Application, error: GitOpsRayError, log: FilteringBoundLogger) -> None:
         if error.stage == "source":
@@ -424,13 +481,14 @@ class Controller:
         if previous.get("error") == message:
             return
         try:
-            record = self.store.update(name, lambda r: r.status.update(
-                {"error": message, "sync": SyncStatus.UNKNOWN.value, "comparedAt": self._clock()}))
-        except KubeError as e:
+            record = self._update(name, lambda r: r.status.update(
+                {"error": message, "sync": SyncStatus.UNKNOWN.value,
+                 "comparedAt": self._clock()}))
+        except LeaseExpired as e:  # not leading any more: nothing to record
             _log.warning("status_not_saved", app=name, error=str(e))
             return
-        self._written[name] = fingerprint(record.status)
-        self._event(name, reason="ComparisonError", message=message, warning=True)
+        if record is not None:
+            self._event(name, reason="ComparisonError", message=message, warning=True)
 
     def _event(self, name: str, *, reason: str, message: str, warning: bool = False) -> None:
         """An Event on the app's record ConfigMap (``kubectl get events -n <control ns>``)."""
@@ -446,7 +504,8 @@ def observe(app: Application, comparison: Comparison) -> Observed:
     out = comparison.out_of_sync
     return Observed(comparison.revision, source_key(app, comparison.shapes),
                     comparison.diff.status, out,
-                    frozenset(k for k in out if k not in wanted), len(comparison.desired))
+                    frozenset(k for k in out if k not in wanted), len(comparison.desired),
+                    deleting=comparison.deleting)
 
 
 def _continuing(running: OperationState) -> Decision:

@@ -119,6 +119,10 @@ class Metrics:
             "when due, sync).", ["app"], buckets=DURATION_BUCKETS, registry=r)
         self.syncs = Counter("gitops_ray_sync_total", "Sync operations by phase and trigger.",
                              ["app", "phase", "trigger"], registry=r)
+        self.sync_failures = Counter("gitops_ray_sync_failures_total", "Failed sync "
+                                     "operations by reason (ApplyFailed, PruneFailed, ...: "
+                                     "gitops_ray.sync.reasons).", ["app", "reason"],
+                                     registry=r)
         self.sync_seconds = Histogram("gitops_ray_sync_duration_seconds", "Time of one sync "
                                       "operation.", ["app"], buckets=DURATION_BUCKETS,
                                       registry=r)

@@ -19,10 +19,24 @@ The three promises, and where they are kept:
 health of the wave just applied; if it is not healthy yet the step ends ``Running`` with
 that wave, and the next step (``SyncRequest.resume``) starts by re-checking it rather than
 re-applying it. Pruning runs only once every wave is applied, as Argo CD's ``PruneLast``.
+
+**A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
+failure, whichever step it happens in, is returned as a ``Failed`` result with a
+:class:`~gitops_ray.sync.reasons.Reason`, so it is recorded as an operation and
+auto-sync's retry limit and backoff apply to it. The only exception that escapes is
+:class:`~gitops_ray.kube.LeaseExpired`: a replica that lost its lease records nothing.
+
+Two facts of the API server shape the rest. A deletion is accepted before the object is
+gone (Foreground propagation and finalizers), so a pruned object that is still there is
+reported as ``deleting`` (not ``pruned``) and kept in the inventory until it is: the
+next comparison shows it OutOfSync "deleting", and ``wait`` is not done. And apps that
+share a destination namespace with ``CreateNamespace=true`` race to create it: "already
+exists" means the namespace is there, which is all we asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Iterable
@@ -32,14 +46,15 @@ from typing import Any, Protocol
 import structlog
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.errors import SyncError
+from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.health import Health, HealthStatus, assess
-from gitops_ray.kube import Conflict, Kube, KubeError, LeaseExpired
+from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
-from gitops_ray.sync.operation import OperationState, WaveReason, only_field
+from gitops_ray.sync.operation import OperationState, only_field
 from gitops_ray.sync.order import apply_order, prune_order, sync_options, waves
+from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
@@ -51,6 +66,10 @@ PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops
                              "the object by hand once you are sure")
 log = structlog.get_logger(__name__)
 _VOLATILE = ("managedFields", "resourceVersion", "generation")
+STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
+KEPT_IN_INVENTORY = frozenset({ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
+                               ResourceAction.FAILED, ResourceAction.DELETING})
+"""Prune outcomes after which the object may still exist, so the app must still track it."""
 
 
 class IgnoreRules(Protocol):
@@ -70,16 +89,22 @@ class ResourceResult:
 
 @dataclass
 class SyncResult:
-    """The outcome of one sync operation (Argo's phases: Succeeded, Failed)."""
+    """The outcome of one sync operation, or of one step of it (Argo's phases).
+
+    ``Running``: the step applied a wave that is not healthy yet; :meth:`continuation` is
+    what the next step resumes from (see :mod:`gitops_ray.sync.operation`).
+    """
 
     app: str
     revision: str
     phase: OperationPhase = OperationPhase.SUCCEEDED
     message: str = ""
+    reason: Reason | None = None  # why it failed (None while it has not)
     resources: list[ResourceResult] = field(default_factory=list)
     started_at: float = field(default_factory=time.time)
     finished_at: float = 0.0
-    reason: str = ""  # a WaveReason when waves decided the outcome
+    cause: GitOpsRayError | None = field(default=None, repr=False, compare=False)
+    """The error behind the failure, if any (not recorded: e.g. readiness asks if it is a 403)."""
     state: dict[str, Any] = field(default_factory=dict)  # Running: what the next step needs
     earlier: list[dict[str, Any]] = field(default_factory=list)  # earlier steps' resources
 
@@ -92,14 +117,27 @@ class SyncResult:
         """Waiting for a wave to become healthy: continue with :meth:`continuation`."""
         return self.phase == OperationPhase.RUNNING
 
-    def fail(self, message: str) -> SyncResult:
-        self.phase, self.message, self.finished_at = OperationPhase.FAILED, message, time.time()
+    @property
+    def deleting(self) -> list[ResourceKey]:
+        """Objects whose deletion was accepted but which are not gone yet."""
+        return [r.key for r in self.resources if r.action == ResourceAction.DELETING]
+
+    def fail(self, message: str, reason: Reason, *,
+             cause: GitOpsRayError | None = None) -> SyncResult:
+        """Mark the operation failed.
+
+        The first failure names it (later ones are in :attr:`resources`): the root cause
+        is what a user must fix first.
+        """
+        if self.phase != OperationPhase.FAILED:
+            self.phase, self.message, self.reason = OperationPhase.FAILED, message, reason
+            self.cause, self.state = cause, {}
+        self.finished_at = time.time()
         return self
 
     def wait(self, request: SyncRequest, wave: int, message: str) -> SyncResult:
         """End this step ``Running``: ``wave`` is applied and not healthy yet."""
         self.phase, self.message = OperationPhase.RUNNING, message
-        self.reason = WaveReason.PROGRESSING
         self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only)}
         return self
 
@@ -113,13 +151,11 @@ class SyncResult:
             self.message = f"{self.message}; {message}" if self.message else message
 
     def as_operation(self) -> dict[str, Any]:
-        op: dict[str, Any] = {
-            "revision": self.revision, "phase": self.phase.value, "message": self.message,
-            "startedAt": self.started_at, "finishedAt": self.finished_at,
-            "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
-                                          "message": r.message} for r in self.resources]}
-        if self.reason:
-            op["reason"] = str(self.reason)
+        op = {"revision": self.revision, "phase": self.phase.value, "message": self.message,
+              "reason": self.reason.value if self.reason else "",
+              "startedAt": self.started_at, "finishedAt": self.finished_at,
+              "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
+                                            "message": r.message} for r in self.resources]}
         return {**op, **self.state} if self.running else op
 
 
@@ -153,29 +189,48 @@ class Syncer:
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
 
     def sync(self, request: SyncRequest, rules: IgnoreRules) -> SyncResult:
+        """Sync one app; never raises but :class:`LeaseExpired` (see the module docstring)."""
+        result = SyncResult(request.app.name, request.revision)
+        try:
+            self._sync(request, rules, result)
+        except StepFailed as e:
+            cause = e.__cause__ if isinstance(e.__cause__, GitOpsRayError) else e
+            return result.fail(str(e), e.reason, cause=cause)
+        if not result.running:
+            result.finished_at = time.time()
+        return result
+
+    def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
         app = request.app
-        result = SyncResult(app.name, request.revision)
         objs = [with_tracking(app.name, o) for o in request.desired]
         problems = validate_ray_objects(objs)
         if problems:
-            return result.fail("invalid Ray objects, nothing applied: " + "; ".join(problems))
+            result.fail("invalid Ray objects, nothing applied: " + "; ".join(problems),
+                        Reason.VALIDATION_FAILED)
+            return
         if request.prune and not objs and not app.sync_policy.allow_empty:
-            return result.fail(f"refusing to sync app {app.name!r}: the render is empty and "
-                               "allowEmpty is not set, so pruning would delete everything")
-        record = self.store.load(app.name)
+            result.fail(f"refusing to sync app {app.name!r}: the render is empty and "
+                        "allowEmpty is not set, so pruning would delete everything",
+                        Reason.EMPTY_RENDER)
+            return
+        with failing_as(Reason.INVENTORY_FAILED):
+            record = self.store.load(app.name)
         if request.resume is not None:
             result.started_at = request.resume.started_at
             result.earlier = [dict(r) for r in request.resume.resources]
         elif not request.dry_run:
-            self._ensure_namespace(request)
-            self._remember(app.name, [InventoryEntry.of(o) for o in objs])
-        if not self._apply_waves(request, objs, rules, result):
-            return result
-        kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
+            with failing_as(Reason.NAMESPACE_FAILED):
+                self._ensure_namespace(request)
+            with failing_as(Reason.INVENTORY_FAILED):
+                self._remember(app.name, [InventoryEntry.of(o) for o in objs])
+        with failing_as(Reason.APPLY_FAILED):
+            if not self._apply_waves(request, objs, rules, result):
+                return
+        with failing_as(Reason.PRUNE_FAILED):
+            kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
         if not request.dry_run:
-            self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
-        result.finished_at = time.time()
-        return result
+            with failing_as(Reason.INVENTORY_FAILED):
+                self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
 
     # -- waves -----------------------------------------------------------------------
 
@@ -203,20 +258,19 @@ class Syncer:
                       result: SyncResult) -> bool:
         """Whether every object of ``wave`` is healthy (no health check counts as healthy).
 
-        Not healthy yet: the result becomes ``Running``. Degraded: the sync fails, as in
-        gitops-engine, since waiting would not help.
+        Not healthy yet: the result becomes ``Running``. Degraded: the sync fails
+        (``WaveDegraded``), as in gitops-engine, since waiting would not help.
         """
         if request.dry_run:
             return True
         verdicts = [(ResourceKey.of(o), assess(self._lookup(o))) for o in members]
-        pending = [(k, h) for k, h in verdicts if h is not None and h.status
-                   is not HealthStatus.HEALTHY]
+        pending = [(k, h) for k, h in verdicts
+                   if h is not None and h.status is not HealthStatus.HEALTHY]
         if not pending:
             return True
         key, health = max(pending, key=lambda pair: pair[1].status.rank)
         if health.status is HealthStatus.DEGRADED:
-            result.fail(f"wave {wave}: {key} is {_said(health)}")
-            result.reason = WaveReason.DEGRADED
+            result.fail(f"wave {wave}: {key} is {_said(health)}", Reason.WAVE_DEGRADED)
             return False
         result.wait(request, wave, f"waiting for wave {wave} to be healthy: {key} is "
                                    f"{_said(health)}")
@@ -236,11 +290,11 @@ class Syncer:
                 result.resources.append(self._apply(request, obj, rules))
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
-            except KubeError as e:
+            except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
                 result.resources.append(ResourceResult(key, ResourceAction.FAILED, str(e)))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
-                result.fail(f"{key}: {e}")
+                result.fail(f"{key}: {e}", Reason.APPLY_FAILED, cause=e)
                 return False
         return True
 
@@ -293,7 +347,9 @@ class Syncer:
         ns = request.app.destination.namespace
         if not (request.option("CreateNamespace=true") and ns):
             return
-        if self.kube.get("v1", "Namespace", name=ns) is None:
+        if self.kube.get("v1", "Namespace", name=ns) is not None:
+            return
+        with contextlib.suppress(AlreadyExists):  # another app (or anyone) created it first
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
 
@@ -306,34 +362,28 @@ class Syncer:
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
             outcome = self._prune_one(request, InventoryEntry.of(entry))
-            if outcome.action in (ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
-                                  ResourceAction.FAILED):
+            if outcome.action in KEPT_IN_INVENTORY:
                 kept.append(InventoryEntry.of(entry))
             if outcome.action != ResourceAction.GONE:
                 result.resources.append(outcome)
             if outcome.action == ResourceAction.FAILED:
-                result.fail(outcome.message)
+                result.fail(outcome.message, Reason.PRUNE_FAILED)
             if outcome.message == PRUNE_CONFIRM_UNSUPPORTED:
                 result.note(PRUNE_CONFIRM_UNSUPPORTED)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
-                             namespace=entry.namespace or None)
+        try:
+            live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
+                                 namespace=entry.namespace or None)
+        except LeaseExpired:
+            raise
+        except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours, keep it
+            return ResourceResult(entry.key, ResourceAction.FAILED,
+                                  f"prune failed: cannot read it: {e}")
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
-        if not is_tracked_by(request.app.name, live):
-            return ResourceResult(entry.key, ResourceAction.NOT_OURS,
-                                  "not pruned: its tracking id does not name this app")
-        if "Prune=false" in sync_options(live) or request.option("Prune=false"):
-            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
-        if "Prune=confirm" in sync_options(live) or request.option("Prune=confirm"):
-            return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED,
-                                  PRUNE_CONFIRM_UNSUPPORTED)
-        if not request.prune:
-            return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
-                                  "not in git; prune is off")
-        return self._delete(request, live, entry)
+        return _not_pruned(request, live, entry) or self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
                 ) -> ResourceResult:
@@ -346,6 +396,8 @@ class Syncer:
                              namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
                              dry_run=request.dry_run)
+            if not request.dry_run and still_there(self.kube, entry, live["metadata"]["uid"]):
+                return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
         except LeaseExpired:
             raise
         except KubeError as e:
@@ -377,6 +429,18 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     return body
 
 
+def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
+    """Whether the object we asked to delete still exists (deletion is asynchronous)."""
+    live = kube.get(entry.api_version, entry.kind, name=entry.name,
+                    namespace=entry.namespace or None)
+    return live is not None and live["metadata"].get("uid") == uid
+
+
+def is_deleting(obj: Manifest) -> bool:
+    """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _said(health: Health) -> str:
     return f"{health.status.value} ({health.message})" if health.message \
         else health.status.value
@@ -396,6 +460,24 @@ def _comparable(obj: Manifest) -> Manifest:
                        if k not in _VOLATILE}
     out.pop("status", None)
     return out
+
+
+def _not_pruned(request: SyncRequest, live: Manifest,
+                entry: InventoryEntry) -> ResourceResult | None:
+    """Why a live object that left git is not deleted now, or ``None``: delete it."""
+    if not is_tracked_by(request.app.name, live):
+        return ResourceResult(entry.key, ResourceAction.NOT_OURS,
+                              "not pruned: its tracking id does not name this app")
+    if is_deleting(live):
+        return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
+    if "Prune=false" in sync_options(live) or request.option("Prune=false"):
+        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
+    if "Prune=confirm" in sync_options(live) or request.option("Prune=confirm"):
+        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, PRUNE_CONFIRM_UNSUPPORTED)
+    if not request.prune:
+        return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
+                              "not in git; prune is off")
+    return None
 
 
 def _propagation(request: SyncRequest) -> str:

@@ -9,31 +9,21 @@ returns ``Running`` with the wave it waits for. That state is recorded in the ap
 (``status.operationState``, like Argo CD's ``status.operationState``) and the next step,
 possibly in another controller process, continues from it instead of deciding afresh.
 
-This module owns the vocabulary of waits (:class:`WaveReason`; the phases are
-:class:`gitops_ray.types.OperationPhase`) and the recorded shape (:class:`OperationState`);
-:mod:`gitops_ray.sync.engine` runs the steps.
+This module owns the recorded shape (:class:`OperationState`); the phases are
+:class:`gitops_ray.types.OperationPhase`, the reasons a wave ends a sync are in
+:class:`gitops_ray.sync.reasons.Reason`; :mod:`gitops_ray.sync.engine` runs the steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from gitops_ray.types import OperationPhase, ResourceKey
 
 OPERATION_STATE = "operationState"
 """The key of the running operation in an app record's status (absent when none runs)."""
-
-
-class WaveReason(StrEnum):
-    """Why a multi-step operation is waiting or ended: machine-readable, for status readers."""
-
-    PROGRESSING = "WaveProgressing"  # a wave before the last is not healthy yet
-    DEGRADED = "WaveDegraded"  # a wave before the last went Degraded: the sync failed
-    TIMEOUT = "WaveTimeout"  # ``gitops-ray sync`` gave up waiting
-    SUPERSEDED = "Superseded"  # a newer revision replaced the waiting operation
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import structlog
 
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.engine import ResourceResult
+from gitops_ray.sync.engine import STILL_DELETING, ResourceResult, still_there
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
@@ -32,6 +32,7 @@ from gitops_ray.sync.tracking import is_tracked_by
 from gitops_ray.types import Manifest, ResourceAction, SyncStatus
 
 log = structlog.get_logger(__name__)
+_DELETED = (ResourceAction.DELETED, ResourceAction.DELETING)
 RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
 _POLICIES = {RESOURCES_FINALIZER: "Foreground", f"{RESOURCES_FINALIZER}/foreground":
              "Foreground", f"{RESOURCES_FINALIZER}/background": "Background"}
@@ -74,7 +75,7 @@ def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) 
     else:
         _keep_what_is_left(store, teardown)
     log.info("app_deleted", app=app, cascade=policy or "orphan", ok=teardown.ok,
-             deleted=sum(r.action == ResourceAction.DELETED for r in teardown.resources))
+             deleted=sum(r.action in _DELETED for r in teardown.resources))
     return teardown
 
 
@@ -104,6 +105,8 @@ def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> Res
         kube.delete(entry.api_version, entry.kind, name=entry.name,
                     namespace=entry.namespace or None,
                     propagation_policy=policy, uid=live["metadata"]["uid"])
+        if still_there(kube, entry, live["metadata"]["uid"]):  # finalizers: accepted, not gone
+            return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
     except KubeError as e:
         return ResourceResult(entry.key, ResourceAction.FAILED, f"{entry.key}: delete failed: {e}")
     return ResourceResult(entry.key, ResourceAction.DELETED)

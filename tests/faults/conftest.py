@@ -6,7 +6,7 @@ real process. Each :class:`ControllerProcess` gets its own ports, cache director
 file (JSON lines) and, optionally, a kubeconfig holding a ServiceAccount's token, so a
 test can run the controller with exactly the RBAC the chart renders.
 
-Waits are on conditions (:func:`tests.integration.test_controller.eventually`), never
+Waits are on conditions (:func:`tests.waiting.eventually`), never
 sleeps; memory is read from ``/proc/<pid>/status`` (``VmRSS`` now, ``VmHWM`` the peak).
 """
 

@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import itertools
 import json
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.samples import raycluster
+from tests.waiting import eventually
 
 SECRET = "webhook-s3cret"
 RC_API = "ray.io/v1"
@@ -45,17 +45,6 @@ def application(name: str, repo_url: str, namespace: str, path: str = "manifests
                      "syncPolicy": {"automated": {"prune": True, "selfHeal": self_heal}}}}
 
 
-def eventually(condition: Callable[[], Any], timeout: float = 60.0,
-               message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{message} not met within {timeout}s"
-        time.sleep(0.1)
-
-
 class Controller:
     """A running in-process controller and helpers to talk to it."""
 
@@ -65,6 +54,11 @@ class Controller:
 
     def metrics(self) -> str:
         return requests.get(f"{self.url}/metrics", timeout=10).text
+
+    def metrics_with(self, line: str) -> str:
+        """The exposition if it contains ``line`` yet, else ``""`` (for :func:`eventually`)."""
+        metrics = self.metrics()
+        return metrics if line in metrics else ""
 
     def webhook(self, payload: dict[str, Any], secret: str | None = SECRET) -> requests.Response:
         body = json.dumps(payload).encode()
@@ -146,11 +140,11 @@ def test_webhook_push_is_applied_and_forgeries_are_rejected(
     eventually(lambda: ray_version(ctl, "hooked") == "2.53.0", message="webhook sync")
     eventually(lambda: ctl.status("hooked").get("revision") == sha, message="status")
 
-    metrics = ctl.metrics()
+    # The sync is counted after its status is written: wait for the counter, not the status.
+    synced = 'gitops_ray_sync_total{app="hooked",phase="Succeeded",trigger="auto-sync"} 2.0'
+    metrics = eventually(lambda: ctl.metrics_with(synced), message="second sync counted")
     assert 'gitops_ray_webhook_requests_total{provider="github",result="rejected"} 2.0' in metrics
     assert 'gitops_ray_webhook_requests_total{provider="github",result="accepted"} 1.0' in metrics
-    assert 'gitops_ray_sync_total{app="hooked",phase="Succeeded",trigger="auto-sync"} 2.0' \
-        in metrics
     assert 'gitops_ray_app_info{app="hooked",health_status=' in metrics
     assert 'gitops_ray_k8s_requests_total{code="200",verb="apply"}' in metrics
 
@@ -190,7 +184,8 @@ def test_manual_edit_is_healed_through_the_watch(
     assert history[0]["selfHealAttempts"] == 1
     assert {r["key"] for r in history[0]["resources"]} == {
         f"ray.io/RayCluster:{namespace}/healed"}
-    assert "gitops_ray_drift_corrections_total" in ctl.metrics()
+    eventually(lambda: ctl.metrics_with("gitops_ray_drift_corrections_total{"),
+               message="drift correction counted")  # counted after the history is written
     assert ctl.runtime.kube.stats[("get", 200)] > get_requests  # fresh reads around the sync
 
 
@@ -254,9 +249,14 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
 
     def refresh() -> None:
+        """One refresh of ours, and nothing else in flight or due when it is over."""
         before = _count(ctl.metrics(), series)
         ctl.runtime.queue.submit("probed", "test")
-        eventually(lambda: _count(ctl.metrics(), series) > before, message="reconcile counter")
+        eventually(lambda: _count(ctl.metrics(), series) > before and idle(),
+                   message="reconcile counter")
+
+    def idle() -> bool:  # the counter can also move for a watch-triggered refresh
+        return not ctl.runtime.queue.busy() and ctl.runtime.timers.pending("probed") is None
 
     refresh()  # warms the dry-run cache for the object as it is now
     requests_seen: list[tuple[str, str]] = []
@@ -272,3 +272,41 @@ def _count(metrics: str, series: str) -> float:
         if line.startswith(series):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    hold = "gitops-ray.io/test-hold"
+    held = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "held"},
+            "data": {"k": "v"}}
+    git_repo.commit({"manifests/rc.yaml": raycluster("pruner"), "manifests/cm.yaml": held})
+    ctl = start_controller({"applications": [application("pruner", git_repo.url, namespace)]})
+    eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="first sync")
+
+    def finalizers(value: list[str]) -> None:
+        kube.patch("v1", "ConfigMap", name="held", namespace=namespace,
+                   patch={"metadata": {"finalizers": value}},
+                   content_type="application/merge-patch+json", field_manager="tests")
+
+    finalizers([hold])
+    sha = git_repo.commit({"manifests/cm.yaml": None}, "remove held")
+    assert ctl.webhook(push_payload(git_repo, sha)).status_code == 202
+
+    def waiting() -> dict[str, Any]:
+        status = ctl.status("pruner")
+        return status if (status.get("autoSync") or {}).get("reason", "").startswith(
+            "waiting for pruned objects") else {}
+
+    status = eventually(waiting, message="auto-sync waits for the deletion")
+    assert status["sync"] == "OutOfSync" and status["revision"] == sha
+    assert {r["key"]: r["reason"] for r in status["resources"]}[
+        f"ConfigMap:{namespace}/held"] == "deleting"
+    assert {r["key"]: r["action"] for r in status["operation"]["resources"]}[
+        f"ConfigMap:{namespace}/held"] == "deleting"
+
+    live = kube.get("v1", "ConfigMap", name="held", namespace=namespace)
+    assert live is not None and live["metadata"]["deletionTimestamp"]
+    finalizers([f for f in live["metadata"]["finalizers"] if f != hold])
+    # Polls are hourly here: the watch's DELETED event is what brings the status up to date.
+    eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="synced when gone")

@@ -28,8 +28,9 @@ from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from localcluster.controlplane import free_port
 from tests.conftest import GitRepo
-from tests.integration.test_controller import application, eventually
+from tests.integration.test_controller import application
 from tests.samples import raycluster
+from tests.waiting import eventually
 
 SECRET = "failover-s3cret"
 
@@ -131,12 +132,13 @@ def test_one_leader_writes_and_a_killed_leader_is_replaced(
     response = second.webhook(git_repo, sha)
     assert response.status_code == 202 and response.json()["forwardedTo"] == "ctl-a"
     eventually(lambda: rc_version(kube, namespace) == "2.53.0", message="forwarded")
-    eventually(lambda: _revision(kube, namespace) == sha, message="recorded")
-    assert last_sync_by(kube, namespace) == "ctl-a"
-    follower_metrics = second.metrics()
+    # The operation is recorded first and stamped with the controller's identity after.
+    eventually(lambda: (_revision(kube, namespace), last_sync_by(kube, namespace))
+               == (sha, "ctl-a"), message="recorded by a")
+    follower_metrics = eventually(lambda: _metrics_with(second, 'gitops_ray_app_info{app="ha"'),
+                                  message="the follower compares")
     assert "gitops_ray_leader 0.0" in follower_metrics
     assert "gitops_ray_sync_total{" not in follower_metrics  # the follower never synced
-    assert 'gitops_ray_app_info{app="ha"' in follower_metrics  # but it compares
 
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(30)
@@ -151,6 +153,11 @@ def test_one_leader_writes_and_a_killed_leader_is_replaced(
     second.proc.send_signal(signal.SIGTERM)
     assert second.proc.wait(60) == 0
     assert lease_holder(kube, namespace) == ""  # released on SIGTERM
+
+
+def _metrics_with(process: Process, line: str) -> str:
+    metrics = process.metrics()
+    return metrics if line in metrics else ""
 
 
 def _revision(kube: Kube, namespace: str) -> str:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube import Kube
-from gitops_ray.sync.operation import OPERATION_STATE, WaveReason
+from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.reasons import Reason
 from tests.conftest import GitRepo
 from tests.integration.test_cli_truth import Cli, app_yaml, cli
 from tests.integration.test_controller import (
@@ -76,7 +77,7 @@ def test_wave_1_is_applied_only_once_wave_0_is_healthy(env: Env, git_repo: GitRe
     assert not cm_exists(env.kube, env.namespace, "after")
     recorded = env.store.load("waves").status[OPERATION_STATE]
     assert (recorded["phase"], recorded["wave"]) == ("Running", 0)
-    assert recorded["reason"] == WaveReason.PROGRESSING
+    assert recorded["reason"] == ""  # waiting is not a failure
     assert "history" not in env.store.load("waves").status  # nothing finished yet
 
     still = env.reconciler.sync(app, resume=first.result.continuation())
@@ -113,7 +114,7 @@ def test_a_degraded_wave_fails_the_sync_and_stops_there(env: Env, git_repo: GitR
     report(env.kube, env.namespace, "broken", "failed")
     failed = env.reconciler.sync(app, resume=first.result.continuation())
     assert failed.result.phase == "Failed"
-    assert failed.result.reason == WaveReason.DEGRADED
+    assert failed.result.reason == Reason.WAVE_DEGRADED
     assert "wave 0" in failed.result.message and "Degraded" in failed.result.message
     assert not cm_exists(env.kube, env.namespace, "never")
     assert OPERATION_STATE not in env.store.load("degraded").status
@@ -139,11 +140,11 @@ def test_in_process_wait_continues_when_healthy_and_times_out_otherwise(
                                           in_wave(config_map("late"), 1)]})
     gave_up = env.reconciler.sync_until_done(app, timeout=0, poll=1.0)
     assert gave_up.result.phase == "Failed"
-    assert gave_up.result.reason == WaveReason.TIMEOUT
+    assert gave_up.result.reason == Reason.WAVE_TIMEOUT
     assert not cm_exists(env.kube, env.namespace, "late")
     status = env.store.load("cli-wait").status
     assert OPERATION_STATE not in status  # nothing left running for a controller
-    assert status["history"][0]["reason"] == WaveReason.TIMEOUT
+    assert status["history"][0]["reason"] == Reason.WAVE_TIMEOUT
 
 
 def test_controller_waits_without_a_worker_and_a_new_controller_continues(
@@ -221,7 +222,7 @@ def test_a_new_commit_supersedes_a_sync_waiting_for_a_wave(
         return history if history and history[0]["revision"] == fix else None
 
     history = eventually(synced_fix, message="the fix's sync recorded")
-    superseded = [op for op in history if op.get("reason") == WaveReason.SUPERSEDED]
+    superseded = [op for op in history if op.get("reason") == Reason.SUPERSEDED]
     assert len(superseded) == 1
     assert superseded[0]["revision"] == waiting["revision"] != fix
     assert superseded[0]["phase"] == "Failed"
@@ -236,4 +237,4 @@ def test_cli_sync_gives_up_after_its_timeout_and_says_why(cli: Cli, git_repo: Gi
     assert "timed out after 0s: waiting for wave 0 to be healthy" in result.output
     status = json.loads(cli("status", "-o", "json", "slow").stdout)[0]
     assert status["lastSync"] == "Failed"
-    assert status["history"][0]["reason"] == WaveReason.TIMEOUT
+    assert status["history"][0]["reason"] == Reason.WAVE_TIMEOUT

@@ -27,8 +27,9 @@ HEAL = SyncPolicy(automated=True, self_heal=True)
 
 def observed(status: str = "OutOfSync", revision: str = "a" * 40, *,
              out: frozenset[ResourceKey] = frozenset({RC}),
-             extraneous: frozenset[ResourceKey] = frozenset(), desired: int = 1) -> Observed:
-    return Observed(revision, "spec", status, out, extraneous, desired)
+             extraneous: frozenset[ResourceKey] = frozenset(), desired: int = 1,
+             deleting: frozenset[ResourceKey] = frozenset()) -> Observed:
+    return Observed(revision, "spec", status, out, extraneous, desired, deleting=deleting)
 
 
 def last(phase: str = "Succeeded", revision: str = "a" * 40, *, finished: float = 100.0,
@@ -53,6 +54,9 @@ def test_retry_backoff_matches_argo_defaults() -> None:
     (SyncPolicy(), observed(), "automated sync is off"),
     (AUTO, observed("Synced"), "sync status is Synced"),
     (AUTO, observed(out=frozenset({CM}), extraneous=frozenset({CM})), "only pruning"),
+    (SyncPolicy(automated=True, prune=True, self_heal=True),
+     observed(out=frozenset({CM}), extraneous=frozenset({CM}), deleting=frozenset({CM})),
+     "finish deleting"),
 ])
 def test_nothing_to_do(policy: SyncPolicy, obs: Observed, reason: str) -> None:
     decision = decide(policy, obs, None, now=0)
@@ -64,6 +68,13 @@ def test_prune_only_drift_is_synced_when_prune_is_on() -> None:
     obs = observed(out=frozenset({CM}), extraneous=frozenset({CM}))
     decision = decide(SyncPolicy(automated=True, prune=True), obs, None, now=0)
     assert decision.action is Action.SYNC and decision.prune
+
+
+def test_drift_next_to_a_deletion_is_still_synced() -> None:
+    obs = observed(out=frozenset({RC, CM}), extraneous=frozenset({CM}),
+                   deleting=frozenset({CM}))
+    assert decide(SyncPolicy(automated=True, prune=True), obs, None, now=0).action \
+        is Action.SYNC
 
 
 def test_refuses_to_wipe_out_everything() -> None:

@@ -98,6 +98,15 @@ def test_missing_and_extraneous(recorded: Any) -> None:
         compare(desired=None, predicted=None, live=None, rules=RULES)
 
 
+def test_extraneous_object_being_deleted_is_deleting(recorded: Any) -> None:
+    _, _, live = recorded
+    terminating = copy.deepcopy(live)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    gone_soon = compare(desired=None, predicted=None, live=terminating, rules=RULES)
+    assert (gone_soon.status, gone_soon.reason) == ("OutOfSync", "deleting")
+    assert AppDiff(resources=[gone_soon]).status == "OutOfSync"  # not Synced until gone
+
+
 def test_without_prediction_server_defaults_are_not_drift(recorded: Any) -> None:
     desired, _, live = recorded  # live has ports[].protocol: TCP, desired does not
     assert live["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"][0][
