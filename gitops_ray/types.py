@@ -26,12 +26,14 @@ class SyncStatus(StrEnum):
 
 
 class OperationPhase(StrEnum):
-    """The phase of a finished sync operation (Argo CD's ``OperationPhase``).
+    """The phase of a sync operation (Argo CD's ``OperationPhase``).
 
-    Argo CD also has Running, Terminating and Error; our syncs run to the end in one call,
-    so an operation that is recorded has either succeeded or failed.
+    Running: a sync with waves waits for a wave to become healthy
+    (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation,
+    never in the history. Argo CD also has Terminating and Error, which we do not use.
     """
 
+    RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
 
@@ -48,7 +50,7 @@ class ResourceAction(StrEnum):
     FAILED = "failed"
     GONE = "gone"  # already deleted by somebody else: not reported
     NOT_OURS = "not-ours"  # its tracking id names another app: left alone
-    PRUNE_SKIPPED = "prune-skipped"  # Prune=false
+    PRUNE_SKIPPED = "prune-skipped"  # Prune=false (or Prune=confirm, which we lack)
     PENDING_PRUNE = "pending-prune"  # left git, but prune is off
     ORPHANED = "orphaned"  # kept on app deletion (Delete=false)
 

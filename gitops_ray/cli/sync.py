@@ -2,7 +2,10 @@
 
 ``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
 left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
-render or sync fails is reported and the others carry on. Every sync that is not a dry
+render or sync fails is reported and the others carry on. An app with sync waves is
+synced wave by wave: the command waits in-process (polling every second) for each wave
+but the last to become healthy, up to ``--timeout`` seconds per app, then records the
+sync as failed (reason ``WaveTimeout``). Every sync that is not a dry
 run is recorded as the controller records its own, failures included, so ``status`` never
 shows the Synced of an earlier sync after a failed one.
 
@@ -61,6 +64,7 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
+from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
@@ -79,7 +83,11 @@ Status = dict[str, Any]
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
               help="Apps synced at the same time (results are printed in app order).")
-def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None:
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds to wait for sync waves (argocd.argoproj.io/sync-wave) to become "
+                   "healthy before giving up; the sync then fails.")
+def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
+                 **opts: Any) -> None:
     """Apply the selected apps once."""
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
@@ -89,8 +97,9 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, **opts: Any) -> None
 
     def sync_one(app: Application) -> SyncResult:
         try:
-            outcome = reconciler.sync(app, revision=selection.revision, local=selection.local,
-                                      prune=prune, dry_run=dry_run)
+            outcome = reconciler.sync_until_done(
+                app, revision=selection.revision, local=selection.local, prune=prune,
+                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS)
             result = outcome.result
             if outcome.unrecorded is not None:
                 _warn_unrecorded(app.name, outcome.unrecorded)
@@ -175,9 +184,17 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
-            "lastSync": (status.get("operation") or {}).get("phase", ""),
+            "lastSync": _last_sync(status),
             "reason": (status.get("operation") or {}).get("reason", ""),
             "history": status.get("history", [])}
+
+
+def _last_sync(status: Status) -> str:
+    """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
+    running = status.get(OPERATION_STATE)
+    if isinstance(running, dict) and running.get("phase") == "Running":
+        return f"Running (wave {running.get('wave')})"
+    return str((status.get("operation") or {}).get("phase", ""))
 
 
 def _selected(opts: dict[str, Any]) -> bool:

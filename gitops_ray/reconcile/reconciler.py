@@ -18,20 +18,29 @@ without a comparison: sync status ``Unknown``, the error), and a record that can
 written makes it ``RecordFailed`` (unless it had failed already), returned all the same
 so the controller can back off in memory. Only :class:`~gitops_ray.kube.LeaseExpired`
 escapes: a replica that lost its lease records nothing.
+
+**Sync waves.** A sync whose wave is not healthy yet returns ``Running``
+(:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
+``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
+resource selection. The controller calls it again when the watch reports a change;
+:meth:`Reconciler.sync_until_done` is the in-process wait the CLI uses.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import LeaseExpired
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
-from gitops_ray.reconcile.status import save_failed_sync, save_status
+from gitops_ray.reconcile.status import save_failed_sync, save_operation, save_status
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
+from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.types import ResourceAction, ResourceKey
 
@@ -56,13 +65,20 @@ class Reconciler:
     def sync(self, app: Application, *, revision: str | None = None, local: Path | None = None,
              prune: bool = False, dry_run: bool = False,
              only: frozenset[ResourceKey] | None = None,
-             before: Comparison | None = None) -> SyncOutcome:
-        """Sync one app (``only``: just these resources, as self-heal does)."""
+             before: Comparison | None = None,
+             resume: OperationState | None = None) -> SyncOutcome:
+        """Sync one app (``only``: just these resources, as self-heal does).
+
+        ``resume``: run the next step of a sync that waited for a wave; its revision,
+        prune flag and selection win over the arguments.
+        """
+        if resume is not None:
+            revision, prune, only = resume.revision, resume.prune, resume.only
         before = before or self.pipeline.compare(app, revision=revision, local=local)
         blocked = prune and bool(before.render_problems)
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
-                              out_of_sync=before.out_of_sync)
+                              out_of_sync=before.out_of_sync, resume=resume)
         result = self._sync(request)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
@@ -108,6 +124,37 @@ class Reconciler:
                         cause=e)
             return e
         return None
+
+    def sync_until_done(self, app: Application, *, timeout: float, poll: float,
+                        revision: str | None = None, local: Path | None = None,
+                        prune: bool = False, dry_run: bool = False,
+                        sleep: Callable[[float], None] = time.sleep) -> SyncOutcome:
+        """Sync, and while a wave is not healthy, poll and continue, up to ``timeout``.
+
+        For ``gitops-ray sync``: a one-shot command may hold its thread, the controller
+        may not (it requeues instead). On timeout the operation is recorded as failed
+        (``WaveTimeout``), so no running operation is left behind for a
+        controller to pick up unannounced.
+        """
+        deadline = time.monotonic() + timeout
+        outcome = self.sync(app, revision=revision, local=local, prune=prune, dry_run=dry_run)
+        while outcome.result.running:
+            if time.monotonic() >= deadline:
+                return self._give_up(outcome, timeout)
+            sleep(poll)
+            outcome = self.sync(app, local=local, resume=outcome.result.continuation())
+        return outcome
+
+    def _give_up(self, outcome: SyncOutcome, timeout: float) -> SyncOutcome:
+        result = outcome.result
+        result.fail(f"timed out after {timeout:g}s: {result.message}", Reason.WAVE_TIMEOUT)
+        try:
+            save_operation(self.syncer.store, result)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:  # the result says it failed all the same
+            return dataclasses.replace(outcome, unrecorded=e)
+        return outcome
 
 
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:

@@ -18,6 +18,7 @@ from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
+from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
 from gitops_ray.types import SyncStatus
 
@@ -47,12 +48,18 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
 
 def save_status(store: RecordStore, comparison: Comparison,
                 result: SyncResult | None = None) -> None:
-    """Persist the comparison's status (and the sync operation, when there was one)."""
+    """Persist the comparison's status (and the sync operation, when there was one).
+
+    A sync step that waits for a wave is recorded as the running operation, not in the
+    history: the history holds finished operations only.
+    """
     fields = status_of(comparison)
 
     def change(record: AppRecord) -> None:
         record.status.update(fields)
-        if result is not None:
+        if result is not None and result.running:
+            record.status[OPERATION_STATE] = result.as_operation()
+        elif result is not None:
             push_history(record.status, result.as_operation())
 
     store.update(comparison.app.name, change)
@@ -72,6 +79,11 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None
         push_history(record.status, result.as_operation())
 
     store.update(result.app, change)
+
+
+def save_operation(store: RecordStore, result: SyncResult) -> None:
+    """Record a finished operation (e.g. one the CLI gave up waiting for), nothing else."""
+    store.update(result.app, lambda r: push_history(r.status, result.as_operation()))
 
 
 def live_health(kube: Kube, record: AppRecord) -> Health:

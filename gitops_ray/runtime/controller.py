@@ -25,6 +25,18 @@ even when the record itself cannot be written (RBAC, a conflict storm). Such a r
 write failure is logged once per app (``record_not_written``) until a write succeeds
 again, instead of on every refresh.
 
+**Sync waves.** A sync whose wave is not healthy yet ends its step ``Running``
+(:mod:`gitops_ray.sync.operation`): the worker is released at once, the state is
+recorded in the app's record and kept in memory, and the app is requeued (after
+:data:`WAVE_RECHECK_SECONDS` at the latest; a watch event about one of its objects, such as
+the operator writing a RayCluster's status, refreshes it within the debounce). The next
+refresh continues that operation (same revision, prune flag and selection) instead of
+asking the auto-sync policy, so no new sync starts while one is running. A new leader
+loads running operations from the records, so a sync that waited when the previous
+leader stopped continues from its wave. A running operation whose revision is no longer
+the app's target (a new commit) is recorded as failed, reason ``Superseded``, and the
+policy decides about the new revision as usual.
+
 An app removed from its app-of-apps source (:meth:`Controller.forget`) is deleted on
 its next turn in the work queue, so never while it is being refreshed or synced: its
 objects with it when the Application carried Argo CD's resources finalizer, else
@@ -78,10 +90,12 @@ from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
-from gitops_ray.sync.records import AppRecord, record_name
+from gitops_ray.sync.operation import OPERATION_STATE, OperationState
+from gitops_ray.sync.reasons import Reason
+from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
-from gitops_ray.types import Manifest, ResourceAction, ResourceKey, SyncStatus
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncStatus
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
@@ -91,6 +105,8 @@ Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
+WAVE_RECHECK_SECONDS = 30.0
+"""A running sync is re-checked at least this often (watch events usually come first)."""
 
 
 def fingerprint(status: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,6 +150,7 @@ class Controller:
         self._writes = 0
         self._cond = threading.Condition()
         self._last_ops: dict[str, LastOperation] = {}
+        self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
         self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
@@ -150,6 +167,8 @@ class Controller:
         with self._cond:
             self._last_ops = {n: op for n, r in records.items()
                               if (op := LastOperation.from_status(r.status)) is not None}
+            self._running = {n: state for n, r in records.items()
+                             if (state := OperationState.from_status(r.status)) is not None}
             self._written = {n: fingerprint(r.status) for n, r in records.items()}
             self._leading = True
         self.metrics.leader.set(1)
@@ -219,7 +238,7 @@ class Controller:
         try:
             synced = self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS
                                    else self.recent)
-            if synced is not None and not synced.ok:  # recorded already: only count it
+            if synced is not None and synced.phase == OperationPhase.FAILED:  # recorded
                 result, error = "error", synced.cause
         except LeaseExpired as e:
             result = "error"
@@ -244,6 +263,12 @@ class Controller:
             if not leading:
                 return None
             observed = observe(app, comparison)
+            running = self._running.get(app.name)
+            if running is not None and running.revision == comparison.revision:
+                return self._sync(app, comparison, observed, _continuing(running), log,
+                                  resume=running)
+            if running is not None:
+                self._supersede(app.name, running, comparison.revision)
             decision = self._decide(app, observed)
             if decision.action is Action.SYNC:
                 return self._sync(app, comparison, observed, decision, log)
@@ -265,19 +290,28 @@ class Controller:
     # -- sync ------------------------------------------------------------------------
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
-              decision: Decision, log: FilteringBoundLogger) -> SyncResult:
+              decision: Decision, log: FilteringBoundLogger, *,
+              resume: OperationState | None = None) -> SyncResult:
         """Sync, remember (in memory first), record, account, requeue.
 
         The recorded ``autoSync`` is what happens next (a retry after backoff, blocked
         after the last retry), so the status says so without waiting for a refresh.
+        ``resume``: continue a sync that waited for a wave; a step that waits again is
+        handed to :meth:`_wait_for_wave` and nothing is accounted until it finishes.
         """
-        log.info("sync_started", revision=before.revision[:12], reason=decision.reason,
+        log.info("sync_started" if resume is None else "sync_continued",
+                 revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
         with self.cache.fresh():
             outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
-                                           only=decision.only, before=before)
+                                           only=decision.only, before=before, resume=resume)
         result = outcome.result
+        fields = operation_fields(decision, observed, self.identity)
+        if result.running:
+            self._wait_for_wave(app, outcome, fields, decision, log)
+            return result
+        self._running.pop(app.name, None)
         self._last_ops[app.name] = LastOperation(  # first: backoff must not need the record
             result.revision, result.phase, result.finished_at or self._clock(),
             observed.source_key, decision.self_heal_attempts, decision.attempt)
@@ -285,8 +319,7 @@ class Controller:
         if outcome.unrecorded is not None:
             self._not_written(app.name, outcome.unrecorded)
         else:
-            self._record_operation(app.name, operation_fields(decision, observed,
-                                                              self.identity), follow_up)
+            self._record_operation(app.name, fields, follow_up)
         self._account(app.name, outcome, decision, time.monotonic() - started)
         log.info("sync_finished", phase=result.phase, message=result.message,
                  reason=result.reason or "", revision=result.revision[:12],
@@ -295,9 +328,11 @@ class Controller:
             self._requeue(app.name, follow_up.wait)
         return result
 
-    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
+    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
+                          running: bool = False) -> None:
         def change(record: AppRecord) -> None:
-            for op in (record.status.get("operation"), *record.status.get("history", [])[:1]):
+            finished = (record.status.get("operation"), *record.status.get("history", [])[:1])
+            for op in (record.status.get(OPERATION_STATE),) if running else finished:
                 if isinstance(op, dict):
                     op.update(fields)
             record.status["autoSync"] = _auto_sync_status(decision)
@@ -329,6 +364,33 @@ class Controller:
         if first:
             _log.warning("record_not_written", app=name, error=str(error),
                          note="backing off in memory; logged once until a write succeeds")
+
+    def _wait_for_wave(self, app: Application, outcome: SyncOutcome, fields: dict[str, Any],
+                       decision: Decision, log: FilteringBoundLogger) -> None:
+        """A wave is not healthy yet: release the worker, come back on a change or a timer."""
+        result = outcome.result
+        self._running[app.name] = result.continuation(**fields)  # first: as _last_ops
+        if outcome.unrecorded is not None:
+            self._not_written(app.name, outcome.unrecorded)
+        else:
+            self._record_operation(app.name, fields, decision, running=True)
+        log.info("sync_waiting", revision=result.revision[:12], message=result.message)
+        self._publish(app.name, outcome.after or outcome.before)
+        self._requeue(app.name, WAVE_RECHECK_SECONDS)
+
+    def _supersede(self, name: str, running: OperationState, revision: str) -> None:
+        """End a waiting sync whose revision is no longer the target (see module doc)."""
+        message = (f"superseded by revision {revision[:12]} while waiting for wave "
+                   f"{running.wave}")
+        op = {**running.extra, "revision": running.revision,
+              "phase": OperationPhase.FAILED.value, "message": message,
+              "reason": Reason.SUPERSEDED.value, "startedAt": running.started_at,
+              "finishedAt": self._clock(), "resources": list(running.resources)}
+        self._running.pop(name, None)
+        last = LastOperation.from_status({"operation": op})
+        if last is not None:
+            self._last_ops[name] = last
+        self._update(name, lambda r: push_history(r.status, op))
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
                  seconds: float) -> None:
@@ -444,6 +506,14 @@ def observe(app: Application, comparison: Comparison) -> Observed:
                     comparison.diff.status, out,
                     frozenset(k for k in out if k not in wanted), len(comparison.desired),
                     deleting=comparison.deleting)
+
+
+def _continuing(running: OperationState) -> Decision:
+    """The decision that continues a running sync (no policy involved: it was decided)."""
+    return Decision(Action.SYNC, f"continuing the sync at wave {running.wave}",
+                    prune=running.prune, only=running.only,
+                    self_heal_attempts=int(running.extra.get("selfHealAttempts", 0)),
+                    attempt=int(running.extra.get("attempt", 1)))
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:

@@ -115,6 +115,8 @@ class Runtime:
         self.refreshes = RefreshOutcomes()
         self._rejections = Throttle(REJECTION_LOG_PERIOD)
         self.stopping = threading.Event()
+        self._shut_down = False
+        self._shutdown_lock = threading.Lock()
         self.ready = threading.Event()
         self.exit_code = 0
         self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
@@ -187,6 +189,11 @@ class Runtime:
         return self.exit_code
 
     def shutdown(self) -> None:
+        """Stop everything; only the first call does anything (a stopped runtime stays so)."""
+        with self._shutdown_lock:
+            if self._shut_down:
+                return
+            self._shut_down = True
         log.info("controller_stopping")
         self.stopping.set()
         self.scheduler.shutdown(wait=False)

@@ -10,8 +10,15 @@ The three promises, and where they are kept:
   that lands between our read and our write is kept, not overwritten.
 * **Never prune by accident**: only objects in this app's inventory *and* carrying a
   tracking id that names this app and themselves are deleted, never when the render is
-  empty (unless ``allowEmpty``), never with ``Prune=false``, never after a failed apply,
-  and with a ``uid`` precondition so a re-created object is left alone.
+  empty (unless ``allowEmpty``), never with ``Prune=false`` (``Prune=confirm`` is treated
+  the same, and says so: we have no confirmation flow), never after a failed apply, and
+  with a ``uid`` precondition so a re-created object is left alone.
+
+**Sync waves** (:mod:`gitops_ray.sync.operation`): objects are applied wave by wave
+(``argocd.argoproj.io/sync-wave``, then kind order). Between waves the step checks the
+health of the wave just applied; if it is not healthy yet the step ends ``Running`` with
+that wave, and the next step (``SyncRequest.resume``) starts by re-checking it rather than
+re-applying it. Pruning runs only once every wave is applied, as Argo CD's ``PruneLast``.
 
 **A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
 failure, whichever step it happens in, is returned as a ``Failed`` result with a
@@ -34,17 +41,19 @@ import copy
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.errors import GitOpsRayError, SyncError
+from gitops_ray.health import Health, HealthStatus, assess
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.merge import Path, keep_live_values
-from gitops_ray.sync.order import apply_order, prune_order, sync_options
+from gitops_ray.sync.operation import OperationState, only_field
+from gitops_ray.sync.order import apply_order, prune_order, sync_options, waves
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
@@ -52,6 +61,9 @@ from gitops_ray.sync.validate import validate_ray_objects
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
+PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops-ray has no "
+                             "confirmation step), so it is treated as Prune=false; delete "
+                             "the object by hand once you are sure")
 log = structlog.get_logger(__name__)
 _VOLATILE = ("managedFields", "resourceVersion", "generation")
 STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
@@ -77,7 +89,11 @@ class ResourceResult:
 
 @dataclass
 class SyncResult:
-    """The outcome of one sync operation (Argo's phases: Succeeded, Failed)."""
+    """The outcome of one sync operation, or of one step of it (Argo's phases).
+
+    ``Running``: the step applied a wave that is not healthy yet; :meth:`continuation` is
+    what the next step resumes from (see :mod:`gitops_ray.sync.operation`).
+    """
 
     app: str
     revision: str
@@ -89,10 +105,17 @@ class SyncResult:
     finished_at: float = 0.0
     cause: GitOpsRayError | None = field(default=None, repr=False, compare=False)
     """The error behind the failure, if any (not recorded: e.g. readiness asks if it is a 403)."""
+    state: dict[str, Any] = field(default_factory=dict)  # Running: what the next step needs
+    earlier: list[dict[str, Any]] = field(default_factory=list)  # earlier steps' resources
 
     @property
     def ok(self) -> bool:
         return self.phase == OperationPhase.SUCCEEDED
+
+    @property
+    def running(self) -> bool:
+        """Waiting for a wave to become healthy: continue with :meth:`continuation`."""
+        return self.phase == OperationPhase.RUNNING
 
     @property
     def deleting(self) -> list[ResourceKey]:
@@ -106,18 +129,34 @@ class SyncResult:
         The first failure names it (later ones are in :attr:`resources`): the root cause
         is what a user must fix first.
         """
-        if self.ok:
+        if self.phase != OperationPhase.FAILED:
             self.phase, self.message, self.reason = OperationPhase.FAILED, message, reason
-            self.cause = cause
+            self.cause, self.state = cause, {}
         self.finished_at = time.time()
         return self
 
-    def as_operation(self) -> dict[str, object]:
-        return {"revision": self.revision, "phase": self.phase.value, "message": self.message,
-                "reason": self.reason.value if self.reason else "",
-                "startedAt": self.started_at, "finishedAt": self.finished_at,
-                "resources": [{"key": str(r.key), "action": r.action.value, "message": r.message}
-                              for r in self.resources]}
+    def wait(self, request: SyncRequest, wave: int, message: str) -> SyncResult:
+        """End this step ``Running``: ``wave`` is applied and not healthy yet."""
+        self.phase, self.message = OperationPhase.RUNNING, message
+        self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only)}
+        return self
+
+    def continuation(self, **extra: Any) -> OperationState:
+        """The state a next step resumes from (only meaningful while :attr:`running`)."""
+        return OperationState.parse({**self.as_operation(), **extra})
+
+    def note(self, message: str) -> None:
+        """Add ``message`` to the operation's message (once)."""
+        if message not in self.message:
+            self.message = f"{self.message}; {message}" if self.message else message
+
+    def as_operation(self) -> dict[str, Any]:
+        op = {"revision": self.revision, "phase": self.phase.value, "message": self.message,
+              "reason": self.reason.value if self.reason else "",
+              "startedAt": self.started_at, "finishedAt": self.finished_at,
+              "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
+                                            "message": r.message} for r in self.resources]}
+        return {**op, **self.state} if self.running else op
 
 
 @dataclass(frozen=True)
@@ -131,6 +170,7 @@ class SyncRequest:
     dry_run: bool = False
     only: frozenset[ResourceKey] | None = None  # selective sync (self-heal)
     out_of_sync: frozenset[ResourceKey] | None = None  # for ApplyOutOfSyncOnly=true
+    resume: OperationState | None = None  # continue a sync that waited for a wave
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -156,7 +196,8 @@ class Syncer:
         except StepFailed as e:
             cause = e.__cause__ if isinstance(e.__cause__, GitOpsRayError) else e
             return result.fail(str(e), e.reason, cause=cause)
-        result.finished_at = time.time()
+        if not result.running:
+            result.finished_at = time.time()
         return result
 
     def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
@@ -174,19 +215,68 @@ class Syncer:
             return
         with failing_as(Reason.INVENTORY_FAILED):
             record = self.store.load(app.name)
-        if not request.dry_run:
+        if request.resume is not None:
+            result.started_at = request.resume.started_at
+            result.earlier = [dict(r) for r in request.resume.resources]
+        elif not request.dry_run:
             with failing_as(Reason.NAMESPACE_FAILED):
                 self._ensure_namespace(request)
             with failing_as(Reason.INVENTORY_FAILED):
                 self._remember(app.name, [InventoryEntry.of(o) for o in objs])
         with failing_as(Reason.APPLY_FAILED):
-            if not self._apply_all(request, objs, rules, result):
+            if not self._apply_waves(request, objs, rules, result):
                 return
         with failing_as(Reason.PRUNE_FAILED):
             kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
         if not request.dry_run:
             with failing_as(Reason.INVENTORY_FAILED):
                 self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
+
+    # -- waves -----------------------------------------------------------------------
+
+    def _apply_waves(self, request: SyncRequest, objs: list[Manifest], rules: IgnoreRules,
+                     result: SyncResult) -> bool:
+        """Apply wave after wave; ``False`` when one failed or is not healthy yet.
+
+        A resumed step skips the waves before the one it waited for and does not re-apply
+        that one: it only re-checks its health. The last wave is not waited for (as in
+        Argo CD: a sync that applied everything has succeeded, whatever health follows).
+        """
+        plan = waves(objs)
+        resumed = request.resume.wave if request.resume is not None else None
+        for number, members in plan:
+            if resumed is not None and number < resumed:
+                continue
+            if number != resumed and not self._apply_all(request, members, rules, result):
+                return False
+            if number != plan[-1][0] and not self._wave_healthy(request, number, members,
+                                                                result):
+                return False
+        return True
+
+    def _wave_healthy(self, request: SyncRequest, wave: int, members: list[Manifest],
+                      result: SyncResult) -> bool:
+        """Whether every object of ``wave`` is healthy (no health check counts as healthy).
+
+        Not healthy yet: the result becomes ``Running``. Degraded: the sync fails
+        (``WaveDegraded``), as in gitops-engine, since waiting would not help.
+        """
+        if request.dry_run:
+            return True
+        verdicts = [(ResourceKey.of(o), assess(self._lookup(o))) for o in members]
+        pending = [(k, h) for k, h in verdicts
+                   if h is not None and h.status is not HealthStatus.HEALTHY]
+        if not pending:
+            return True
+        key, health = max(pending, key=lambda pair: pair[1].status.rank)
+        if health.status is HealthStatus.DEGRADED:
+            result.fail(f"wave {wave}: {key} is {_said(health)}", Reason.WAVE_DEGRADED)
+            return False
+        result.wait(request, wave, f"waiting for wave {wave} to be healthy: {key} is "
+                                   f"{_said(health)}")
+        log.info("sync_wave_waiting", app=request.app.name, wave=wave, resource=str(key),
+                 health=health.status.value)
+        return False
 
     # -- apply -----------------------------------------------------------------------
 
@@ -278,6 +368,8 @@ class Syncer:
                 result.resources.append(outcome)
             if outcome.action == ResourceAction.FAILED:
                 result.fail(outcome.message, Reason.PRUNE_FAILED)
+            if outcome.message == PRUNE_CONFIRM_UNSUPPORTED:
+                result.note(PRUNE_CONFIRM_UNSUPPORTED)
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
@@ -349,6 +441,11 @@ def is_deleting(obj: Manifest) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def _said(health: Health) -> str:
+    return f"{health.status.value} ({health.message})" if health.message \
+        else health.status.value
+
+
 def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
     if live is None:
         return ResourceAction.CREATED
@@ -375,6 +472,8 @@ def _not_pruned(request: SyncRequest, live: Manifest,
         return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
     if "Prune=false" in sync_options(live) or request.option("Prune=false"):
         return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
+    if "Prune=confirm" in sync_options(live) or request.option("Prune=confirm"):
+        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, PRUNE_CONFIRM_UNSUPPORTED)
     if not request.prune:
         return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
                               "not in git; prune is off")

@@ -55,3 +55,11 @@ def sync_options(obj: Manifest) -> set[str]:
     """The per-resource ``argocd.argoproj.io/sync-options`` values, trimmed."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(SYNC_OPTIONS_ANNOTATION, "")
     return {part.strip() for part in str(raw).split(",") if part.strip()}
+
+
+def waves(objs: Iterable[Manifest]) -> list[tuple[int, list[Manifest]]]:
+    """Objects grouped by sync wave, lowest wave first, each group in apply order."""
+    grouped: dict[int, list[Manifest]] = {}
+    for obj in apply_order(objs):
+        grouped.setdefault(wave_of(obj), []).append(obj)
+    return list(grouped.items())

@@ -45,6 +45,9 @@ class Reason(StrEnum):
     PRUNE_FAILED = "PruneFailed"  # an object that left git could not be read or deleted
     COMPARE_FAILED = "CompareFailed"  # git and the cluster could not be compared
     RECORD_FAILED = "RecordFailed"  # the operation could not be recorded
+    WAVE_DEGRADED = "WaveDegraded"  # a sync wave before the last went Degraded
+    WAVE_TIMEOUT = "WaveTimeout"  # ``gitops-ray sync`` gave up waiting for a wave
+    SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
 
 
 _BY_STAGE = {

@@ -7,7 +7,8 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   *this* app applied it (Flux's inventory model; Argo CD's tracking-id check is added on
   top at prune time).
 * ``status``: revision, sync status, health, the last operation and the last 10 syncs,
-  as shown by ``gitops-ray status``.
+  as shown by ``gitops-ray status``, and the running operation of a sync that waits
+  for a sync wave to become healthy (``operationState``).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
 writers (a CLI sync during a controller run) cannot lose each other's update. Reads that
@@ -29,6 +30,7 @@ from typing import Any
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
+from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
@@ -169,6 +171,10 @@ def _decode(cm: Manifest) -> AppRecord:
 
 
 def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:
-    """Record ``operation`` as the last one and keep the newest ``HISTORY_LIMIT``."""
+    """Record ``operation`` as the last one and keep the newest ``HISTORY_LIMIT``.
+
+    A finished operation ends the running one, if any (see :mod:`gitops_ray.sync.operation`).
+    """
+    status.pop(OPERATION_STATE, None)
     status["operation"] = operation
     status["history"] = ([operation, *status.get("history", [])])[:HISTORY_LIMIT]

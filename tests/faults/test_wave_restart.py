@@ -1,0 +1,64 @@
+"""A leader killed while a sync waits for a wave: the next leader continues that sync.
+
+Real controller processes with leader election: the first one applies wave 0 (a
+RayCluster nobody reports ready yet) and is SIGKILLed while waiting; the test then plays
+the KubeRay operator and starts a second process, which must take the lease and continue
+the recorded operation (same start time, wave 0 not re-applied) rather than start afresh.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gitops_ray.kube import Kube
+from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
+from tests.conftest import GitRepo
+from tests.faults.conftest import StartController
+from tests.integration.test_controller import application, eventually
+from tests.integration.test_sync_waves import (
+    cm_exists,
+    config_map,
+    finished,
+    in_wave,
+    recorded_running,
+    report,
+)
+from tests.samples import raycluster
+
+
+def settings(kubeconfig: Path, namespace: str, repo: GitRepo) -> dict[str, Any]:
+    return {"kubeconfig": str(kubeconfig), "controlNamespace": namespace,
+            "interval": "1h", "jitter": "0", "debounce": "100ms",
+            "leaderElection": {"enabled": True, "leaseDuration": "3s",
+                               "renewDeadline": "2s", "retryPeriod": "500ms"},
+            "applications": [application("waves", repo.url, namespace)]}
+
+
+def test_the_next_leader_continues_a_sync_waiting_for_a_wave(
+        controller_process: StartController, control_plane: LocalControlPlane, kube: Kube,
+        namespace: str, git_repo: GitRepo) -> None:
+    git_repo.commit({"manifests/a.yaml": [raycluster("w0"), in_wave(config_map("w1"), 1)]})
+    config = settings(control_plane.kubeconfig, namespace, git_repo)
+    store = RecordStore(kube, namespace)
+
+    first = controller_process("wave-a", config)
+    running = eventually(lambda: recorded_running(store.load("waves").status), timeout=90,
+                         message="the first leader waits for wave 0")
+    assert (running["wave"], running["controller"]) == (0, "wave-a")
+    first.stop()  # SIGKILL: no chance to tidy up
+    assert not cm_exists(kube, namespace, "w1")
+
+    report(kube, namespace, "w0", "ready")
+    second = controller_process("wave-b", config)
+    eventually(lambda: cm_exists(kube, namespace, "w1"), timeout=90, message="wave 1 applied")
+    operation = eventually(lambda: finished(store.load("waves").status),
+                           message="operation finished")
+    assert operation["phase"] == "Succeeded", operation
+    assert operation["startedAt"] == running["startedAt"]
+    assert operation["controller"] == "wave-b"
+    actions = {r["key"]: r["action"] for r in operation["resources"]}
+    assert actions[f"ray.io/RayCluster:{namespace}/w0"] == "created"  # not re-applied
+    assert second.events("sync_continued")
+    assert not second.events("sync_started")
