@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +37,22 @@ def namespace(kube: Kube) -> Iterator[str]:
                 field_manager="tests")
     yield name
     kube.delete("v1", "Namespace", name=name)
+
+
+@pytest.fixture
+def extra_namespace(kube: Kube, namespace: str) -> Iterator[Callable[[str], str]]:
+    """``make(suffix)``: one more fresh namespace, ``<namespace>-<suffix>``, removed after."""
+    made: list[str] = []
+
+    def make(suffix: str) -> str:
+        made.append(f"{namespace}-{suffix}")
+        kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": made[-1]}},
+                    field_manager="tests")
+        return made[-1]
+
+    yield make
+    for name in made:
+        kube.delete("v1", "Namespace", name=name)
 
 
 @pytest.fixture(scope="session")

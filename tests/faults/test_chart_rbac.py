@@ -57,13 +57,9 @@ EXPECTED_DENIALS = {"watch_forbidden"}
 
 
 @pytest.fixture
-def team(kube: Kube, namespace: str) -> Iterator[str]:
+def team(extra_namespace: Callable[[str], str]) -> str:
     """The apps' destination namespace (the control namespace is ``namespace``)."""
-    name = f"{namespace}-team"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                field_manager="tests")
-    yield name
-    kube.delete("v1", "Namespace", name=name)
+    return extra_namespace("team")
 
 
 @pytest.fixture

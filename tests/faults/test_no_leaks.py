@@ -24,7 +24,7 @@ import contextlib
 import json
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +65,8 @@ class Gate:
 
 
 @pytest.fixture
-def destination(kube: Kube, namespace: str) -> Iterator[str]:
-    name = f"{namespace}-dst"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                field_manager="test")
-    yield name
-    kube.delete("v1", "Namespace", name=name)
+def destination(extra_namespace: Callable[[str], str]) -> str:
+    return extra_namespace("dst")
 
 
 def _repo(git_repo: GitRepo) -> None:
