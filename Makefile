@@ -1,8 +1,9 @@
 # The two commands a user needs: `make demo` (try it) and `make test` (run the tests).
 # `make bench` runs the benchmarks (bench/README.md).
 # Everything they need is installed here: Python deps into .venv, and kube-apiserver,
-# etcd, kube-controller-manager and helm built from the Go module proxy into
-# ~/.cache/gitops-ray (first run only).
+# etcd, kube-controller-manager, helm, and for the e2e tier kube-scheduler, kwok and the
+# KubeRay operator, built side by side from the Go module proxy into ~/.cache/gitops-ray
+# (first run only). `python -m localcluster --kuberay` runs that Ray stack by hand.
 
 PYTHON ?= python3
 VENV ?= .venv

@@ -188,6 +188,7 @@ def kuberay_crds() -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as tmp:
             json.dump(crds, tmp)
+        os.chmod(tmp.name, 0o644)
         os.rename(tmp.name, target)
     return target
 
