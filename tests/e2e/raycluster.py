@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -58,3 +58,12 @@ def node_pool(kube: Kube, pool: str, count: int = 1) -> Iterator[list[str]]:
     finally:
         for name in names:
             kube.delete("v1", "Node", name)
+
+
+def wait(condition: Callable[[], Any], describe: Callable[[], Any], timeout: float,
+         message: str) -> None:
+    """:func:`eventually`, and on timeout say what was seen last (``describe()``)."""
+    try:
+        eventually(condition, timeout, message)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; last seen: {describe()}") from None

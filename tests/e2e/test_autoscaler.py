@@ -19,7 +19,7 @@ from typing import Any
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
-from tests.e2e.raycluster import operator_ready, pods
+from tests.e2e.raycluster import live_status, operator_ready, pods, wait
 from tests.integration.test_controller import (
     RC_API,
     Controller,
@@ -126,8 +126,10 @@ def test_autoscaler_and_git_share_a_raycluster(
     assert autoscaler.run("cleanup") == "True"
     assert not group(store(CLUSTER) or {}, "autoscaled")["scaleStrategy"].get("workersToDelete")
 
-    eventually(lambda: healthy() and operator_ready(kube, namespace, CLUSTER), TIMEOUT,
-               "Healthy at the autoscaler's size")
+    wait(lambda: healthy() and operator_ready(kube, namespace, CLUSTER),
+         lambda: (ctl.status(APP), live_status(kube, namespace, CLUSTER),
+                  (store(CLUSTER) or {}).get("metadata", {}).get("generation")),
+         TIMEOUT, "Healthy at the autoscaler's size")
     history = ctl.status(APP).get("history") or []
     assert len(history) == 3, history  # the first sync and the two edits, nothing else
     assert group(kube.get(RC_API, "RayCluster", CLUSTER, namespace) or {},
