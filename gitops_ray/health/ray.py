@@ -164,7 +164,10 @@ def _rejects(event: Manifest, obj: Manifest) -> bool:
 def _spec_written(obj: Manifest) -> str:
     """When the object (not its status) was last written, to the second, or ``""``.
 
-    From ``managedFields``: an Event older than that is about an earlier spec.
+    From ``managedFields``: an Event older than that is about an earlier spec. Both
+    times have whole seconds, so an Event from the same second as the write counts (a
+    rejection is never missed; a fix within that second shows Degraded until the next
+    write of the spec or until the Event expires).
     """
     entries = objects(dig(obj, "metadata", "managedFields"))
     times = [text(e.get("time"))[:19] for e in entries if not text(e.get("subresource"))]

@@ -5,6 +5,10 @@ plane: the fixtures ``control_plane``, ``kube`` and ``namespace`` are overridden
 bound to :func:`ray_stack` (a separate session fixture, so a session running other tiers
 too keeps both stacks apart), and ``start_controller`` is the integration tier's in-process
 controller on top of them.
+
+Not covered here: RayJob and RayService past their first steps (they talk to the Ray
+dashboard and Serve endpoints of a real head, and kwok Pods run no containers), and the
+autoscaler's own decision loop (its provider is driven one step at a time instead).
 """
 
 from __future__ import annotations

@@ -105,6 +105,15 @@ def test_a_spec_the_operator_rejects_is_degraded_with_its_reason(
          "Healthy after the fix")
     assert operator_ready(kube, namespace, "rejected")
 
+    # Broken again while running: the operator keeps its last (ready) status and only
+    # posts the Event; the Event is newer than the spec, so the app is Degraded again.
+    push(ctl, git_repo, bad, "break it again")
+    wait(lambda: health(ctl)[0] == "Degraded",
+         lambda: (health(ctl), live_status(kube, namespace, "rejected")), SYNC_TIMEOUT,
+         "Degraded again")
+    assert "resource fields should not be set in both" in health(ctl)[1]
+    assert operator_ready(kube, namespace, "rejected")  # the running cluster is untouched
+
 
 def test_a_suspended_cluster_is_suspended_and_resumes_from_git(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
