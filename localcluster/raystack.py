@@ -37,7 +37,7 @@ GPU = "nvidia.com/gpu"
 
 
 def fake_node(name: str, instance_type: str, cpu: int, memory: str, *, gpus: int = 0,
-              accelerator: str = "") -> Manifest:
+              accelerator: str = "", gpu_taint: bool = True) -> Manifest:
     """A Node kwok manages (by annotation), sized like one cloud instance type."""
     capacity: dict[str, str] = {"cpu": str(cpu), "memory": memory, "pods": "110"}
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
@@ -46,7 +46,8 @@ def fake_node(name: str, instance_type: str, cpu: int, memory: str, *, gpus: int
     if gpus:
         capacity[GPU] = str(gpus)
         labels["gitops-ray.io/accelerator-type"] = accelerator
-        spec["taints"] = [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
+        if gpu_taint:
+            spec["taints"] = [{"key": GPU, "value": "present", "effect": "NoSchedule"}]
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels,
                          "annotations": {FAKE_NODE_ANNOTATION: "fake"}},
@@ -59,7 +60,7 @@ FAKE_NODES: tuple[Manifest, ...] = (
     fake_node("kwok-cpu-0", "m5.4xlarge", 16, "64Gi"),
     fake_node("kwok-cpu-1", "m5.4xlarge", 16, "64Gi"),
     # 8CPU-32GB-1xT4 selects this instance type; no taint, as on the shapes' example
-    {**fake_node("kwok-t4-0", "g4dn.2xlarge", 8, "32Gi", gpus=1, accelerator="T4"), "spec": {}},
+    fake_node("kwok-t4-0", "g4dn.2xlarge", 8, "32Gi", gpus=1, accelerator="T4", gpu_taint=False),
     # 48CPU-192GB-4xA10G tolerates nvidia.com/gpu
     fake_node("kwok-a10g-0", "g5.12xlarge", 48, "192Gi", gpus=4, accelerator="A10G"),
 )
