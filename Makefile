@@ -2,8 +2,9 @@
 # `make bench` runs the benchmarks (bench/README.md). `make test-stress` runs the tests
 # with every core kept busy by another process (hack/cpu_load.py), as on a shared machine.
 # Everything they need is installed here: Python deps into .venv, and kube-apiserver,
-# etcd, kube-controller-manager and helm built from the Go module proxy into
-# ~/.cache/gitops-ray (first run only).
+# etcd, kube-controller-manager, helm, and for the e2e tier kube-scheduler, kwok and the
+# KubeRay operator, built side by side from the Go module proxy into ~/.cache/gitops-ray
+# (first run only). `python -m localcluster --kuberay` runs that Ray stack by hand.
 
 PYTHON ?= python3
 VENV ?= .venv

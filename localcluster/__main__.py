@@ -1,13 +1,14 @@
-"""``python -m localcluster [build]``: build the tools, or run a control plane."""
+"""``python -m localcluster [build | --kuberay]``: build the tools, or run a control plane.
+
+``--kuberay`` adds the Ray stack (kube-scheduler, kwok fake nodes, the KubeRay operator).
+"""
 
 import sys
 
-from localcluster.build import ensure_controlplane, ensure_helm, require_kubectl
+from localcluster.build import build_all
 from localcluster.controlplane import main
 
 if sys.argv[1:] == ["build"]:
-    print(ensure_controlplane())
-    print(ensure_helm())
-    print(require_kubectl())
+    print("\n".join(build_all()))
 else:
-    main()
+    main(sys.argv[1:])

@@ -2,31 +2,59 @@
 
 kube-apiserver, kube-controller-manager and etcd are compiled from the Go module proxy by
 the small module in ``hack/controlplane`` (see its go.mod for why every staging module is
-replaced); helm v3 is ``go install``-ed. Results go to a cache outside the checkout,
-``~/.cache/gitops-ray`` (override: ``GITOPS_RAY_CACHE``), keyed by version, and are reused.
-A build runs in a temporary directory and is renamed into place, so an interrupted build
-never leaves a half-written binary that looks finished.
+replaced); helm v3 is ``go install``-ed. The opt-in Ray stack adds kube-scheduler (same
+module), kwok (``hack/kwok``) and the KubeRay operator (``hack/kuberay``), so Pods get
+scheduled onto fake nodes and reported Running, and a real operator acts on RayClusters.
+Results go to a cache outside the checkout, ``~/.cache/gitops-ray`` (override:
+``GITOPS_RAY_CACHE``), keyed by version, and are reused. A build runs in a temporary
+directory and is renamed into place, so an interrupted build never leaves a half-written
+binary that looks finished; each tool has its own lock, so different tools build in
+parallel (:func:`build_all`) while two processes never build the same one twice.
+
+The KubeRay CRDs every control plane installs come from the same pinned operator module:
+``go mod download`` fetches its source (no build), which carries the generated CRDs.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from gitops_ray.errors import ConfigError
 
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 K8S_VERSION = "v1.36.3"
 HELM_VERSION = "v3.19.0"
+KWOK_VERSION = "v0.7.0"
+KUBERAY_VERSION = "v1.6.1"
+KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "controlplane"
+KWOK_MODULE_DIR = REPO_ROOT / "hack" / "kwok"
+KUBERAY_MODULE_DIR = REPO_ROOT / "hack" / "kuberay"
+
+
+@dataclass(frozen=True)
+class RayStackTools:
+    """Binaries of the opt-in Ray stack (see :mod:`localcluster.raystack`)."""
+
+    scheduler: Path
+    kwok: Path
+    operator: Path
 
 
 def cache_dir() -> Path:
@@ -87,6 +115,91 @@ def ensure_controlplane() -> Path:
             os.rename(tmp, target)
             os.chmod(target, 0o755)
     return target
+
+
+def _build_one(target: Path, lock: str, what: str, argv: list[str], cwd: Path) -> Path:
+    """Build one binary (``go build -o <tmp>/<name> …``) into ``target`` unless it is there."""
+    if target.exists():
+        return target
+    with _locked(lock):
+        if target.exists():
+            return target
+        _log(f"building {what} from Go modules (first run only)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            built = Path(tmp) / target.name
+            subprocess.run([_go(), "build", "-trimpath", *argv[:-1], "-o", str(built), argv[-1]],
+                           cwd=cwd, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
+            os.rename(built, target)
+    return target
+
+
+def ensure_scheduler() -> Path:
+    """kube-scheduler from ``hack/controlplane``, next to the other control-plane binaries."""
+    return _build_one(controlplane_dir() / "kube-scheduler", "kube-scheduler",
+                      f"kube-scheduler {K8S_VERSION}",
+                      ["-ldflags", _version_ldflags(), "./cmd/kube-scheduler"], MODULE_DIR)
+
+
+def ensure_kwok() -> Path:
+    """The kwok binary from ``hack/kwok``: keeps fake Nodes Ready and runs their Pods (on paper)."""
+    return _build_one(cache_dir() / "kwok" / KWOK_VERSION / "kwok", "kwok",
+                      f"kwok {KWOK_VERSION}",
+                      ["-ldflags", "-s -w", "sigs.k8s.io/kwok/cmd/kwok"], KWOK_MODULE_DIR)
+
+
+def ensure_kuberay_operator() -> Path:
+    """The KubeRay operator from ``hack/kuberay``."""
+    return _build_one(cache_dir() / "kuberay" / KUBERAY_VERSION / "kuberay-operator",
+                      "kuberay", f"the KubeRay operator {KUBERAY_VERSION}",
+                      ["-ldflags", "-s -w", KUBERAY_MODULE], KUBERAY_MODULE_DIR)
+
+
+def ensure_ray_stack() -> RayStackTools:
+    """Build (in parallel) whatever of the Ray stack is missing."""
+    with ThreadPoolExecutor(3) as pool:
+        scheduler, kwok, operator = (pool.submit(f) for f in (
+            ensure_scheduler, ensure_kwok, ensure_kuberay_operator))
+        return RayStackTools(scheduler.result(), kwok.result(), operator.result())
+
+
+RAY_CRDS = ("rayclusters", "rayjobs", "rayservices")
+
+
+def kuberay_crds() -> Path:
+    """A JSON list of the pinned operator's RayCluster, RayJob and RayService CRDs.
+
+    They come from ``config/crd/bases`` of the module source (``go mod download``, no
+    build). Converted once from YAML (~1 MB each, seconds to parse) to JSON in the cache.
+    """
+    target = cache_dir() / "kuberay" / KUBERAY_VERSION / "crds.json"
+    if target.exists():
+        return target
+    with _locked("kuberay-crds"):
+        if target.exists():
+            return target
+        out = subprocess.run(
+            [_go(), "mod", "download", "-json", f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"],
+            cwd=KUBERAY_MODULE_DIR, check=True, capture_output=True, text=True,
+            env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
+        bases = Path(json.loads(out)["Dir"]) / "config" / "crd" / "bases"
+        crds = [yaml.load((bases / f"ray.io_{plural}.yaml").read_text(), Loader=_YamlLoader)
+                for plural in RAY_CRDS]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as tmp:
+            json.dump(crds, tmp)
+        os.chmod(tmp.name, 0o644)
+        os.rename(tmp.name, target)
+    return target
+
+
+def build_all() -> list[str]:
+    """Everything ``make test`` needs, independent builds side by side."""
+    jobs: list[Callable[[], object]] = [ensure_controlplane, ensure_helm, ensure_scheduler,
+                                        ensure_kwok, ensure_kuberay_operator, kuberay_crds]
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        return [str(f.result()) for f in futures] + [require_kubectl()]
 
 
 def ensure_helm() -> Path:

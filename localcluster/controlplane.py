@@ -4,7 +4,9 @@ This is what every integration test and the demo run against. It is a real API s
 (server-side apply, managedFields, CRD structural pruning and defaulting, the status
 subresource, resourceVersion conflicts, watches), plus the namespace and garbage-collector
 controllers so deletions with propagation policies behave as on a real cluster. There is
-no scheduler and no kubelet: Pods stay Pending, which the reconciler never needs.
+no scheduler and no kubelet: Pods stay Pending, which the reconciler never needs, unless
+``kuberay=True`` adds the Ray stack (:mod:`localcluster.raystack`: kube-scheduler, kwok
+fake nodes, the KubeRay operator). Every control plane has the upstream KubeRay CRDs.
 
 Processes are started in their own process group with ``PR_SET_PDEATHSIG`` so that they
 die with the Python process that started them, even when it is killed; :meth:`stop`
@@ -26,6 +28,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +66,7 @@ class LocalControlPlane:
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="gitops-ray-cp-")))
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     port: int = 0
+    kuberay: bool = False
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -88,7 +92,7 @@ class LocalControlPlane:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self, *, timeout: float = 120.0) -> None:
-        """Start everything, wait for ``/readyz``, install the Ray CRDs."""
+        """Start everything, wait for ``/readyz``, install the Ray CRDs (and the Ray stack)."""
         from localcluster.crds import install_ray_crds
 
         bin_dir = ensure_controlplane()
@@ -101,12 +105,16 @@ class LocalControlPlane:
             self._write_kubeconfig()
             self._start_apiserver(bin_dir, etcd_url)
             self._wait_ready(timeout)
-            self._start("kube-controller-manager", [
+            self.spawn("kube-controller-manager", [
                 str(bin_dir / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
                 f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 "--concurrent-gc-syncs=5", "--v=0"])
             install_ray_crds(self.kubeconfig)
+            if self.kuberay:
+                from localcluster.raystack import start_ray_stack
+
+                start_ray_stack(self, timeout=timeout)
         except BaseException:
             self.stop()
             raise
@@ -132,18 +140,34 @@ class LocalControlPlane:
 
     # -- pieces ----------------------------------------------------------------------
 
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def spawn(self, name: str, argv: list[str],
+              env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start a component that dies with us and is stopped by :meth:`stop`."""
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # noqa: PLW1509
+                                stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                preexec_fn=_die_with_parent)  # noqa: PLW1509
         self.processes[name] = proc
         return proc
+
+    def wait_for(self, name: str, ready: Callable[[], bool], deadline: float,
+                 what: str) -> None:
+        """Poll ``ready`` until ``deadline`` (monotonic) while component ``name`` lives."""
+        self._poll(ready, name, max(0.0, deadline - time.monotonic()), what)
+
+    @staticmethod
+    def free_port() -> int:
+        return free_port()
+
+    @staticmethod
+    def http_ok(url: str) -> bool:
+        return _http_ok(url, None)
 
     def _start_etcd(self, bin_dir: Path) -> str:
         client, peer = free_port(), free_port()
         url = f"http://127.0.0.1:{client}"
-        self._start("etcd", [
+        self.spawn("etcd", [
             str(bin_dir / "etcd"), "--name=local", f"--data-dir={self.workdir / 'etcd'}",
             f"--listen-client-urls={url}", f"--advertise-client-urls={url}",
             f"--listen-peer-urls=http://127.0.0.1:{peer}",
@@ -155,7 +179,7 @@ class LocalControlPlane:
 
     def _start_apiserver(self, bin_dir: Path, etcd_url: str) -> None:
         d = self.workdir
-        self._start("kube-apiserver", [
+        self.spawn("kube-apiserver", [
             str(bin_dir / "kube-apiserver"), f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1", f"--secure-port={self.port}", f"--cert-dir={d}",
             f"--tls-cert-file={d / 'serving.crt'}", f"--tls-private-key-file={d / 'serving.key'}",
@@ -174,7 +198,7 @@ class LocalControlPlane:
         self._poll(lambda: _http_ok(f"{self.url}/readyz", self.token, ctx),
                    "kube-apiserver", timeout)
 
-    def _poll(self, ready: object, name: str, timeout: float) -> None:
+    def _poll(self, ready: object, name: str, timeout: float, what: str = "") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             proc = self.processes[name]
@@ -183,7 +207,8 @@ class LocalControlPlane:
             if callable(ready) and ready():
                 return
             time.sleep(0.2)
-        raise ControlPlaneError(f"{name} not ready after {timeout:.0f}s:\n{self.log(name)}")
+        raise ControlPlaneError(f"{what or name} not ready after {timeout:.0f}s:\n"
+                                f"{self.log(name)}")
 
     def log(self, name: str, lines: int = 30) -> str:
         """The last lines of a component's log."""
@@ -214,9 +239,12 @@ def _http_ok(url: str, token: str | None, ctx: ssl.SSLContext | None = None) -> 
         return False
 
 
-def main() -> None:
-    """``python -m localcluster``: run a control plane until Ctrl-C."""
-    with LocalControlPlane() as cp:
+def main(argv: list[str] | None = None) -> None:
+    """``python -m localcluster [--kuberay]``: run a control plane until Ctrl-C."""
+    args = list(argv or [])
+    if args not in ([], ["--kuberay"]):
+        raise SystemExit("usage: python -m localcluster [build | --kuberay]")
+    with LocalControlPlane(kuberay=bool(args)) as cp:
         print(json.dumps({"kubeconfig": str(cp.kubeconfig), "server": cp.url}), flush=True)
         print(f"export KUBECONFIG={cp.kubeconfig}   # Ctrl-C stops the control plane",
               flush=True)

@@ -1,7 +1,8 @@
 """Shared fixtures: a real control plane, real git repositories, real helm.
 
 The control plane is started once per test session (it takes a few seconds once built)
-and every test that needs the cluster gets a fresh namespace of its own.
+and every test that needs the cluster gets a fresh namespace of its own. ``ray_stack`` is
+the same with Pods that run and the KubeRay operator (used by ``tests/e2e``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ from localcluster.build import ensure_helm
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[LocalControlPlane]:
     with LocalControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture(scope="session")
+def ray_stack() -> Iterator[LocalControlPlane]:
+    """A control plane with kube-scheduler, kwok fake nodes and the KubeRay operator."""
+    with LocalControlPlane(kuberay=True) as cp:
         yield cp
 
 

@@ -79,16 +79,12 @@ local function workers(status)
   return " (" .. ready .. "/" .. desired .. " workers ready)"
 end
 
--- Progressing while the operator has not reported on the current generation.
+-- Progressing until the operator has written a status. A lagging observedGeneration
+-- is no sign of work in progress: KubeRay writes its status only when another status
+-- field changes, so after an edit that changes none it lags for good.
 local function unobserved(obj, status)
   if is_empty(status) then
     return verdict("Progressing", "Waiting for the KubeRay operator to report status")
-  end
-  local generation = number(field(obj.metadata, "generation"))
-  local observed = number(status.observedGeneration)
-  if generation ~= nil and observed ~= nil and observed < generation then
-    return verdict("Progressing", "Waiting for the KubeRay operator to observe generation "
-      .. generation .. " (observed " .. observed .. ")")
   end
   return nil
 end

@@ -4,10 +4,14 @@ The rules read what the KubeRay operator actually writes (``calculateStatus`` in
 ``ray-operator/controllers/ray/raycluster_controller.go`` of
 https://github.com/ray-project/kuberay):
 
-* nothing is trustworthy until the operator has written a status for the current
-  ``metadata.generation``; a spec the operator rejects gets no status at all, only a
-  Warning Event (``InvalidRayClusterSpec``), which is the one way to tell "rejected" from
-  "not reconciled yet";
+* a spec the operator rejects gets no (new) status, only a Warning Event
+  (``InvalidRayClusterSpec``), the one way to tell "rejected" from "not reconciled yet";
+  an Event counts only if it is not older than the last write of the spec;
+* a RayCluster's ``status.observedGeneration`` lagging behind ``metadata.generation`` is
+  no sign of work in progress: KubeRay (v1.6.1 checked end to end) writes its status
+  only when another status field changes, so after an edit that changes none (a pod
+  template, the autoscaler's ``workersToDelete`` cleanup) it lags for good. The status
+  written last is the operator's current word (RayService still waits for it);
 * conditions first (``ReplicaFailure`` has no ``RayCluster`` prefix;
   ``RayClusterProvisioned`` stays True once set), the deprecated ``status.state`` only for
   operators that run without status conditions;
@@ -60,10 +64,11 @@ def raycluster_health(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Heal
     if owner and owner != OPERATOR:
         return Health(HealthStatus.UNKNOWN,
                       f"RayCluster is managed by {owner}, not by the KubeRay operator")
-    pending = _unobserved(obj)
-    if pending is not None:
-        rejection = _rejection(obj, events)
-        return Health(HealthStatus.DEGRADED, rejection) if rejection else pending
+    rejection = _rejection(obj, events) if awaits_operator(obj) else ""
+    if rejection:
+        return Health(HealthStatus.DEGRADED, rejection)
+    if not status(obj):
+        return _NO_STATUS
     if objects(status(obj).get("conditions")):
         return _cluster_conditions_health(obj)
     return _cluster_state_health(obj)
@@ -78,10 +83,13 @@ def awaits_operator(obj: Manifest) -> bool:
     return obj.get("kind") == "RayCluster" and _unobserved(obj) is not None
 
 
+_NO_STATUS = Health(HealthStatus.PROGRESSING, "Waiting for the KubeRay operator to report status")
+
+
 def _unobserved(obj: Manifest) -> Health | None:
     """Progressing while the operator has not reported on the current generation."""
     if not status(obj):
-        return Health(HealthStatus.PROGRESSING, "Waiting for the KubeRay operator to report status")
+        return _NO_STATUS
     generation = number(dig(obj, "metadata", "generation"))
     observed = number(status(obj).get("observedGeneration"))
     if generation is not None and observed is not None and observed < generation:
@@ -136,7 +144,9 @@ def _joined(summary: str, detail: str) -> str:
 
 def _rejection(obj: Manifest, events: Sequence[Manifest]) -> str:
     """``"reason: message"`` of the latest Warning Event rejecting this cluster, or ``""``."""
-    latest = max((e for e in events if _rejects(e, obj)), key=_event_time, default=None)
+    since = _spec_written(obj)
+    latest = max((e for e in events if _rejects(e, obj) and _event_time(e)[:19] >= since),
+                 key=_event_time, default=None)
     if latest is None:
         return ""
     return _joined(text(latest.get("reason")), text(latest.get("message") or latest.get("note")))
@@ -151,6 +161,19 @@ def _rejects(event: Manifest, obj: Manifest) -> bool:
             and about.get("kind") == "RayCluster" and about.get("name") == meta.get("name")
             and text(about.get("namespace")) == text(meta.get("namespace"))
             and (not all(uids) or uids[0] == uids[1]))
+
+
+def _spec_written(obj: Manifest) -> str:
+    """When the object (not its status) was last written, to the second, or ``""``.
+
+    From ``managedFields``: an Event older than that is about an earlier spec. Both
+    times have whole seconds, so an Event from the same second as the write counts (a
+    rejection is never missed; a fix within that second shows Degraded until the next
+    write of the spec or until the Event expires).
+    """
+    entries = objects(dig(obj, "metadata", "managedFields"))
+    times = [text(e.get("time"))[:19] for e in entries if not text(e.get("subresource"))]
+    return max(times, default="")
 
 
 def _event_time(event: Manifest) -> str:

@@ -128,7 +128,7 @@ def test_rejection_of_another_cluster_or_a_normal_event_does_not_count() -> None
     decoys = [e for e in rejection_events()
               if e["type"] == "Normal" or e["involvedObject"]["name"] != "training"]
     health = assess(obj, events=decoys)
-    assert health is not None and health.status is P
+    assert health is not None and health.status is H  # the operator's last word
 
 
 def test_rejection_of_a_previous_cluster_with_the_same_name_does_not_count() -> None:
@@ -137,7 +137,7 @@ def test_rejection_of_a_previous_cluster_with_the_same_name_does_not_count() -> 
     for event in events:
         event["involvedObject"]["uid"] = "00000000-0000-0000-0000-000000000000"
     health = assess(obj, events=events)
-    assert health is not None and health.status is P
+    assert health is not None and health.status is H  # the operator's last word
 
 
 def test_rejection_as_events_k8s_io_v1() -> None:
@@ -188,3 +188,20 @@ def test_health_status_order_is_argo_cds() -> None:
     assert H < S < P < M < D < U and U >= D and max(P, M) is M
     assert P < "Missing" and D > "Progressing"
     assert f"{D}" == "Degraded" and str(Health(P, "waiting")) == "Progressing: waiting"
+
+
+def _spec_written_at(obj: dict[str, Any], time: str) -> dict[str, Any]:
+    obj["metadata"]["managedFields"] = [
+        {"manager": "gitops-ray", "operation": "Apply", "time": time},
+        {"manager": "kuberay-operator", "operation": "Update", "subresource": "status",
+         "time": "2099-01-01T00:00:00Z"}]  # status writes do not count
+    return obj
+
+
+def test_rejection_of_an_earlier_spec_does_not_count() -> None:
+    """KubeRay re-posts the Event while the spec stays invalid; a later edit supersedes it."""
+    obj = _spec_written_at(load("RayCluster", "progressing-invalid-spec"), "2099-01-01T00:00:00Z")
+    assert assess(obj, events=rejection_events()) == Health(
+        H, "RayCluster is ready (2/2 workers ready)")
+    obj = _spec_written_at(obj, "2026-11-20T09:00:00Z")
+    assert assess(obj, events=rejection_events()) == Health(D, INVALID)

@@ -1,0 +1,44 @@
+"""The end-to-end tier: git → gitops-ray controller → KubeRay operator → running Pods.
+
+Tests here get the Ray stack (:mod:`localcluster.raystack`) instead of the bare control
+plane: the fixtures ``control_plane``, ``kube`` and ``namespace`` are overridden with ones
+bound to :func:`ray_stack` (a separate session fixture, so a session running other tiers
+too keeps both stacks apart), and ``start_controller`` is the integration tier's in-process
+controller on top of them.
+
+Not covered here: RayJob and RayService past their first steps (they talk to the Ray
+dashboard and Serve endpoints of a real head, and kwok Pods run no containers), and the
+autoscaler's own decision loop (its provider is driven one step at a time instead).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from gitops_ray.kube import Kube
+from localcluster import LocalControlPlane
+from tests.integration.test_controller import start_controller
+
+__all__ = ["start_controller"]
+
+
+@pytest.fixture(scope="session")
+def control_plane(ray_stack: LocalControlPlane) -> LocalControlPlane:
+    return ray_stack
+
+
+@pytest.fixture(scope="session")
+def kube(ray_stack: LocalControlPlane) -> Kube:
+    return Kube.connect(str(ray_stack.kubeconfig))
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"e2e-{secrets.token_hex(4)}"
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+                field_manager="tests")
+    yield name
+    kube.delete("v1", "Namespace", name=name)
