@@ -38,13 +38,18 @@ def kube(control_plane: LocalControlPlane) -> Kube:
     return Kube.connect(str(control_plane.kubeconfig))
 
 
-@pytest.fixture
-def namespace(kube: Kube) -> Iterator[str]:
-    name = f"t-{secrets.token_hex(4)}"
+def fresh_namespace(kube: Kube, prefix: str) -> Iterator[str]:
+    """A new namespace named ``<prefix>-<random>`` for one test, deleted after it."""
+    name = f"{prefix}-{secrets.token_hex(4)}"
     kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
                 field_manager="tests")
     yield name
     kube.delete("v1", "Namespace", name=name)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    yield from fresh_namespace(kube, "t")
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ autoscaler's own decision loop (its provider is driven one step at a time instea
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 
 import pytest
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from tests.conftest import fresh_namespace
 from tests.integration.test_controller import start_controller
 
 __all__ = ["start_controller"]
@@ -37,8 +37,4 @@ def kube(ray_stack: LocalControlPlane) -> Kube:
 
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
-    name = f"e2e-{secrets.token_hex(4)}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                field_manager="tests")
-    yield name
-    kube.delete("v1", "Namespace", name=name)
+    yield from fresh_namespace(kube, "e2e")
