@@ -100,11 +100,21 @@ def _group_of(labels: Manifest) -> str:
     return text(labels.get(GROUP_LABEL))
 
 
+PENDING = "rollout pending: "
+"""How a health message introduces the groups behind their template."""
+
+
 def rollout_message(rollouts: Sequence[GroupRollout]) -> str:
     """``"rollout pending: group gpu 2/3 pods on an older template; ..."`` or ``""``."""
     if not rollouts:
         return ""
-    return "rollout pending: " + "; ".join(r.describe() for r in rollouts)
+    return PENDING + "; ".join(r.describe() for r in rollouts)
+
+
+def pending_part(message: str) -> str:
+    """The groups a health message reports behind their template (after ``PENDING``)."""
+    _, found, rest = message.partition(PENDING)
+    return rest if found else ""
 
 
 def matches_template(template: Manifest, pod: Manifest) -> bool:

@@ -35,7 +35,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
-from gitops_ray.health import Health, aggregate, assess, awaits_operator
+from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.render import input_digest, render_app
@@ -170,6 +170,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
     shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
+    rollouts: tuple[str, ...] = ()  # "<key>: group g 2/3 pods on an older template; ..."
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -355,9 +356,12 @@ class Pipeline:
         app_diff = AppDiff(resources=diffs)
         rendered = self._last_render(app, local is not None)
         problems = rendered.problems if rendered is not None else ()
+        rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
+                         for obj, h in zip(desired, healths, strict=True)
+                         if h is not None and pending_part(h.message))
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
-                          problems, rendered.shapes if rendered is not None else "")
+                          problems, rendered.shapes if rendered is not None else "", rollouts)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:
