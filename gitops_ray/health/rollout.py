@@ -19,13 +19,15 @@ value at the same place. Fields: each container's (matched by name) ``image`` an
 ``resources`` (quantities compared by amount, since the API server canonicalises Pod
 quantities), the template's ``env`` entries with a plain ``value`` (the operator adds
 its own variables, so the template's must be a subset), the template's labels and
-annotations (a subset: the operator adds its own), ``nodeSelector``,
-``serviceAccountName`` and ``priorityClassName``. Left out on purpose: ``command`` and
-``args`` (the operator rewrites the Ray container's into ``ray start``), tolerations and
-scheduling gates (Kueue injects them; KubeRay's own hash leaves them out too), and the
-group's replicas, min/max and ``workersToDelete`` (not part of the template), so an
-autoscaler-only change never shows as a pending rollout. A removed env var, label or
-annotation is not detected (the subset rule cannot tell it from one the operator added).
+annotations (a subset: the operator adds its own), and ``nodeSelector``,
+``serviceAccountName`` and ``priorityClassName`` where the template sets them (the
+operator gives an autoscaling head its own ServiceAccount, the API server ``default``).
+Left out on purpose: ``command`` and ``args`` (the operator rewrites the Ray
+container's into ``ray start``), tolerations and scheduling gates (Kueue injects them;
+KubeRay's own hash leaves them out too), and the group's replicas, min/max and
+``workersToDelete`` (not part of the template), so an autoscaler-only change never shows
+as a pending rollout. A removed env var, label, annotation or Pod-level field is not
+detected (the subset rule cannot tell it from one the operator or API server added).
 
 Pure and total like the rest of ``gitops_ray.health``: Pods come from the caller (the
 controller's watch cache); malformed input is ignored, never an error.
@@ -139,8 +141,9 @@ def _fingerprint(template: Manifest, source: Manifest) -> Manifest:
     for key in ("labels", "annotations"):
         wanted, have = mapping(t_meta.get(key)), mapping(s_meta.get(key))
         result[key] = {k: have.get(k) for k in sorted(wanted)}
-    for key in _POD_FIELDS:
-        result[key] = s_spec.get(key) or None
+    for key in _POD_FIELDS:  # only where the template sets them: the operator and the
+        if t_spec.get(key):  # API server fill them in (the head's autoscaler account)
+            result[key] = s_spec.get(key)
     for kind in ("initContainers", "containers"):
         have_by_name = {text(c.get("name")): c for c in objects(s_spec.get(kind))}
         result[kind] = [_container(c, have_by_name.get(text(c.get("name")), {}))

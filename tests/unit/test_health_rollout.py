@@ -56,6 +56,8 @@ def pod_from(rc: dict[str, Any], group: str, index: int) -> dict[str, Any]:
         if values.get("memory") == "4Gi":
             values["memory"] = "4096Mi"
     container["imagePullPolicy"] = "IfNotPresent"
+    template["spec"].setdefault("serviceAccountName", rc["metadata"]["name"] if head
+                                else "default")  # the operator's and the API server's
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": f"demo-{group}-{index}", "namespace": NS, "labels": labels,
                          "annotations": annotations},
