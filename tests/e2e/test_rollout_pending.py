@@ -11,12 +11,15 @@ autoscaler's changes, and the no-op pass still without a single API request.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
+from click.testing import CliRunner
 
+from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
@@ -110,6 +113,21 @@ def test_template_edit_is_synced_with_rollout_pending_and_autoscaling_is_not(
     assert status().get("health") == "Healthy"
     assert status().get("healthMessage") == "rollout pending: " + pending[0]
     assert worker_names(kube, namespace, "edited") == edited_before  # really not rolled
+
+    # The CLI (no watch cache) lists the Pods itself and shows the same.
+    args = ["status", "--refresh", "--kubeconfig", str(control_plane.kubeconfig),
+            "--control-namespace", namespace, "--cache-dir", str(tmp_path / "cli"),
+            "--repo", git_repo.url, "--path", "manifests", "--dest-namespace", namespace,
+            "--name", "rollout-cli"]
+    shown = CliRunner().invoke(main, [*args, "-o", "json"])
+    assert shown.exit_code == 0, shown.output
+    row = json.loads(shown.stdout)[0]
+    assert row["health"] == "Healthy"
+    assert row["rolloutPending"] == pending
+    table = CliRunner().invoke(main, args)
+    assert table.exit_code == 0, table.output
+    assert "Healthy (rollout pending)" in table.stdout
+    assert f"rollout-cli: rollout pending: {pending[0]}" in table.stdout
 
     # The autoscaler adds nothing pending; a Pod created after the edit is current.
     autoscaler.run("scale", "edited", "3")
