@@ -15,9 +15,11 @@ from gitops_ray.health import HealthStatus, assess
 from gitops_ray.health.rollout import (
     GroupRollout,
     matches_template,
+    pending_part,
     pending_rollouts,
     rollout_message,
 )
+from gitops_ray.reconcile.pipeline import pods_token
 from tests.samples import raycluster, worker_group
 
 NS = "team-a"
@@ -174,3 +176,25 @@ def test_only_a_healthy_verdict_carries_the_rollout() -> None:
     health = assess(rc, pods=pods)
     assert health is not None and health.status == HealthStatus.PROGRESSING
     assert "rollout pending" not in health.message
+
+
+def test_pending_part_reads_back_the_groups() -> None:
+    message = "RayCluster is ready; rollout pending: group gpu 1/2 pods on an older template"
+    assert pending_part(message) == "group gpu 1/2 pods on an older template"
+    assert pending_part("RayCluster is ready (2/2 workers ready)") == ""
+
+
+def test_pods_token_ignores_status_churn_but_not_a_new_pod() -> None:
+    rc = cluster()
+    pods = pods_of(rc)
+    churned = copy.deepcopy(pods)
+    for pod in churned:
+        pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready"}]}
+        pod["metadata"]["resourceVersion"] = "999"
+    assert pods_token(churned) == pods_token(pods)
+    assert pods_token(list(reversed(pods))) == pods_token(pods)
+    assert pods_token(pods[:-1]) != pods_token(pods)
+    deleting = copy.deepcopy(pods)
+    deleting[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert pods_token(deleting) != pods_token(pods)
+    assert pods_token([]) == ""
