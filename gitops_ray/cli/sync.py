@@ -181,6 +181,8 @@ def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
 def _row(name: str, status: Status) -> dict[str, Any]:
     return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
             "health": status.get("health", HealthStatus.UNKNOWN.value),
+            "healthMessage": status.get("healthMessage", ""),
+            "rolloutPending": status.get("rolloutPending", []),
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
@@ -267,9 +269,13 @@ def _print_status(rows: list[dict[str, Any]], output: str) -> None:
         for column in ("NAME", "SYNC STATUS", "HEALTH STATUS", "REVISION", "LAST SYNC"):
             table.add_column(column)
         for row in rows:
-            table.add_row(row["name"], row["sync"], row["health"], row["revision"][:12],
+            health = row["health"] + (" (rollout pending)" if row["rolloutPending"] else "")
+            table.add_row(row["name"], row["sync"], health, row["revision"][:12],
                           row["error"] or _with_warnings(row))
         Console(width=200).print(table)
+        for row in rows:  # KubeRay rolls no Pods on a template change unless told to
+            for pending in row["rolloutPending"]:
+                click.echo(f"{row['name']}: rollout pending: {pending}")
 
 
 def _with_warnings(row: dict[str, Any]) -> str:

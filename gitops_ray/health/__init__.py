@@ -8,7 +8,8 @@ Lua checks from ``argocd/health/`` agree on every object.
 
 from gitops_ray.health.assess import assess, check_for
 from gitops_ray.health.ray import REJECTION_REASONS, awaits_operator
+from gitops_ray.health.rollout import pending_part
 from gitops_ray.health.status import Health, HealthStatus, aggregate
 
 __all__ = ["REJECTION_REASONS", "Health", "HealthStatus", "aggregate", "assess",
-           "awaits_operator", "check_for"]
+           "awaits_operator", "check_for", "pending_part"]

@@ -28,10 +28,12 @@ RAY_CHECKS: dict[str, Check] = {
 }
 
 
-def assess(obj: Manifest | None, *, events: Sequence[Manifest] = ()) -> Health | None:
+def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
+           pods: Sequence[Manifest] = ()) -> Health | None:
     """Health of a live object (``None`` = missing); ``None`` when it has no health check.
 
-    ``events`` are Events that may concern the object; only the RayCluster check reads them.
+    ``events`` are Events that may concern the object, ``pods`` Pods that may belong to
+    it; only the RayCluster check reads them.
     """
     if obj is None:
         return Health(HealthStatus.MISSING, "Resource does not exist in the cluster")
@@ -39,16 +41,17 @@ def assess(obj: Manifest | None, *, events: Sequence[Manifest] = ()) -> Health |
         return None
     if dig(obj, "metadata", "deletionTimestamp"):
         return Health(HealthStatus.PROGRESSING, "Pending deletion")
-    check = check_for(obj, events=events)
+    check = check_for(obj, events=events, pods=pods)
     return check(obj) if check else None
 
 
-def check_for(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Check | None:
+def check_for(obj: Manifest, *, events: Sequence[Manifest] = (),
+              pods: Sequence[Manifest] = ()) -> Check | None:
     """The health check for the object's API group and kind, if there is one."""
     group, _ = split_api_version(str(obj.get("apiVersion", "")))
     kind = str(obj.get("kind", ""))
     if group != "ray.io":
         return CHECKS.get((group, kind))
     if kind == "RayCluster":
-        return partial(raycluster_health, events=events)
+        return partial(raycluster_health, events=events, pods=pods)
     return RAY_CHECKS.get(kind)

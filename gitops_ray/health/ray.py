@@ -16,7 +16,13 @@ https://github.com/ray-project/kuberay):
   ``RayClusterProvisioned`` stays True once set), the deprecated ``status.state`` only for
   operators that run without status conditions;
 * workers still pending while the autoscaler scales are normal: they show up in the
-  message as ``ready/desired`` but never make a cluster Degraded.
+  message as ``ready/desired`` but never make a cluster Degraded;
+* Pods on an older template (KubeRay rolls none unless ``upgradeStrategy`` says so, see
+  :mod:`gitops_ray.health.rollout`) keep a ready cluster Healthy, with
+  ``; rollout pending: group <g> <stale>/<total> pods on an older template`` appended.
+  Not Progressing: in Argo CD's vocabulary that means "converging on its own", and
+  nothing will converge here until someone deletes the Pods or scales; a Progressing
+  that never ends would also block sync waves and ``argocd app wait --health`` forever.
 
 ``argocd/health/ray.io_*.lua`` implement the same rules with the same messages for Argo CD
 (tests run both on the same fixtures); only the Event rule is Python-only, because Argo
@@ -38,6 +44,7 @@ from gitops_ray.health.fields import (
     status,
     text,
 )
+from gitops_ray.health.rollout import pending_rollouts, rollout_message
 from gitops_ray.health.status import Health, HealthStatus
 from gitops_ray.types import Manifest
 
@@ -58,8 +65,21 @@ LEGACY_SERVICE_FAILURES = ("FailedToGetOrCreateRayCluster", "FailedToGetServeDep
 """``serviceStatus`` failures of KubeRay < 1.3 (later ones write only ``Running`` or nothing)."""
 
 
-def raycluster_health(obj: Manifest, *, events: Sequence[Manifest] = ()) -> Health:
-    """Health of a RayCluster; ``events`` may hold Events about it (others are ignored)."""
+def raycluster_health(obj: Manifest, *, events: Sequence[Manifest] = (),
+                      pods: Sequence[Manifest] = ()) -> Health:
+    """Health of a RayCluster, with the rollouts its Pods still lack (if Healthy).
+
+    ``events`` may hold Events about it, ``pods`` its Pods (``ray.io/cluster=<name>``);
+    others are ignored.
+    """
+    verdict = _raycluster_health(obj, events)
+    pending = rollout_message(pending_rollouts(obj, pods)) if pods else ""
+    if pending and verdict.status == HealthStatus.HEALTHY:
+        return Health(verdict.status, f"{verdict.message}; {pending}")
+    return verdict
+
+
+def _raycluster_health(obj: Manifest, events: Sequence[Manifest]) -> Health:
     owner = text(dig(obj, "spec", "managedBy"))
     if owner and owner != OPERATOR:
         return Health(HealthStatus.UNKNOWN,

@@ -35,7 +35,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
-from gitops_ray.health import Health, aggregate, assess, awaits_operator
+from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.render import input_digest, render_app
@@ -64,17 +64,27 @@ REJECTIONS = "type=Warning,involvedObject.kind=RayCluster"
 """The Events a RayCluster's health reads: the operator's Warnings about it."""
 
 
+RAY_CLUSTER_LABEL = "ray.io/cluster"
+"""The label KubeRay puts on every Pod of a RayCluster (value: the cluster's name)."""
+
+
 class EventSource(Protocol):
-    """Warning Events about one RayCluster (``about``), as health needs them.
+    """What a RayCluster's health reads besides the object: its Events and its Pods.
+
+    ``about``: the operator's Warning Events about it; ``pods``: its Pods, for a rollout
+    the operator has not made (:mod:`gitops_ray.health.rollout`).
 
     ``cached``: answering costs no request, so the pipeline asks for every RayCluster and
-    keys its memo by the events' versions (the watch cache); otherwise it asks only for
-    clusters whose health depends on events (:func:`awaits_operator`).
+    keys its memo by the events' and Pods' versions (the watch cache); otherwise it asks
+    for Events only for clusters whose health depends on them (:func:`awaits_operator`)
+    and for Pods only for clusters that exist.
     """
 
     cached: bool
 
     def about(self, namespace: str, name: str) -> Sequence[Manifest]: ...
+
+    def pods(self, namespace: str, name: str) -> Sequence[Manifest]: ...
 
 
 class ClusterEvents:
@@ -92,11 +102,33 @@ class ClusterEvents:
         except KubeError:  # e.g. no right to list Events: health without them
             return ()
 
+    def pods(self, namespace: str, name: str) -> Sequence[Manifest]:
+        selector = f"{RAY_CLUSTER_LABEL}={name}"
+        try:
+            return self.kube.list("v1", "Pod", namespace, label_selector=selector)[0]
+        except KubeError:  # e.g. no right to list Pods: health without rollouts
+            return ()
+
 
 def events_token(events: Sequence[Manifest]) -> str:
     """What changes when the Events about an object do (their resourceVersions)."""
     return ",".join(sorted(str((e.get("metadata") or {}).get("resourceVersion", ""))
                            for e in events))
+
+
+def pods_token(pods: Sequence[Manifest]) -> str:
+    """What changes when a Pod's template match can: its labels, annotations, spec, deletion.
+
+    Not its ``resourceVersion``: Pod status changes all the time while a cluster starts,
+    and each would otherwise cost a server-side dry run of the RayCluster.
+    """
+    digest = hashlib.sha256()
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name", ""))):
+        meta = pod.get("metadata") or {}
+        digest.update(json.dumps([meta.get("name"), meta.get("labels"), meta.get("annotations"),
+                                  bool(meta.get("deletionTimestamp")), pod.get("spec")],
+                                 sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16] if pods else ""
 
 
 @dataclass(frozen=True)
@@ -138,6 +170,7 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
     shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
+    rollouts: tuple[str, ...] = ()  # "<key>: group g 2/3 pods on an older template; ..."
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -323,9 +356,12 @@ class Pipeline:
         app_diff = AppDiff(resources=diffs)
         rendered = self._last_render(app, local is not None)
         problems = rendered.problems if rendered is not None else ()
+        rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
+                         for obj, h in zip(desired, healths, strict=True)
+                         if h is not None and pending_part(h.message))
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
-                          problems, rendered.shapes if rendered is not None else "")
+                          problems, rendered.shapes if rendered is not None else "", rollouts)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:
@@ -339,20 +375,22 @@ class Pipeline:
         known = self._live_version(*desired.coordinates)
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
             events = self._events_about(desired.key, None)
-            hit = self._recall(desired.key, (content, known + "|" + events_token(events)))
+            pods = self._pods_of(desired.key, None)
+            hit = self._recall(desired.key, (content, _signals(known, events, pods)))
             if hit is not None:
                 return hit.diff, hit.health
         obj = desired.manifest()
         live = self._live(*desired.coordinates)
         events = self._events_about(desired.key, live)
+        pods = self._pods_of(desired.key, live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
-        version = (content, live_version + "|" + events_token(events))
+        version = (content, _signals(live_version, events, pods))
         hit = self._recall(desired.key, version)
         if hit is not None:
             return hit.diff, hit.health
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
-        health = assess(live, events=events)
+        health = assess(live, events=events, pods=pods)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
@@ -368,6 +406,12 @@ class Pipeline:
         if not self._events.cached and (live is None or not awaits_operator(live)):
             return ()
         return self._events.about(key.namespace, key.name)
+
+    def _pods_of(self, key: ResourceKey, live: Manifest | None) -> Sequence[Manifest]:
+        """A RayCluster's Pods, for a rollout the operator has not made (none for others)."""
+        if not _reads_events(key) or (not self._events.cached and live is None):
+            return ()
+        return self._events.pods(key.namespace, key.name)
 
     def _recall(self, key: ResourceKey, version: tuple[str, str]) -> _Memo | None:
         with self._lock:
@@ -406,6 +450,10 @@ class Pipeline:
                                    dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+
+
+def _signals(live_version: str, events: Sequence[Manifest], pods: Sequence[Manifest]) -> str:
+    return f"{live_version}|{events_token(events)}|{pods_token(pods)}"
 
 
 def _reads_events(key: ResourceKey) -> bool:

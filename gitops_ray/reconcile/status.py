@@ -32,7 +32,8 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "revision": comparison.revision,
         "sync": comparison.diff.status.value,
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
-        "healthMessage": health.message if health else "",
+        "healthMessage": (health.message if health else "") or _rollouts(comparison),
+        "rolloutPending": list(comparison.rollouts),
         "resources": [{"key": str(r.key), "status": r.status.value, "reason": r.reason}
                       for r in comparison.diff.resources],
         "warnings": comparison.warnings[:MAX_WARNINGS],
@@ -44,6 +45,11 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "error": "",
         "renderWarnings": list(comparison.render_problems),
     }
+
+
+def _rollouts(comparison: Comparison) -> str:
+    """Healthy apps have no message (Argo CD); Pods on an older template are worth one."""
+    return "rollout pending: " + "; ".join(comparison.rollouts) if comparison.rollouts else ""
 
 
 def save_status(store: RecordStore, comparison: Comparison,

@@ -100,7 +100,7 @@ from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceK
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "error", "autoSync", "warnings",
-               "renderWarnings")
+               "renderWarnings", "rolloutPending")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision

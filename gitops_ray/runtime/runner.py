@@ -138,7 +138,7 @@ class Runtime:
         source = git_source(s, self.kube)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                             live=self.cache.get, live_version=self.cache.version,
-                            events=self.cache.warnings, shapes=self._pod_shapes())
+                            events=self.cache.ray, shapes=self._pod_shapes())
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         return Controller(
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
@@ -287,6 +287,8 @@ class Runtime:
     def _on_watch_event(self, kind: str, obj: Manifest) -> None:
         if obj.get("kind") == "Event":  # a Warning about a RayCluster: refresh its app
             obj = self._involved(obj)
+        elif obj.get("kind") == "Pod":  # a RayCluster's Pod: refresh the cluster's app
+            obj = self._owner(obj)
         app = self.controller.app_for_event(obj)
         if app is not None:
             self.timers.schedule(app, self.settings.debounce)
@@ -306,6 +308,19 @@ class Runtime:
                                   str(about.get("name", ""))) or {}
         except KubeError:
             return {}  # gone or unreadable: the next poll refreshes its app anyway
+
+    def _owner(self, pod: Manifest) -> Manifest:
+        """The RayCluster that owns ``pod`` (its controller reference), or ``{}``."""
+        meta = pod.get("metadata") or {}
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "RayCluster" and ref.get("controller"):
+                try:
+                    return self.cache.get(str(ref.get("apiVersion", "")), "RayCluster",
+                                          str(meta.get("namespace", "")),
+                                          str(ref.get("name", ""))) or {}
+                except KubeError:
+                    return {}
+        return {}
 
     # -- HTTP ------------------------------------------------------------------------
 

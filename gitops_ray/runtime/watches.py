@@ -43,7 +43,7 @@ import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
-from gitops_ray.reconcile.pipeline import REJECTIONS
+from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest
@@ -249,6 +249,83 @@ class WarningEvents:
         self._on_event(kind, event)
 
 
+class ClusterPods:
+    """The Pods of every RayCluster (label ``ray.io/cluster``), indexed by cluster.
+
+    A RayCluster's health reports Pods still on an older template (KubeRay rolls none
+    by default, :mod:`gitops_ray.health.rollout`). One label-selected watch holds them,
+    so the no-op pass asks the API server nothing, and a Pod created, replaced or deleted
+    refreshes its cluster's app like any other watch event. Pods stay packed in the
+    watch; the index holds names only.
+    """
+
+    def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
+                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+        self._options = dataclasses.replace(options, label_selector=RAY_CLUSTER_LABEL,
+                                            field_selector=None)
+        self._kube, self._stop, self._metrics = kube, stop, metrics
+        self._on_event = on_event
+        self._index: dict[Key, set[str]] = {}  # (namespace, cluster) -> Pod names
+        self._lock = threading.Lock()
+        self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
+
+    def of(self, namespace: str, name: str) -> list[Manifest]:
+        """Copies of the Pods of RayCluster ``namespace/name`` (by name)."""
+        watch = self._started(None)
+        watch.settled.wait(self._options.sync_wait)
+        if watch.forbidden:  # RBAC grants some namespaces only
+            watch = self._started(namespace)
+        if not watch.ready(self._options.sync_wait):
+            return []
+        with self._lock:
+            names = sorted(self._index.get((namespace, name), ()))
+        return [p for p in (watch.get(namespace, n) for n in names) if p is not None]
+
+    def _started(self, namespace: str | None) -> KindWatch:
+        with self._lock:
+            watch = self._watches.get(namespace)
+            if watch is None:
+                watch = KindWatch(self._kube, "v1", "Pod", namespace, options=self._options,
+                                  on_event=self._indexed, stop=self._stop,
+                                  metrics=self._metrics)
+                self._watches[namespace] = watch
+                threading.Thread(target=watch.run, name="watch-pods", daemon=True).start()
+            return watch
+
+    def _indexed(self, kind: str, pod: Manifest) -> None:
+        meta = pod.get("metadata") or {}
+        cluster = str((meta.get("labels") or {}).get(RAY_CLUSTER_LABEL, ""))
+        key, name = (str(meta.get("namespace") or ""), cluster), str(meta.get("name", ""))
+        with self._lock:
+            names = self._index.setdefault(key, set())
+            if kind == "DELETED":
+                names.discard(name)
+            else:
+                names.add(name)
+            if not names:
+                del self._index[key]
+        self._on_event(kind, pod)
+
+
+class RaySignals:
+    """What a RayCluster's health reads besides the object, both from watches.
+
+    The pipeline's :class:`~gitops_ray.reconcile.pipeline.EventSource`: the operator's
+    Warning Events (:class:`WarningEvents`) and the cluster's Pods (:class:`ClusterPods`).
+    """
+
+    cached = True
+
+    def __init__(self, warnings: WarningEvents, pods: ClusterPods) -> None:
+        self.warnings, self._pods = warnings, pods
+
+    def about(self, namespace: str, name: str) -> list[Manifest]:
+        return self.warnings.about(namespace, name)
+
+    def pods(self, namespace: str, name: str) -> list[Manifest]:
+        return self._pods.of(namespace, name)
+
+
 class NamedObjects:
     """A few objects of one kind and namespace, read by name whatever their labels.
 
@@ -304,6 +381,8 @@ class LiveCache:
         self._local = threading.local()
         self.warnings = WarningEvents(kube, options=options, on_event=on_event,
                                       stop=self._stop, metrics=metrics)
+        self.ray = RaySignals(self.warnings, ClusterPods(
+            kube, options=options, on_event=on_event, stop=self._stop, metrics=metrics))
         self._named: list[NamedObjects] = []
 
     def watch_named(self, api_version: str, kind: str, namespace: str, names: Iterable[str],

@@ -195,6 +195,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     for verb in ("get", "list", "watch", "create", "patch", "delete"):
         assert _can(kube, sa, verb, "rayclusters", group="ray.io", namespace=other)
     assert _can(kube, sa, "create", "events", namespace=other)
+    assert _can(kube, sa, "watch", "pods", namespace=other)  # rollout pending
+    assert not _can(kube, sa, "delete", "pods", namespace=other)
     assert _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=namespace)
     assert _can(kube, sa, "update", "configmaps", namespace=namespace)
     assert _can(kube, sa, "get", "secrets", namespace=namespace, name="acme-git")
