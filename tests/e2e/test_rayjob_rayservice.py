@@ -44,6 +44,8 @@ from tests.samples import pod_template, worker_group
 
 APP = "ray"
 TIMEOUT = 120.0
+RUNNING = "RayJob is Running, Ray job status not reported yet"
+"""What gitops-ray says of ``Running`` without a ``jobStatus`` (not "the Ray job runs")."""
 
 
 def cluster_spec(pool: str | None = None, *, head_waits: bool = False) -> dict[str, Any]:
@@ -142,7 +144,7 @@ def test_rayjob_runs_until_the_operator_needs_the_dashboard(
         assert job()["jobDeploymentStatus"] == "Running"
         assert "jobStatus" not in job() and not job().get("rayJobInfo")
         record(kube, namespace, "RayJob", "train", "running-no-job-status")
-        eventually(lambda: health(ctl) == ("Progressing", "RayJob is Running"), TIMEOUT,
+        eventually(lambda: health(ctl) == ("Progressing", RUNNING), TIMEOUT,
                    "Progressing while Running")
         assert kube.get("batch/v1", "Job", name="train", namespace=namespace), "submitter"
 
