@@ -32,7 +32,13 @@ end
 local function describe(status, phase)
   local summary = "RayJob is " .. phase
   local job = text(field(status, "jobStatus"))
-  if job ~= "" then summary = summary .. ", Ray job " .. job end
+  if job ~= "" then
+    summary = summary .. ", Ray job " .. job
+  elseif phase == "Running" then
+    -- Running means cluster up and submitter created; the Ray job's status comes later,
+    -- from the head's dashboard (KubeRay v1.6.1, seen in gitops-ray's tests/e2e).
+    summary = summary .. ", Ray job status not reported yet"
+  end
   local detail = text(field(status, "message"))
   if detail == "" then detail = text(field(status, "reason")) end
   if detail ~= "" then return summary .. ": " .. detail end

@@ -222,9 +222,17 @@ def rayjob_health(obj: Manifest) -> Health:
 
 
 def _job_message(obj: Manifest, phase: str) -> str:
-    """``RayJob is <phase>[, Ray job <jobStatus>][: <message or reason>]``."""
+    """``RayJob is <phase>[, Ray job <jobStatus>][: <message or reason>]``.
+
+    ``Running`` without a ``jobStatus`` says so: the operator is Running as soon as the
+    cluster is up and the submitter created, and learns the Ray job's status only from the
+    head's dashboard (KubeRay v1.6.1, seen in tests/e2e), so "RayJob is Running" alone
+    would claim a job that may not even have been submitted.
+    """
     job = text(status(obj).get("jobStatus"))
-    summary = f"RayJob is {phase}" + (f", Ray job {job}" if job else "")
+    detail = f", Ray job {job}" if job else (
+        ", Ray job status not reported yet" if phase == "Running" else "")
+    summary = f"RayJob is {phase}{detail}"
     return _joined(summary, text(status(obj).get("message")) or text(status(obj).get("reason")))
 
 

@@ -6,9 +6,10 @@ bound to :func:`ray_stack` (a separate session fixture, so a session running oth
 too keeps both stacks apart), and ``start_controller`` is the integration tier's in-process
 controller on top of them.
 
-Not covered here: RayJob and RayService past their first steps (they talk to the Ray
-dashboard and Serve endpoints of a real head, and kwok Pods run no containers), and the
-autoscaler's own decision loop (its provider is driven one step at a time instead).
+Not covered here: RayJob and RayService past the point where the operator needs the Ray
+dashboard of a real head (kwok Pods run no containers; ``test_rayjob_rayservice`` says
+exactly where each stops), and the autoscaler's own decision loop (its provider is driven
+one step at a time instead).
 """
 
 from __future__ import annotations
