@@ -1,18 +1,20 @@
 """The gitops-ray demo: five minutes with a real API server, a real git repo, a real controller.
 
-Run it with ``make demo``. It starts a local control plane (etcd + kube-apiserver built
+Run it with ``make demo``. It starts a local control plane with the real Ray stack (etcd,
+kube-apiserver, kube-scheduler, kwok fake nodes and the KubeRay operator v1.6.1, all built
 from the Go module proxy), creates a config repo from ``examples/demo`` (an Argo CD
 app-of-apps: a RayCluster with two worker groups and a ComputeConfig), starts
 ``gitops-ray run`` and walks through what users buy the tool for:
 
-1. the initial sync;
+1. the initial sync, and the cluster going ready as the operator reports it;
 2. ``gitops-ray diff`` after a git commit, then a push webhook applying it;
-3. an autoscaler-style ``replicas`` change that is *not* reverted;
+3. the Ray autoscaler's own KubeRay node provider (PyPI ``ray``) scaling a group up,
+   which is *not* reverted;
 4. a manual edit that is healed;
 5. a file removed from git that is pruned.
 
-Everything is cleaned up on exit (Ctrl-C included). There is no KubeRay operator here,
-so the demo reports the cluster's status itself, as the operator would, to show health.
+Nothing here writes a RayCluster's status: the operator does, and kwok runs its pods.
+Everything is cleaned up on exit (Ctrl-C included).
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ import requests
 import yaml
 
 from gitops_ray.kube import Kube
+from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
+from localcluster.autoscaler import Autoscaler
 from localcluster.build import ensure_helm
 from localcluster.controlplane import free_port
 
 HERE = Path(__file__).resolve().parent
 NS = "ray-demo"
+CONTROL_NS = "gitops-ray"  # the controller's default control namespace
 SECRET = "demo-webhook-secret"
 BIN = Path(sys.executable).parent / "gitops-ray"
 
@@ -123,24 +128,23 @@ def push_webhook(port: int, repo: Repo, sha: str) -> None:
     print(f"   POST /webhook (GitHub push, signed) -> {resp.status_code}", flush=True)
 
 
-def autoscaler_patch(cp: LocalControlPlane, ops: list[dict[str, Any]]) -> None:
-    """Patch the RayCluster exactly as the Ray autoscaler does (python-requests, by index)."""
-    requests.patch(f"{cp.url}/apis/ray.io/v1/namespaces/{NS}/rayclusters/demo", json=ops,
-                   timeout=10, verify=str(cp.workdir / "ca.crt"),
-                   headers={"Authorization": f"Bearer {cp.token}",
-                            "Content-Type": "application/json-patch+json"}).raise_for_status()
+def operator_ready(kube: Kube) -> bool:
+    """What the KubeRay operator says about ``demo``: ready, head pod ready."""
+    status = (kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS) or {}).get(
+        "status") or {}
+    ready = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+    return status.get("state") == "ready" and ready.get("HeadPodReady") == "True"
 
 
-def report_ready(kube: Kube) -> None:
-    """Write the status the KubeRay operator would write for a ready cluster."""
-    live = kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS) or {}
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    live["status"] = {"state": "ready", "observedGeneration": live["metadata"]["generation"],
-                      "readyWorkerReplicas": 1, "desiredWorkerReplicas": 1,
-                      "conditions": [{"type": t, "status": "True", "reason": "Demo",
-                                      "message": "", "lastTransitionTime": now}
-                                     for t in ("HeadPodReady", "RayClusterProvisioned")]}
-    kube.replace(live, field_manager="kuberay-operator", subresource="status")
+def recorded_health(kube: Kube, app: str) -> str:
+    return str(RecordStore(kube, CONTROL_NS).load(app).status.get("health", ""))
+
+
+def running_workers(kube: Kube, group_name: str) -> int:
+    pods, _ = kube.list("v1", "Pod", NS,
+                        label_selector=f"ray.io/cluster=demo,ray.io/group={group_name}")
+    return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running"
+               and not (p.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def group(kube: Kube, name: str) -> dict[str, Any]:
@@ -150,14 +154,17 @@ def group(kube: Kube, name: str) -> dict[str, Any]:
 
 
 def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], tmp: Path) -> None:
     kube = Kube.connect(str(cp.kubeconfig))
     ns_args = ["--kubeconfig", str(cp.kubeconfig)]
     say("1. Initial sync: the controller reads apps/ (Argo CD Applications) and applies them")
     wait_for("RayCluster demo and the ComputeConfig's RayCluster exist", lambda: all(
-        kube.get("ray.io/v1", "RayCluster", name=n, namespace=NS) for n in ("demo", "analytics")), 120)
-    report_ready(kube)
-    time.sleep(2)
+        kube.get("ray.io/v1", "RayCluster", name=n, namespace=NS)
+        for n in ("demo", "analytics")), 120)
+    wait_for("the KubeRay operator reports demo ready (pods Running on kwok nodes)",
+             lambda: operator_ready(kube), 180)
+    wait_for("gitops-ray records ray-demo Healthy", lambda: recorded_health(
+        kube, "ray-demo") == "Healthy", 60)
     show(["status", *ns_args], env)
 
     say("2. A git commit: the cpu group gets 3 CPUs. `gitops-ray diff` shows what will change")
@@ -175,11 +182,11 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
         "template", {}).get("spec", {}).get("containers", [{}])[0].get(
         "resources", {}).get("requests", {}).get("cpu") == "3")
 
-    say("3. The Ray autoscaler scales the cpu group to 5 (JSON Patch by index, as it does)")
-    autoscaler_patch(cp, [{"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas",
-                           "value": 5}])
-    time.sleep(5)
-    print(f"   replicas after 5s: {group(kube, 'cpu').get('replicas')} (not reverted)")
+    say("3. The Ray autoscaler's own KubeRay provider (PyPI ray) scales the cpu group to 5")
+    Autoscaler(cp, kube, NS, "demo", tmp).run("scale", "cpu", "5")
+    wait_for("5 cpu workers Running", lambda: running_workers(kube, "cpu") == 5, 180)
+    print(f"   replicas: {group(kube, 'cpu').get('replicas')} (the autoscaler's value, "
+          "not reverted)")
     show(["diff", *ns_args, "--repo", repo.url, "--apps", "apps", "--app", "ray-demo",
           "--cache-dir", str(repo.work.parent / "cli-cache")], env)
     print("   (no output: the autoscaler's replicas are not drift)")
@@ -188,7 +195,8 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
     kube.patch("ray.io/v1", "RayCluster", name="demo", namespace=NS,
                patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.40.0"}],
                field_manager="kubectl-edit")
-    wait_for("manual edit healed", lambda: (kube.get("ray.io/v1", "RayCluster", name="demo", namespace=NS)
+    wait_for("manual edit healed", lambda: (kube.get("ray.io/v1", "RayCluster", name="demo",
+                                                     namespace=NS)
                                             or {})["spec"]["rayVersion"] == "2.52.0")
     print(f"   replicas still {group(kube, 'cpu').get('replicas')}: healing kept the "
           "autoscaler's value")
@@ -196,7 +204,8 @@ def walk_through(cp: LocalControlPlane, repo: Repo, ports: dict[str, int],
     say("5. job-settings.yaml is removed from git: the ConfigMap is pruned")
     (repo.work / "clusters" / "demo" / "job-settings.yaml").unlink()
     push_webhook(ports["webhook"], repo, repo.commit("drop job settings"))
-    wait_for("ConfigMap pruned", lambda: kube.get("v1", "ConfigMap", name="job-settings", namespace=NS)
+    wait_for("ConfigMap pruned", lambda: kube.get("v1", "ConfigMap", name="job-settings",
+                                                  namespace=NS)
              is None)
     show(["status", *ns_args], env)
 
@@ -205,14 +214,15 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with tempfile.TemporaryDirectory(prefix="gitops-ray-demo-") as tmp_dir:
         tmp = Path(tmp_dir)
-        say("Starting a local control plane (etcd + kube-apiserver, real, on loopback)")
-        with LocalControlPlane() as cp:
+        say("Starting a local control plane with the Ray stack (kube-apiserver, scheduler, "
+            "kwok nodes, KubeRay operator)")
+        with LocalControlPlane(kuberay=True) as cp:
             repo = Repo(tmp)
             say(f"Config repo {repo.url}: apps/ holds two Argo CD Applications")
             proc, ports = start_controller(cp, repo, tmp)
             env = {**os.environ, "KUBECONFIG": str(cp.kubeconfig)}
             try:
-                walk_through(cp, repo, ports, env)
+                walk_through(cp, repo, ports, env, tmp)
                 say("Done. Controller log: last lines")
                 print("\n".join((tmp / "controller.log").read_text().splitlines()[-5:]))
             except KeyboardInterrupt:

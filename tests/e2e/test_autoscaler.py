@@ -1,6 +1,6 @@
 """The Ray autoscaler and git change the same RayCluster, with the real operator acting.
 
-The autoscaler's own provider code (``tests/e2e/autoscaler.py``) scales one worker group
+The autoscaler's own provider code (``localcluster/autoscaler.py``) scales one worker group
 up and down (``replicas`` and ``workersToDelete``), authenticated as the ServiceAccount the
 operator creates for it, while git edits another group's pod template. gitops-ray must
 land every git edit, keep the autoscaler's values, and not sync again because of them.
@@ -9,15 +9,13 @@ land every git edit, keep the autoscaler's values, and not sync again because of
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from localcluster.autoscaler import Autoscaler
 from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
 from tests.integration.test_controller import (
@@ -32,30 +30,6 @@ from tests.samples import raycluster, worker_group
 APP = "scaled"
 CLUSTER = "scaled"
 TIMEOUT = 120.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-class Autoscaler:
-    """Runs ``tests/e2e/autoscaler.py`` steps as the cluster's autoscaler ServiceAccount."""
-
-    def __init__(self, cp: LocalControlPlane, kube: Kube, namespace: str, workdir: Path) -> None:
-        self.namespace = namespace
-        token = kube.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{CLUSTER}"
-                          "/token", body={"apiVersion": "authentication.k8s.io/v1",
-                                          "kind": "TokenRequest", "spec": {}})
-        token_path = workdir / "token"
-        token_path.write_text(token["status"]["token"])
-        self.env = {**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-                    "KUBERNETES_SERVICE_PORT_HTTPS": str(cp.port),
-                    "RAY_KUBERAY_CA_CERT_PATH": str(cp.workdir / "ca.crt"),
-                    "E2E_TOKEN_PATH": str(token_path), "PYTHONPATH": str(REPO_ROOT)}
-
-    def run(self, *args: str) -> str:
-        done = subprocess.run([sys.executable, "-m", "tests.e2e.autoscaler", self.namespace,
-                               CLUSTER, *args], env=self.env, capture_output=True, text=True,
-                              timeout=120, check=False)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return done.stdout.strip()
 
 
 def group(live: dict[str, Any], name: str) -> dict[str, Any]:
@@ -101,7 +75,7 @@ def test_autoscaler_and_git_share_a_raycluster(
         return list(template.get("env") or [])
 
     eventually(healthy, TIMEOUT, "Healthy")
-    autoscaler = Autoscaler(control_plane, kube, namespace, tmp_path)
+    autoscaler = Autoscaler(control_plane, kube, namespace, CLUSTER, tmp_path)
 
     autoscaler.run("scale", "autoscaled", "3")  # up
     edit("one")

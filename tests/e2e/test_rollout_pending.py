@@ -22,9 +22,10 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from localcluster.autoscaler import Autoscaler
 from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
-from tests.e2e.test_autoscaler import CLUSTER, Autoscaler, running_workers
+from tests.e2e.test_autoscaler import CLUSTER, running_workers
 from tests.integration.test_controller import (
     Controller,
     application,
@@ -83,7 +84,7 @@ def test_template_edit_is_synced_with_rollout_pending_and_autoscaling_is_not(
 
     # The autoscaler scales up, then names a worker to delete: replicas and
     # workersToDelete change, the templates do not. Nothing is pending.
-    autoscaler = Autoscaler(control_plane, kube, namespace, tmp_path)
+    autoscaler = Autoscaler(control_plane, kube, namespace, CLUSTER, tmp_path)
     autoscaler.run("scale", "autoscaled", "3")
     wait(lambda: len(running_workers(kube, namespace, "autoscaled")) == 3, describe, TIMEOUT,
          "3 autoscaled workers running")

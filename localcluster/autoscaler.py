@@ -1,6 +1,9 @@
 """Drive the Ray autoscaler's own KubeRay node provider one step at a time.
 
-``python -m tests.e2e.autoscaler NAMESPACE CLUSTER ACTION [ARGS]`` runs one autoscaler
+Used by the e2e tests and the demo. :class:`Autoscaler` runs the steps as the cluster's
+autoscaler ServiceAccount (the one the operator creates for ``enableInTreeAutoscaling``).
+
+``python -m localcluster.autoscaler NAMESPACE CLUSTER ACTION [ARGS]`` runs one autoscaler
 decision with PyPI ``ray``'s ``KubeRayNodeProvider`` (the code in the head pod's autoscaler
 sidecar): it reads the RayCluster and its Pods and writes what the real autoscaler writes
 (JSON Patch of ``replicas`` and ``scaleStrategy.workersToDelete`` by list index, as
@@ -9,7 +12,7 @@ provider reads the API server address and CA from the environment when it is imp
 
 * ``KUBERNETES_SERVICE_HOST`` / ``KUBERNETES_SERVICE_PORT_HTTPS``: the API server;
 * ``RAY_KUBERAY_CA_CERT_PATH``: its CA;
-* ``E2E_TOKEN_PATH``: the file holding the bearer token (the provider's
+* ``AUTOSCALER_TOKEN_PATH``: the file holding the bearer token (the provider's
   ``IN_CLUSTER_TOKEN_PATH``, a module constant, is pointed at it).
 
 Actions: ``scale GROUP REPLICAS`` (``create_node``/``terminate_node`` of the newest),
@@ -21,8 +24,13 @@ which clears ``workersToDelete`` once the operator has removed those Pods; print
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+from gitops_ray.kube import Kube
+from localcluster.controlplane import LocalControlPlane
 
 PROVIDER_CONFIG_KEYS = ("DISABLE_NODE_UPDATERS_KEY", "DISABLE_LAUNCH_CONFIG_CHECK_KEY",
                         "FOREGROUND_NODE_LAUNCH_KEY")
@@ -32,7 +40,7 @@ def provider(namespace: str, cluster: str) -> Any:
     from ray.autoscaler._private import constants
     from ray.autoscaler._private.kuberay import node_provider
 
-    node_provider.IN_CLUSTER_TOKEN_PATH = os.environ["E2E_TOKEN_PATH"]
+    node_provider.IN_CLUSTER_TOKEN_PATH = os.environ["AUTOSCALER_TOKEN_PATH"]
     config: dict[str, Any] = {getattr(constants, key): True for key in PROVIDER_CONFIG_KEYS}
     config[constants.WORKER_LIVENESS_CHECK_KEY] = False
     config["namespace"] = namespace
@@ -59,6 +67,34 @@ def delete(p: Any, pod: str) -> None:
 def cleanup(p: Any) -> None:
     p.non_terminated_nodes({})
     print(p.safe_to_scale())
+
+
+class Autoscaler:
+    """Runs this module's steps in a child process as ``cluster``'s autoscaler account."""
+
+    def __init__(self, cp: LocalControlPlane, kube: Kube, namespace: str, cluster: str,
+                 workdir: Path) -> None:
+        self.namespace, self.cluster = namespace, cluster
+        token = kube.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{cluster}"
+                          "/token", body={"apiVersion": "authentication.k8s.io/v1",
+                                          "kind": "TokenRequest", "spec": {}})
+        token_path = workdir / f"{cluster}-autoscaler-token"
+        token_path.write_text(token["status"]["token"])
+        token_path.chmod(0o600)
+        self.env = {**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                    "KUBERNETES_SERVICE_PORT_HTTPS": str(cp.port),
+                    "RAY_KUBERAY_CA_CERT_PATH": str(cp.workdir / "ca.crt"),
+                    "AUTOSCALER_TOKEN_PATH": str(token_path),
+                    "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def run(self, *args: str) -> str:
+        """One step (``scale GROUP N``, ``delete POD``, ``cleanup``); its output."""
+        done = subprocess.run([sys.executable, "-m", "localcluster.autoscaler",
+                               self.namespace, self.cluster, *args], env=self.env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"autoscaler step {args} failed: {done.stderr[-3000:]}")
+        return done.stdout.strip()
 
 
 def main(argv: list[str]) -> None:
