@@ -23,7 +23,7 @@ tools: $(VENV)/.installed
 	$(PY) -m localcluster build
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check gitops_ray localcluster tests bench
+	$(VENV)/bin/ruff check gitops_ray localcluster tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
