@@ -33,7 +33,6 @@ How it stays correct:
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -190,7 +189,77 @@ class KindWatch:
             log.exception("watch_handler_failed", kind=self.kind)
 
 
-class WarningEvents:
+class IndexedWatch:
+    """Objects of one kind about RayClusters, watched and indexed by the cluster.
+
+    Watched cluster-wide, or per namespace where RBAC grants only namespaces (the chart's
+    ``clusterWide: false``). Objects stay packed in the watch; the index holds only which
+    objects are about which cluster. Every change also reaches ``on_event``, so it
+    refreshes the cluster's app like any other watch event.
+    """
+
+    def __init__(self, kube: Kube, kind: str, *, options: WatchOptions,
+                 label_selector: str | None, field_selector: str | None,
+                 about: Callable[[Manifest], Key], on_event: EventHandler,
+                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+        self._kind = kind
+        self._options = dataclasses.replace(options, label_selector=label_selector,
+                                            field_selector=field_selector)
+        self._kube, self._stop, self._metrics = kube, stop, metrics
+        self._about, self._on_event = about, on_event
+        self._index: dict[Key, set[Key]] = {}  # (namespace, cluster) -> object keys
+        self._lock = threading.Lock()
+        self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
+
+    def objects(self, namespace: str, name: str) -> list[Manifest]:
+        """Copies of the objects about RayCluster ``namespace/name``, by name."""
+        watch = self._started(None)
+        watch.settled.wait(self._options.sync_wait)
+        if watch.forbidden:
+            watch = self._started(namespace)
+        if not watch.ready(self._options.sync_wait):
+            return []
+        with self._lock:
+            keys = sorted(self._index.get((namespace, name), ()))
+        return [o for o in (watch.get(*k) for k in keys) if o is not None]
+
+    def _started(self, namespace: str | None) -> KindWatch:
+        with self._lock:
+            watch = self._watches.get(namespace)
+            if watch is None:
+                watch = KindWatch(self._kube, "v1", self._kind, namespace,
+                                  options=self._options, on_event=self._indexed,
+                                  stop=self._stop, metrics=self._metrics)
+                self._watches[namespace] = watch
+                threading.Thread(target=watch.run, name=f"watch-{self._kind.lower()}s",
+                                 daemon=True).start()
+            return watch
+
+    def _indexed(self, kind: str, obj: Manifest) -> None:
+        cluster, key = self._about(obj), _key(obj)
+        with self._lock:
+            keys = self._index.setdefault(cluster, set())
+            if kind == "DELETED":
+                keys.discard(key)
+            else:
+                keys.add(key)
+            if not keys:
+                del self._index[cluster]
+        self._on_event(kind, obj)
+
+
+def _involved(event: Manifest) -> Key:
+    about = event.get("involvedObject") or {}
+    return str(about.get("namespace") or ""), str(about.get("name") or "")
+
+
+def _cluster_label(pod: Manifest) -> Key:
+    meta = pod.get("metadata") or {}
+    return (str(meta.get("namespace") or ""),
+            str((meta.get("labels") or {}).get(RAY_CLUSTER_LABEL, "")))
+
+
+class WarningEvents(IndexedWatch):
     """The KubeRay operator's Warning Events about RayClusters, indexed by cluster.
 
     Health needs them to tell a rejected spec (``InvalidRayClusterSpec``: the operator
@@ -203,108 +272,33 @@ class WarningEvents:
 
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
                  stop: threading.Event, metrics: Metrics | None = None) -> None:
-        self._options = dataclasses.replace(options, label_selector=None,
-                                            field_selector=REJECTIONS)
-        self._kube, self._stop, self._metrics = kube, stop, metrics
-        self._on_event = on_event
-        self._index: dict[Key, dict[str, Manifest]] = {}
-        self._lock = threading.Lock()
-        self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
+        super().__init__(kube, "Event", options=options, label_selector=None,
+                         field_selector=REJECTIONS, about=_involved, on_event=on_event,
+                         stop=stop, metrics=metrics)
 
     def about(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Warning Events about RayCluster ``namespace/name``."""
-        watch = self._started(None)
-        watch.settled.wait(self._options.sync_wait)
-        if watch.forbidden:  # RBAC grants some namespaces only (chart: clusterWide=false)
-            watch = self._started(namespace)
-        if not watch.ready(self._options.sync_wait):
-            return []
-        with self._lock:
-            found = self._index.get((namespace, name), {})
-            return [copy.deepcopy(e) for _, e in sorted(found.items())]
-
-    def _started(self, namespace: str | None) -> KindWatch:
-        with self._lock:
-            watch = self._watches.get(namespace)
-            if watch is None:
-                watch = KindWatch(self._kube, "v1", "Event", namespace, options=self._options,
-                                  on_event=self._indexed, stop=self._stop,
-                                  metrics=self._metrics)
-                self._watches[namespace] = watch
-                threading.Thread(target=watch.run, name="watch-events", daemon=True).start()
-            return watch
-
-    def _indexed(self, kind: str, event: Manifest) -> None:
-        about = event.get("involvedObject") or {}
-        key = (str(about.get("namespace") or ""), str(about.get("name") or ""))
-        name = str((event.get("metadata") or {}).get("name", ""))
-        with self._lock:
-            events = self._index.setdefault(key, {})
-            if kind == "DELETED":
-                events.pop(name, None)
-            else:
-                events[name] = event
-            if not events:
-                del self._index[key]
-        self._on_event(kind, event)
+        return self.objects(namespace, name)
 
 
-class ClusterPods:
+class ClusterPods(IndexedWatch):
     """The Pods of every RayCluster (label ``ray.io/cluster``), indexed by cluster.
 
     A RayCluster's health reports Pods still on an older template (KubeRay rolls none
     by default, :mod:`gitops_ray.health.rollout`). One label-selected watch holds them,
     so the no-op pass asks the API server nothing, and a Pod created, replaced or deleted
-    refreshes its cluster's app like any other watch event. Pods stay packed in the
-    watch; the index holds names only.
+    refreshes its cluster's app like any other watch event.
     """
 
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
                  stop: threading.Event, metrics: Metrics | None = None) -> None:
-        self._options = dataclasses.replace(options, label_selector=RAY_CLUSTER_LABEL,
-                                            field_selector=None)
-        self._kube, self._stop, self._metrics = kube, stop, metrics
-        self._on_event = on_event
-        self._index: dict[Key, set[str]] = {}  # (namespace, cluster) -> Pod names
-        self._lock = threading.Lock()
-        self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
+        super().__init__(kube, "Pod", options=options, label_selector=RAY_CLUSTER_LABEL,
+                         field_selector=None, about=_cluster_label, on_event=on_event,
+                         stop=stop, metrics=metrics)
 
     def of(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Pods of RayCluster ``namespace/name`` (by name)."""
-        watch = self._started(None)
-        watch.settled.wait(self._options.sync_wait)
-        if watch.forbidden:  # RBAC grants some namespaces only
-            watch = self._started(namespace)
-        if not watch.ready(self._options.sync_wait):
-            return []
-        with self._lock:
-            names = sorted(self._index.get((namespace, name), ()))
-        return [p for p in (watch.get(namespace, n) for n in names) if p is not None]
-
-    def _started(self, namespace: str | None) -> KindWatch:
-        with self._lock:
-            watch = self._watches.get(namespace)
-            if watch is None:
-                watch = KindWatch(self._kube, "v1", "Pod", namespace, options=self._options,
-                                  on_event=self._indexed, stop=self._stop,
-                                  metrics=self._metrics)
-                self._watches[namespace] = watch
-                threading.Thread(target=watch.run, name="watch-pods", daemon=True).start()
-            return watch
-
-    def _indexed(self, kind: str, pod: Manifest) -> None:
-        meta = pod.get("metadata") or {}
-        cluster = str((meta.get("labels") or {}).get(RAY_CLUSTER_LABEL, ""))
-        key, name = (str(meta.get("namespace") or ""), cluster), str(meta.get("name", ""))
-        with self._lock:
-            names = self._index.setdefault(key, set())
-            if kind == "DELETED":
-                names.discard(name)
-            else:
-                names.add(name)
-            if not names:
-                del self._index[key]
-        self._on_event(kind, pod)
+        return self.objects(namespace, name)
 
 
 class RaySignals:
