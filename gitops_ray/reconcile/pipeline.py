@@ -96,17 +96,16 @@ class ClusterEvents:
         self.kube = kube
 
     def about(self, namespace: str, name: str) -> Sequence[Manifest]:
-        selector = f"{REJECTIONS},involvedObject.name={name}"
-        try:
-            return self.kube.list("v1", "Event", namespace, field_selector=selector)[0]
-        except KubeError:  # e.g. no right to list Events: health without them
-            return ()
+        return self._list("Event", namespace,
+                          field_selector=f"{REJECTIONS},involvedObject.name={name}")
 
     def pods(self, namespace: str, name: str) -> Sequence[Manifest]:
-        selector = f"{RAY_CLUSTER_LABEL}={name}"
+        return self._list("Pod", namespace, label_selector=f"{RAY_CLUSTER_LABEL}={name}")
+
+    def _list(self, kind: str, namespace: str, **selectors: str) -> Sequence[Manifest]:
         try:
-            return self.kube.list("v1", "Pod", namespace, label_selector=selector)[0]
-        except KubeError:  # e.g. no right to list Pods: health without rollouts
+            return self.kube.list("v1", kind, namespace, **selectors)[0]
+        except KubeError:  # e.g. no right to list them: health without that signal
             return ()
 
 
