@@ -86,6 +86,13 @@ class EventSource(Protocol):
 
     def pods(self, namespace: str, name: str) -> Sequence[Manifest]: ...
 
+    def signals(self, namespace: str, name: str) -> str:
+        """For a ``cached`` source: a token that changes when ``about`` or ``pods`` would.
+
+        Answered without unpacking anything, so a no-op pass stays cheap.
+        """
+        ...
+
 
 class ClusterEvents:
     """Events read from the API server, one list per RayCluster that needs them."""
@@ -102,6 +109,9 @@ class ClusterEvents:
     def pods(self, namespace: str, name: str) -> Sequence[Manifest]:
         return self._list("Pod", namespace, label_selector=f"{RAY_CLUSTER_LABEL}={name}")
 
+    def signals(self, namespace: str, name: str) -> str:
+        return ""  # not cached: the pipeline derives signals from the objects it read
+
     def _list(self, kind: str, namespace: str, **selectors: str) -> Sequence[Manifest]:
         try:
             return self.kube.list("v1", kind, namespace, **selectors)[0]
@@ -109,25 +119,32 @@ class ClusterEvents:
             return ()
 
 
-def events_token(events: Sequence[Manifest]) -> str:
-    """What changes when the Events about an object do (their resourceVersions)."""
-    return ",".join(sorted(str((e.get("metadata") or {}).get("resourceVersion", ""))
-                           for e in events))
+def event_token(event: Manifest) -> str:
+    """What changes when an Event about an object does: its ``resourceVersion``."""
+    return str((event.get("metadata") or {}).get("resourceVersion", ""))
 
 
-def pods_token(pods: Sequence[Manifest]) -> str:
+def pod_token(pod: Manifest) -> str:
     """What changes when a Pod's template match can: its labels, annotations, spec, deletion.
 
     Not its ``resourceVersion``: Pod status changes all the time while a cluster starts,
     and each would otherwise cost a server-side dry run of the RayCluster.
     """
-    digest = hashlib.sha256()
-    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name", ""))):
-        meta = pod.get("metadata") or {}
-        digest.update(json.dumps([meta.get("name"), meta.get("labels"), meta.get("annotations"),
-                                  bool(meta.get("deletionTimestamp")), pod.get("spec")],
-                                 sort_keys=True, default=str).encode())
-    return digest.hexdigest()[:16] if pods else ""
+    meta = pod.get("metadata") or {}
+    return hashlib.sha256(json.dumps(
+        [meta.get("name"), meta.get("labels"), meta.get("annotations"),
+         bool(meta.get("deletionTimestamp")), pod.get("spec")],
+        sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def events_token(events: Sequence[Manifest]) -> str:
+    """What changes when the Events about an object do."""
+    return ",".join(sorted(event_token(e) for e in events))
+
+
+def pods_token(pods: Sequence[Manifest]) -> str:
+    """What changes when any of a cluster's Pods' template match can (:func:`pod_token`)."""
+    return ",".join(sorted(pod_token(p) for p in pods))
 
 
 @dataclass(frozen=True)
@@ -373,9 +390,8 @@ class Pipeline:
         """
         known = self._live_version(*desired.coordinates)
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
-            events = self._events_about(desired.key, None)
-            pods = self._pods_of(desired.key, None)
-            hit = self._recall(desired.key, (content, _signals(known, events, pods)))
+            signals = self._signals(desired.key, (), ())
+            hit = self._recall(desired.key, (content, f"{known}|{signals}"))
             if hit is not None:
                 return hit.diff, hit.health
         obj = desired.manifest()
@@ -383,7 +399,7 @@ class Pipeline:
         events = self._events_about(desired.key, live)
         pods = self._pods_of(desired.key, live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
-        version = (content, _signals(live_version, events, pods))
+        version = (content, f"{live_version}|{self._signals(desired.key, events, pods)}")
         hit = self._recall(desired.key, version)
         if hit is not None:
             return hit.diff, hit.health
@@ -397,6 +413,19 @@ class Pipeline:
         with self._lock:
             self._memo[desired.key] = _Memo(version, slim, health)
         return result, health
+
+    def _signals(self, key: ResourceKey, events: Sequence[Manifest],
+                 pods: Sequence[Manifest]) -> str:
+        """The part of the memo key for what health reads besides the object itself.
+
+        A cached source answers from its index (nothing unpacked); otherwise it is
+        derived from the Events and Pods just read.
+        """
+        if not _reads_events(key):
+            return ""
+        if self._events.cached:
+            return self._events.signals(key.namespace, key.name)
+        return f"{events_token(events)}|{pods_token(pods)}"
 
     def _events_about(self, key: ResourceKey, live: Manifest | None) -> Sequence[Manifest]:
         """The Events a RayCluster's health reads (none for other kinds)."""
@@ -449,10 +478,6 @@ class Pipeline:
                                    dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
-
-
-def _signals(live_version: str, events: Sequence[Manifest], pods: Sequence[Manifest]) -> str:
-    return f"{live_version}|{events_token(events)}|{pods_token(pods)}"
 
 
 def _reads_events(key: ResourceKey) -> bool:

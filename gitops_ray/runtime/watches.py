@@ -42,7 +42,7 @@ import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
-from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS
+from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS, event_token, pod_token
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest
@@ -200,28 +200,41 @@ class IndexedWatch:
 
     def __init__(self, kube: Kube, kind: str, *, options: WatchOptions,
                  label_selector: str | None, field_selector: str | None,
-                 about: Callable[[Manifest], Key], on_event: EventHandler,
-                 stop: threading.Event, metrics: Metrics | None = None) -> None:
-        self._kind = kind
+                 about: Callable[[Manifest], Key], token: Callable[[Manifest], str],
+                 on_event: EventHandler, stop: threading.Event,
+                 metrics: Metrics | None = None) -> None:
+        self._kind, self._token = kind, token
         self._options = dataclasses.replace(options, label_selector=label_selector,
                                             field_selector=field_selector)
         self._kube, self._stop, self._metrics = kube, stop, metrics
         self._about, self._on_event = about, on_event
-        self._index: dict[Key, set[Key]] = {}  # (namespace, cluster) -> object keys
+        # (namespace, cluster) -> {object key: its token, computed once per watch event}
+        self._index: dict[Key, dict[Key, str]] = {}
         self._lock = threading.Lock()
         self._watches: dict[str | None, KindWatch] = {}  # None: cluster-wide
 
     def objects(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the objects about RayCluster ``namespace/name``, by name."""
+        watch = self._ready(namespace)
+        if watch is None:
+            return []
+        with self._lock:
+            keys = sorted(self._index.get((namespace, name), {}))
+        return [o for o in (watch.get(*k) for k in keys) if o is not None]
+
+    def token(self, namespace: str, name: str) -> str:
+        """Changes when :meth:`objects` would answer differently; unpacks nothing."""
+        if self._ready(namespace) is None:
+            return ""
+        with self._lock:
+            return ",".join(sorted(self._index.get((namespace, name), {}).values()))
+
+    def _ready(self, namespace: str) -> KindWatch | None:
         watch = self._started(None)
         watch.settled.wait(self._options.sync_wait)
         if watch.forbidden:
             watch = self._started(namespace)
-        if not watch.ready(self._options.sync_wait):
-            return []
-        with self._lock:
-            keys = sorted(self._index.get((namespace, name), ()))
-        return [o for o in (watch.get(*k) for k in keys) if o is not None]
+        return watch if watch.ready(self._options.sync_wait) else None
 
     def _started(self, namespace: str | None) -> KindWatch:
         with self._lock:
@@ -237,12 +250,13 @@ class IndexedWatch:
 
     def _indexed(self, kind: str, obj: Manifest) -> None:
         cluster, key = self._about(obj), _key(obj)
+        token = self._token(obj) if kind != "DELETED" else ""
         with self._lock:
-            keys = self._index.setdefault(cluster, set())
+            keys = self._index.setdefault(cluster, {})
             if kind == "DELETED":
-                keys.discard(key)
+                keys.pop(key, None)
             else:
-                keys.add(key)
+                keys[key] = token
             if not keys:
                 del self._index[cluster]
         self._on_event(kind, obj)
@@ -273,8 +287,8 @@ class WarningEvents(IndexedWatch):
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
                  stop: threading.Event, metrics: Metrics | None = None) -> None:
         super().__init__(kube, "Event", options=options, label_selector=None,
-                         field_selector=REJECTIONS, about=_involved, on_event=on_event,
-                         stop=stop, metrics=metrics)
+                         field_selector=REJECTIONS, about=_involved, token=event_token,
+                         on_event=on_event, stop=stop, metrics=metrics)
 
     def about(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Warning Events about RayCluster ``namespace/name``."""
@@ -293,8 +307,8 @@ class ClusterPods(IndexedWatch):
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
                  stop: threading.Event, metrics: Metrics | None = None) -> None:
         super().__init__(kube, "Pod", options=options, label_selector=RAY_CLUSTER_LABEL,
-                         field_selector=None, about=_cluster_label, on_event=on_event,
-                         stop=stop, metrics=metrics)
+                         field_selector=None, about=_cluster_label, token=pod_token,
+                         on_event=on_event, stop=stop, metrics=metrics)
 
     def of(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Pods of RayCluster ``namespace/name`` (by name)."""
@@ -318,6 +332,9 @@ class RaySignals:
 
     def pods(self, namespace: str, name: str) -> list[Manifest]:
         return self._pods.of(namespace, name)
+
+    def signals(self, namespace: str, name: str) -> str:
+        return f"{self.warnings.token(namespace, name)}|{self._pods.token(namespace, name)}"
 
 
 class NamedObjects:
