@@ -197,6 +197,16 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _namespaces(value: object) -> tuple[str, ...]:
+    """A comma-separated list of namespace names (Argo CD's ``application.namespaces``)."""
+    items = value if isinstance(value, list | tuple) else _str(value).split(",")
+    names = tuple(dict.fromkeys(str(n).strip() for n in items if str(n).strip()))
+    for name in names:
+        if not _DNS_LABEL.match(name):
+            raise ValueError(f"{name!r} is not a valid namespace name")
+    return names
+
+
 def _configmap_name(value: object) -> str:
     text = _str(value).strip()
     if text and not _DNS_SUBDOMAIN.match(text):
@@ -218,6 +228,7 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
+    _namespaces: {"type": "string", "pattern": r"^[a-z0-9,\s-]*$"},
     _configmap_name: {"type": "string", "maxLength": 253,
                       "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
 }
@@ -331,6 +342,17 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap in the control namespace with pod-shape patches (data key "
            "patches.yaml), applied before the repo's. Empty: none.",
            flag="--patches-configmap"),
+    Option("argocd.enabled", _bool, False,
+           "Reconcile the Argo CD Applications in the cluster that opt in (annotations "
+           "gitops-ray.io/managed and argocd.argoproj.io/skip-reconcile, both \"true\") and "
+           "write Argo CD's status back to them.", flag="--argocd"),
+    Option("argocd.namespace", _str, "argocd",
+           "Argo CD's namespace: its Applications, AppProjects and argocd-cm are read there.",
+           flag="--argocd-namespace"),
+    Option("argocd.applicationNamespaces", _namespaces, "",
+           "More namespaces whose Applications are reconciled (comma-separated; Argo CD's "
+           "\"applications in any namespace\"; their AppProject must allow them in "
+           "sourceNamespaces).", flag="--argocd-application-namespaces"),
 )
 _BY_KEY = {o.key: o for o in OPTIONS}
 
@@ -386,6 +408,20 @@ class PodShapes:
 
 
 @dataclass(frozen=True)
+class ArgoCD:
+    """Argo CD integration (``argocd.*``): which in-cluster Applications are ours."""
+
+    enabled: bool = False
+    namespace: str = "argocd"
+    application_namespaces: tuple[str, ...] = ()
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """Every namespace whose Applications are watched, Argo CD's own first."""
+        return tuple(dict.fromkeys((self.namespace, *self.application_namespaces)))
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything ``gitops-ray run`` needs, validated.
 
@@ -415,6 +451,7 @@ class Settings:
     log_level: str
     shutdown_timeout: float
     pod_shapes: PodShapes
+    argocd: ArgoCD
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -497,7 +534,10 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
         shutdown_timeout=s["shutdownTimeout"],
         pod_shapes=PodShapes(s["podShapes.instanceTypesConfigMap"],
-                             s["podShapes.patchesConfigMap"]))
+                             s["podShapes.patchesConfigMap"]),
+        argocd=ArgoCD(s["argocd.enabled"],
+                      _namespace(s["argocd.namespace"], "argocd.namespace", where),
+                      s["argocd.applicationNamespaces"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:
