@@ -55,6 +55,33 @@ class ResourceAction(StrEnum):
     ORPHANED = "orphaned"  # kept on app deletion (Delete=false)
 
 
+class ConditionType(StrEnum):
+    """An Application condition's type, in Argo CD's words (``ApplicationConditionType``).
+
+    Errors stop a sync (Argo CD's ``IsError``: the type ends in ``Error``); warnings are shown.
+    """
+
+    INVALID_SPEC = "InvalidSpecError"  # e.g. an AppProject forbids the source or destination
+    COMPARISON = "ComparisonError"  # the render or the comparison failed
+    SYNC = "SyncError"  # the last sync failed (or was refused)
+    UNKNOWN = "UnknownError"
+    SHARED_RESOURCE = "SharedResourceWarning"
+    ORPHANED_RESOURCE = "OrphanedResourceWarning"
+    REPEATED_RESOURCE = "RepeatedResourceWarning"
+
+    @property
+    def is_error(self) -> bool:
+        return self.value.endswith("Error")
+
+
+@dataclass(frozen=True, order=True)
+class AppCondition:
+    """One condition of an app (``status.conditions[]`` of an Argo CD Application)."""
+
+    type: ConditionType
+    message: str
+
+
 def split_api_version(api_version: str) -> tuple[str, str]:
     """Return ``(group, version)``; the core group is ``""``."""
     group, _, version = api_version.rpartition("/")

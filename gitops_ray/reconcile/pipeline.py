@@ -47,7 +47,7 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import AppCondition, Manifest, ResourceKey
 
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> live object or None."""
@@ -187,6 +187,7 @@ class Comparison:
     render_problems: tuple[str, ...] = ()  # tolerated by the render: see render.notes
     shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
     rollouts: tuple[str, ...] = ()  # "<key>: group g 2/3 pods on an older template; ..."
+    conditions: tuple[AppCondition, ...] = ()  # e.g. an AppProject's InvalidSpecError
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
