@@ -1,6 +1,6 @@
 """The only package that talks to the Kubernetes API server (import-linter enforces it)."""
 
-from gitops_ray.kube.client import Capabilities, Kube, ResourceInfo, WatchEvent
+from gitops_ray.kube.client import MERGE_PATCH, Capabilities, Kube, ResourceInfo, WatchEvent
 from gitops_ray.kube.errors import (
     AlreadyExists,
     Conflict,
@@ -16,7 +16,20 @@ from gitops_ray.kube.errors import (
 )
 
 __all__ = [
-    "AlreadyExists", "Capabilities", "Conflict", "Forbidden", "Gone", "Invalid", "Kube",
-    "KubeError", "LeaseExpired", "NotFound",
-    "ResourceInfo", "Unauthorized", "UnknownKind", "Unreachable", "WatchEvent",
+    "MERGE_PATCH",
+    "AlreadyExists",
+    "Capabilities",
+    "Conflict",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "Kube",
+    "KubeError",
+    "LeaseExpired",
+    "NotFound",
+    "ResourceInfo",
+    "Unauthorized",
+    "UnknownKind",
+    "Unreachable",
+    "WatchEvent",
 ]

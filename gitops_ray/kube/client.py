@@ -45,6 +45,7 @@ from gitops_ray.types import Manifest, split_api_version
 
 APPLY_PATCH = "application/apply-patch+yaml"
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 DEFAULT_TIMEOUT = 30.0
 MAX_RETRIES = 3  # resends of one request (429, 5xx, lost connection), then the error
 MAX_RETRY_AFTER = 10.0  # a server's Retry-After is honoured up to this many seconds

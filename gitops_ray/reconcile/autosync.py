@@ -141,10 +141,13 @@ class Decision:
     wait: float = 0.0  # seconds (reasons stay free of numbers that change every refresh)
     self_heal_attempts: int = 0
     attempt: int = 1
+    requested: bool = False  # an operation somebody asked for (Argo CD's Sync button)
 
     @property
     def trigger(self) -> str:
-        """``self-heal`` for a selective sync of drifted resources, else ``auto-sync``."""
+        """``operation``, ``self-heal`` (a selective sync of drift) or ``auto-sync``."""
+        if self.requested:
+            return "operation"
         return "self-heal" if self.only is not None else "auto-sync"
 
 

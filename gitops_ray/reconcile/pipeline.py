@@ -188,6 +188,7 @@ class Comparison:
     shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
     rollouts: tuple[str, ...] = ()  # "<key>: group g 2/3 pods on an older template; ..."
     conditions: tuple[AppCondition, ...] = ()  # e.g. an AppProject's InvalidSpecError
+    resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -378,7 +379,9 @@ class Pipeline:
                          if h is not None and pending_part(h.message))
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
-                          problems, rendered.shapes if rendered is not None else "", rollouts)
+                          problems, rendered.shapes if rendered is not None else "", rollouts,
+                          resource_health={o.key: h for o, h in zip(desired, healths, strict=True)
+                                           if h is not None})
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:

@@ -20,9 +20,10 @@ from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
-from gitops_ray.types import SyncStatus
+from gitops_ray.types import Manifest, SyncStatus, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
+MAX_IMAGES = 50
 
 
 def status_of(comparison: Comparison) -> dict[str, Any]:
@@ -34,8 +35,10 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
-        "resources": [{"key": str(r.key), "status": r.status.value, "reason": r.reason}
-                      for r in comparison.diff.resources],
+        "resources": resources_of(comparison),
+        "conditions": [{"type": c.type.value, "message": c.message}
+                       for c in comparison.conditions],
+        "images": images_of(comparison.manifests())[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
@@ -45,6 +48,44 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "error": "",
         "renderWarnings": list(comparison.render_problems),
     }
+
+
+def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
+    """Each resource's sync status and health, with what Argo CD's resource rows show."""
+    versions = {o.key: o.api_version for o in comparison.desired}
+    rows = []
+    for r in comparison.diff.resources:
+        api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
+        row: dict[str, Any] = {"key": str(r.key), "status": r.status.value, "reason": r.reason,
+                               "group": r.key.group, "version": split_api_version(api_version)[1],
+                               "kind": r.key.kind, "namespace": r.key.namespace,
+                               "name": r.key.name}
+        health = comparison.resource_health.get(r.key)
+        if health is not None:
+            row["health"] = {"status": health.status.value, "message": health.message}
+        rows.append(row)
+    return rows
+
+
+def images_of(objects: list[Manifest]) -> list[str]:
+    """The container images git asks for (Argo CD's ``status.summary.images``), sorted."""
+    found: set[str] = set()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("containers", "initContainers") and isinstance(value, list):
+                    found.update(str(c["image"]) for c in value
+                                 if isinstance(c, dict) and c.get("image"))
+                else:
+                    visit(value)
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+
+    for obj in objects:
+        visit(obj.get("spec"))
+    return sorted(found)
 
 
 def _rollouts(comparison: Comparison) -> str:

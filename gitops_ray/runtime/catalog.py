@@ -16,7 +16,11 @@ briefly unreachable. So:
   and the file is counted in the ``gitops_ray_app_source_errors`` metric and logged.
   An invalid app is never synced and never pruned: its objects stay as they are;
 * app names are unique: a duplicate is reported and the first definition wins
-  (inline Applications come first).
+  (inline Applications come first, then Applications in the cluster, then git's);
+* Applications in the cluster (Argo CD's, opted in: :mod:`gitops_ray.runtime.argocd`) are
+  a source too. Their watch keeps them current, so re-merging them costs no git call
+  (``reload(())``); an Application deleted from the cluster is removed like one that
+  left git.
 
 Removing an Application from git deletes the app as Argo CD deletes an Application: its
 objects too when it carries the resources finalizer, else they are left in place
@@ -31,6 +35,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import structlog
 
@@ -42,6 +47,13 @@ from gitops_ray.runtime.settings import AppSourceSpec
 from gitops_ray.source import GitSource
 
 log = structlog.get_logger(__name__)
+
+
+class ClusterSource(Protocol):
+    """Applications that live in the cluster (:mod:`gitops_ray.runtime.argocd`)."""
+
+    def items(self) -> list[Application | tuple[str, str]]:
+        """Apps, and (name, error) of invalid ones."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +86,12 @@ class Catalog:
     """The managed apps by name, reloaded from their sources on demand."""
 
     def __init__(self, source: GitSource, specs: Sequence[AppSourceSpec],
-                 inline: Sequence[Application] = ()) -> None:
+                 inline: Sequence[Application] = (), *,
+                 cluster: ClusterSource | None = None) -> None:
         self._source = source
         self.specs = tuple(specs)
         self._inline = tuple(inline)
+        self._cluster = cluster
         self._loaded: dict[AppSourceSpec, _Loaded] = {}
         self._apps: dict[str, Application] = {}  # empty until the first reload
         self._invalid: dict[str, str] = {}
@@ -148,7 +162,8 @@ class Catalog:
 
     def _merge(self) -> tuple[dict[str, Application], dict[str, str]]:
         merged: dict[str, Application | str] = {}
-        defined = [*self._inline, *(item for spec in self.specs for item in _items(
+        cluster = self._cluster.items() if self._cluster is not None else []
+        defined = [*self._inline, *cluster, *(item for spec in self.specs for item in _items(
             self._loaded.get(spec, _Loaded())))]
         for item in defined:
             name = item.name if isinstance(item, Application) else item[0]

@@ -57,9 +57,10 @@ recording anything, because another replica may be syncing a newer revision alre
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -69,6 +70,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import KubeError, LeaseExpired
 from gitops_ray.kube.fence import WriteFence
+from gitops_ray.reconcile.argostatus import ManualOperation
 from gitops_ray.reconcile.autosync import (
     Action,
     AutoSyncSettings,
@@ -83,6 +85,7 @@ from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
 from gitops_ray.reconcile.status import status_of
 from gitops_ray.render.apps import Application
+from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
@@ -100,11 +103,13 @@ from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceK
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "error", "autoSync", "warnings",
-               "renderWarnings", "rolloutPending")
+               "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
+CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy")
+"""Fields of a requested operation that every later step of it records too."""
 WAVE_RECHECK_SECONDS = 30.0
 """A running sync is re-checked at least this often (watch events usually come first)."""
 
@@ -131,7 +136,8 @@ class Controller:
                  identity: str, requeue: Requeue, recent: float = RECENT,
                  fence: WriteFence | None = None,
                  clock: Callable[[], float] = time.time,
-                 on_refreshed: Refreshed = lambda app, error: None) -> None:
+                 on_refreshed: Refreshed = lambda app, error: None,
+                 argocd: ArgoBridge | None = None) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
         self.revisions = revisions
@@ -154,6 +160,9 @@ class Controller:
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
         self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
+        self._argocd = argocd  # None: no Applications in the cluster (git only)
+        self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
+        self._op_attempts: dict[str, int] = {}  # requested operations retried so far
 
     # -- leadership ------------------------------------------------------------------
 
@@ -235,9 +244,10 @@ class Controller:
             return
         started, result = time.monotonic(), "success"
         error: GitOpsRayError | None = None
+        refreshed = bool(self._argocd and self._argocd.refresh(name))
+        max_age = 0.0 if refreshed else FOREVER if reason in CLUSTER_TRIGGERS else self.recent
         try:
-            synced = self._refresh(app, log, FOREVER if reason in CLUSTER_TRIGGERS
-                                   else self.recent)
+            synced = self._refresh(app, log, max_age, refreshed=refreshed)
             if synced is not None and synced.phase == OperationPhase.FAILED:  # recorded
                 result, error = "error", synced.cause
         except LeaseExpired as e:
@@ -252,8 +262,11 @@ class Controller:
             self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
 
     def _refresh(self, app: Application, log: FilteringBoundLogger,
-                 max_age: float) -> SyncResult | None:
-        """Compare, then (leader only) decide and maybe sync; the sync's result, if any."""
+                 max_age: float, *, refreshed: bool = False) -> SyncResult | None:
+        """Compare, then (leader only) decide and maybe sync; the sync's result, if any.
+
+        ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
+        """
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                      max_age=max_age)
         comparison = self.pipeline.compare(app, revision=sha)
@@ -262,21 +275,35 @@ class Controller:
         with self._write_guard() as leading:
             if not leading:
                 return None
-            observed = observe(app, comparison)
-            running = self._running.get(app.name)
-            if running is not None and running.revision == comparison.revision:
-                return self._sync(app, comparison, observed, _continuing(running), log,
-                                  resume=running)
-            if running is not None:
-                self._supersede(app.name, running, comparison.revision)
-            decision = self._decide(app, observed)
-            if decision.action is Action.SYNC:
-                return self._sync(app, comparison, observed, decision, log)
-            if decision.action is Action.WAIT:
-                log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
-                self._requeue(app.name, decision.wait)
-            self._save(app.name, status_of(comparison), decision)
-            return None
+            try:
+                return self._act(app, comparison, log)
+            finally:
+                self._mirror(app.name, app, refreshed=refreshed)
+
+    def _act(self, app: Application, comparison: Comparison, log: FilteringBoundLogger
+             ) -> SyncResult | None:
+        """The leader's part of a refresh: continue, execute, or decide (see module doc)."""
+        observed = observe(app, comparison)
+        running = self._running.get(app.name)
+        if running is not None and running.extra.get("trigger") == "operation" and \
+                running.revision != comparison.revision:  # e.g. a rollback's revision
+            comparison = self.pipeline.compare(app, revision=running.revision)
+        if running is not None and running.revision == comparison.revision:
+            return self._sync(app, comparison, observed, _continuing(running), log,
+                              resume=running)
+        if running is not None:
+            self._supersede(app.name, running, comparison.revision)
+        requested = self._argocd.operation(app.name) if self._argocd else None
+        if requested is not None:
+            return self._operate(app, comparison, requested, log)
+        decision = self._decide(app, observed)
+        if decision.action is Action.SYNC:
+            return self._sync(app, comparison, observed, decision, log)
+        if decision.action is Action.WAIT:
+            log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
+            self._requeue(app.name, decision.wait)
+        self._save(app.name, status_of(comparison), decision)
+        return None
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
         return decide(app.sync_policy, observed, self._last_ops.get(app.name),
@@ -291,7 +318,8 @@ class Controller:
 
     def _sync(self, app: Application, before: Comparison, observed: Observed,
               decision: Decision, log: FilteringBoundLogger, *,
-              resume: OperationState | None = None) -> SyncResult:
+              resume: OperationState | None = None, extra: Mapping[str, Any] | None = None,
+              retry_limit: int = 0) -> SyncResult:
         """Sync, remember (in memory first), record, account, requeue.
 
         The recorded ``autoSync`` is what happens next (a retry after backoff, blocked
@@ -307,7 +335,11 @@ class Controller:
             outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
                                            only=decision.only, before=before, resume=resume)
         result = outcome.result
-        fields = operation_fields(decision, observed, self.identity)
+        fields = {**operation_fields(decision, observed, self.identity),
+                  **(extra or {}), **_carried(resume)}
+        if fields.get("trigger") == "operation" and self._retrying(app.name, result,
+                                                                     retry_limit):
+            fields["retrying"] = True
         if result.running:
             self._wait_for_wave(app, outcome, fields, decision, log)
             return result
@@ -350,6 +382,7 @@ class Controller:
             return None
         self._unwritable.discard(name)
         self._written[name] = fingerprint(record.status)
+        self._statuses[name] = record.status
         return record
 
     def _not_written(self, name: str, error: GitOpsRayError) -> None:
@@ -419,6 +452,80 @@ class Controller:
         self._publish(app.name, after)
         return self._decide(app, observe(app, after))
 
+    # -- Argo CD: requested operations and status ------------------------------------
+
+    def _operate(self, app: Application, comparison: Comparison, op: ManualOperation,
+                 log: FilteringBoundLogger) -> SyncResult | None:
+        """Execute the operation set on the Application (Sync button, ``argocd app sync``).
+
+        Its revision (a rollback's history revision too), prune flag, resource selection
+        and sync options apply to this sync only; a dry run records no deployment.
+        """
+        if op.error:
+            self._refuse(app.name, comparison.revision, op)
+            return None
+        app = with_sync_options(app, op.sync_options)
+        revision = (self.revisions.resolve(app.source.repo_url, op.revision, max_age=0)
+                    if op.revision else comparison.revision)
+        before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
+            else self.pipeline.compare(app, revision=revision)
+        attempt = self._op_attempts.get(app.name, 0) + 1
+        decision = Decision(Action.SYNC, f"operation initiated by {op.user or 'Argo CD'}",
+                            prune=op.prune, only=op.only(r.key for r in before.diff.resources),
+                            attempt=attempt, requested=True)
+        extra = {"automated": False, "argocdOperation": op.raw, "initiatedBy": op.user}
+        if op.dry_run:
+            return self._dry_run(app, before, decision, extra, log)
+        return self._sync(app, before, observe(app, before), decision, log, extra=extra,
+                          retry_limit=op.retry_limit)
+
+    def _dry_run(self, app: Application, before: Comparison, decision: Decision,
+                 extra: dict[str, Any], log: FilteringBoundLogger) -> SyncResult:
+        """A requested dry run: what a sync would do, recorded as an operation only."""
+        outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
+                                       only=decision.only, before=before, dry_run=True)
+        op = {**outcome.result.as_operation(), **extra, "trigger": "operation",
+              "dryRun": True}
+        self._update(app.name, lambda r: push_history(r.status, op))
+        log.info("dry_run_finished", phase=outcome.result.phase,
+                 revision=before.revision[:12])
+        return outcome.result
+
+    def _refuse(self, name: str, revision: str, op: ManualOperation) -> None:
+        """A malformed operation: recorded as failed (so Argo CD shows why), not run."""
+        now = self._clock()
+        record = {"revision": revision, "phase": OperationPhase.FAILED.value,
+                  "message": op.error, "reason": Reason.CONFIG_INVALID.value,
+                  "startedAt": now, "finishedAt": now, "resources": [],
+                  "trigger": "operation", "automated": False, "argocdOperation": op.raw}
+        self._update(name, lambda r: push_history(r.status, record))
+
+    def _retrying(self, name: str, result: SyncResult, limit: int) -> bool:
+        """Whether a failed requested operation is tried again (its ``retry.limit``)."""
+        attempt = self._op_attempts.get(name, 0) + 1
+        if result.running:
+            return False
+        if result.phase != OperationPhase.FAILED or attempt > limit:
+            self._op_attempts.pop(name, None)
+            return False
+        self._op_attempts[name] = attempt
+        self._requeue(name, self.autosync.retry.delay(attempt))
+        return True
+
+    def _mirror(self, name: str, app: Application | None, *, refreshed: bool = False) -> None:
+        """Write the app's status into its Application, if it has one and it changed."""
+        if self._argocd is None or not self._argocd.manages(name):
+            return
+        try:
+            status = self._statuses.get(name)
+            if status is None:
+                status = self._statuses[name] = self.store.load(name).status
+            self._argocd.publish(name, status, app, refreshed=refreshed)
+        except LeaseExpired:
+            raise
+        except GitOpsRayError as e:
+            _log.warning("application_status_not_written", app=name, error=str(e))
+
     # -- deletion --------------------------------------------------------------------
 
     def forget(self, app: Application) -> None:
@@ -440,6 +547,9 @@ class Controller:
             if teardown is not None and teardown.ok:
                 self._written.pop(app.name, None)
                 self._last_ops.pop(app.name, None)
+                self._statuses.pop(app.name, None)
+                if self._argocd is not None:
+                    self._argocd.release(app)
                 return
         self.forget(app)  # retried, unless the app comes back first
         self._requeue(app.name, DELETE_RETRY_SECONDS)
@@ -464,6 +574,7 @@ class Controller:
         with self._write_guard() as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}")
+                self._mirror(app.name, app)
 
     def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:
         """An unusable Application: no render, sync or prune; status and metrics say why."""
@@ -475,6 +586,7 @@ class Controller:
         with self._write_guard() as leading:
             if leading:
                 self._save_error(name, f"config: {error}")
+                self._mirror(name, None)
 
     def _save_error(self, name: str, message: str) -> None:
         previous = self._written.get(name) or {}
@@ -514,6 +626,23 @@ def _continuing(running: OperationState) -> Decision:
                     prune=running.prune, only=running.only,
                     self_heal_attempts=int(running.extra.get("selfHealAttempts", 0)),
                     attempt=int(running.extra.get("attempt", 1)))
+
+
+def _carried(resume: OperationState | None) -> dict[str, Any]:
+    """What a continued requested operation keeps from its first step."""
+    if resume is None or resume.extra.get("trigger") != "operation":
+        return {}
+    return {k: resume.extra[k] for k in CARRIED if k in resume.extra}
+
+
+def with_sync_options(app: Application, options: Sequence[str]) -> Application:
+    """``app`` with an operation's sync options added to its own (the operation's win)."""
+    if not options:
+        return app
+    names = {o.split("=", 1)[0] for o in options}
+    kept = tuple(o for o in app.sync_policy.sync_options if o.split("=", 1)[0] not in names)
+    policy = dataclasses.replace(app.sync_policy, sync_options=(*kept, *options))
+    return dataclasses.replace(app, sync_policy=policy)
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:

@@ -17,6 +17,9 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
   refresh of every app (the render cache is keyed by the ConfigMaps' content, so only
   then are apps re-rendered);
 * a backoff that is due (self-heal, retry);
+* with ``argocd.enabled``, an event on an opted-in Argo CD Application
+  (:mod:`gitops_ray.runtime.argocd`): a changed definition re-merges the catalog (no git
+  call), a requested operation or refresh refreshes that app at once;
 * a push webhook: an immediate refresh of the apps whose repo and revision match. A
   follower that receives one refreshes locally *and* forwards it, unchanged, to the
   leader's advertised URL (read from the Lease), so it does not matter which replica
@@ -51,6 +54,7 @@ from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, ShapesSource, configmap_shapes
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
@@ -77,7 +81,7 @@ from gitops_ray.runtime.server import (
     Routes,
     group_routes,
 )
-from gitops_ray.runtime.settings import Settings
+from gitops_ray.runtime.settings import AppSourceSpec, Settings
 from gitops_ray.runtime.watches import LiveCache, NamedObjects
 from gitops_ray.runtime.webhook import (
     Push,
@@ -93,6 +97,7 @@ from gitops_ray.types import Manifest
 
 log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
+APPLICATIONS = "(applications)"  # re-merge the in-cluster Applications only (no git call)
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
 REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
@@ -123,6 +128,10 @@ class Runtime:
         self.queue = WorkQueue(self._work, workers=settings.workers)
         self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
         self.shape_configmaps: NamedObjects | None = None
+        self.applications = (ClusterApplications(self.kube, settings.argocd,
+                                                 notify=self._on_application,
+                                                 metrics=self.metrics)
+                             if settings.argocd.enabled else None)
         self.controller = self._controller()
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
         self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
@@ -140,13 +149,16 @@ class Runtime:
                             live=self.cache.get, live_version=self.cache.version,
                             events=self.cache.ray, shapes=self._pod_shapes())
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
+        argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
+                  if self.applications is not None else None)
         return Controller(
             reconciler=Reconciler(pipeline, syncer), cache=self.cache,
-            catalog=Catalog(source, s.app_sources, parse_inline(s.applications)),
+            catalog=Catalog(source, s.app_sources, parse_inline(s.applications),
+                            cluster=self.applications),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
             identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
-            on_refreshed=self.refreshes.observe)
+            on_refreshed=self.refreshes.observe, argocd=argocd)
 
     def _pod_shapes(self) -> ShapesSource | None:
         """The pod-shape ConfigMaps, read from watches on their names (see the docstring)."""
@@ -168,6 +180,8 @@ class Runtime:
         self.scheduler.start()
         if self.shape_configmaps is not None:
             self.shape_configmaps.start()
+        if self.applications is not None:
+            self.applications.start()
         if self.catalog.specs:
             self._poll(CATALOG)
         self.queue.submit(CATALOG, "startup")
@@ -204,6 +218,8 @@ class Runtime:
             self.controller.stop_leading(self.settings.shutdown_timeout)
         self.queue.drain(self.settings.shutdown_timeout)
         self.cache.stop()
+        if self.applications is not None:
+            self.applications.stop()
         self.http.stop()
         log.info("controller_stopped", exit_code=self.exit_code)
 
@@ -246,11 +262,15 @@ class Runtime:
     def _work(self, key: str, reason: str) -> None:
         if key == CATALOG:
             self._reload_catalog(reason)
+        elif key == APPLICATIONS:
+            self._reload_catalog(reason, specs=())
         else:
             self.controller.refresh(key, reason)
 
-    def _reload_catalog(self, reason: str) -> None:
-        change = self.catalog.reload()
+    def _reload_catalog(self, reason: str, *, specs: tuple[AppSourceSpec, ...] | None = None
+                        ) -> None:
+        """Reload the app sources (``specs``; ``()``: just re-merge the cluster's)."""
+        change = self.catalog.reload(specs)
         for spec in change.failed:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
         for spec in self.catalog.specs:
@@ -292,6 +312,13 @@ class Runtime:
         app = self.controller.app_for_event(obj)
         if app is not None:
             self.timers.schedule(app, self.settings.debounce)
+
+    def _on_application(self, name: str, change: Change) -> None:
+        """An Application event: re-merge the catalog, or refresh the app at once."""
+        if change is Change.DEFINITION:
+            self.queue.submit(APPLICATIONS, "application-changed")
+        elif change is not Change.NONE:
+            self.queue.submit(name, change.value, urgent=True)
 
     def _on_shapes_event(self, kind: str, obj: Manifest) -> None:
         """A pod-shape ConfigMap changed: refresh every app (each re-renders if affected)."""

@@ -155,7 +155,9 @@ class SyncResult:
               "reason": self.reason.value if self.reason else "",
               "startedAt": self.started_at, "finishedAt": self.finished_at,
               "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
-                                            "message": r.message} for r in self.resources]}
+                                            "message": r.message, "group": r.key.group,
+                                            "kind": r.key.kind, "namespace": r.key.namespace,
+                                            "name": r.key.name} for r in self.resources]}
         return {**op, **self.state} if self.running else op
 
 

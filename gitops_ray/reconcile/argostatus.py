@@ -1,0 +1,419 @@
+"""Argo CD's view of an app: the Application's ``status`` and ``.operation``, as pure functions.
+
+Why: an Application annotated ``argocd.argoproj.io/skip-reconcile: "true"`` is left alone by
+Argo CD's application controller, so nothing writes its status; its UI, ``argocd app
+get/list`` and notifications read exactly that status. gitops-ray reconciles those apps
+(when they also carry ``gitops-ray.io/managed: "true"``) and writes the status back in
+Argo CD's schema (``pkg/apis/application/v1alpha1/types.go``: ``ApplicationStatus``), so
+Argo CD's tools keep working while gitops-ray does the diff, sync and health.
+
+The app's record ConfigMap (:mod:`gitops_ray.sync.records`) stays the one source of truth:
+inventory, operations and history live there, and everything here is a *projection* of
+a record's status into Argo CD's words. So the controller's logic (auto-sync, waves,
+backoff, leader hand-over) is the same for an Application in git and one in the cluster,
+and a status lost or garbled by another writer is simply written again.
+
+The other direction, Argo CD's controls: the Sync button and ``argocd app sync`` set
+``.operation`` on the Application (``Operation``: ``sync{revision, prune, dryRun,
+resources, syncOptions}``, ``initiatedBy``, ``retry``); :func:`parse_operation` reads it
+into a :class:`ManualOperation` the controller executes, and the finished operation is
+written as ``status.operationState`` while ``.operation`` is cleared, as Argo CD's
+controller does (``controller/appcontroller.go`` ``processRequestedAppOperation``,
+``finalizeApplicationDeletion``). A rollback (``argocd app rollback``) is an operation
+whose revision and source come from ``status.history``.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from gitops_ray.render.apps import Application
+from gitops_ray.types import ConditionType, OperationPhase, ResourceAction, ResourceKey
+
+MANAGED_ANNOTATION = "gitops-ray.io/managed"
+SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
+REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+RESOURCES_FINALIZERS = ("resources-finalizer.argocd.argoproj.io",
+                        "resources-finalizer.argocd.argoproj.io/foreground",
+                        "resources-finalizer.argocd.argoproj.io/background")
+HISTORY_LIMIT = 10  # Argo CD's default spec.revisionHistoryLimit
+MAX_MESSAGE = 1000  # a condition or operation message, as shown (Argo CD truncates too)
+
+_SYNC_STATUS = {  # our resource actions -> Argo CD's ResultCode
+    ResourceAction.CREATED: "Synced", ResourceAction.CONFIGURED: "Synced",
+    ResourceAction.UNCHANGED: "Synced", ResourceAction.FAILED: "SyncFailed",
+    ResourceAction.PRUNED: "Pruned", ResourceAction.DELETING: "Pruned",
+    ResourceAction.DELETED: "Pruned", ResourceAction.PRUNE_SKIPPED: "PruneSkipped",
+    ResourceAction.PENDING_PRUNE: "PruneSkipped",
+}
+
+
+class OptIn(StrEnum):
+    """Whether an Application is ours, by its two annotations."""
+
+    MANAGED = "managed"  # both: gitops-ray reconciles it, Argo CD leaves it alone
+    NOT_OURS = "not-ours"  # neither
+    NOT_SKIPPED = "managed-without-skip-reconcile"  # Argo CD would fight us: not taken
+    NOT_MANAGED = "skip-reconcile-without-managed"  # nobody reconciles it (or a 3rd party)
+
+    @property
+    def warning(self) -> str:
+        """What to tell the user about a half opt-in ("" when there is nothing to say)."""
+        if self is OptIn.NOT_SKIPPED:
+            return (f"annotated {MANAGED_ANNOTATION}=true without "
+                    f"{SKIP_RECONCILE_ANNOTATION}=true: Argo CD still reconciles it, so "
+                    "gitops-ray leaves it alone (add the second annotation to hand it over)")
+        if self is OptIn.NOT_MANAGED:
+            return (f"annotated {SKIP_RECONCILE_ANNOTATION}=true without "
+                    f"{MANAGED_ANNOTATION}=true: neither Argo CD nor gitops-ray reconciles "
+                    "it (add the second annotation if gitops-ray should)")
+        return ""
+
+
+def opt_in(obj: Mapping[str, Any]) -> OptIn:
+    """Which of the two annotations an Application carries (values compared as Argo CD: "true")."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    managed = str(annotations.get(MANAGED_ANNOTATION, "")).lower() == "true"
+    skipped = str(annotations.get(SKIP_RECONCILE_ANNOTATION, "")).lower() == "true"
+    if managed and skipped:
+        return OptIn.MANAGED
+    if managed:
+        return OptIn.NOT_SKIPPED
+    return OptIn.NOT_MANAGED if skipped else OptIn.NOT_OURS
+
+
+def app_name(namespace: str, name: str, *, argocd_namespace: str) -> str:
+    """The app's name in gitops-ray: Argo CD's instance name (``<ns>_<name>`` elsewhere)."""
+    return name if namespace == argocd_namespace else f"{namespace}_{name}"
+
+
+def refresh_requested(obj: Mapping[str, Any]) -> str:
+    """``normal``, ``hard`` or "" (the ``argocd.argoproj.io/refresh`` annotation)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = str(annotations.get(REFRESH_ANNOTATION, "")).lower()
+    return value if value in ("normal", "hard") else ""
+
+
+# -- operations ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Selector:
+    """One ``operation.sync.resources[]`` entry: group, kind, name and (optional) namespace."""
+
+    group: str
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def matches(self, key: ResourceKey) -> bool:
+        return ((self.group, self.kind, self.name) == (key.group, key.kind, key.name)
+                and self.namespace in ("", key.namespace))
+
+
+@dataclass(frozen=True)
+class ManualOperation:
+    """A sync (or rollback) requested through Argo CD: the Application's ``.operation``."""
+
+    raw: dict[str, Any]  # as set, compared to decide whether it is still the one requested
+    revision: str = ""  # "" = the app's target revision
+    prune: bool = False
+    dry_run: bool = False
+    selectors: tuple[Selector, ...] = ()  # () = every resource
+    sync_options: tuple[str, ...] = ()
+    retry_limit: int = 0
+    rollback: bool = False  # carries a source (``argocd app rollback``)
+    initiated_by: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # malformed: refused with this message, nothing synced
+
+    def only(self, keys: Iterable[ResourceKey]) -> frozenset[ResourceKey] | None:
+        """The selected resources among ``keys`` (``None``: all of them)."""
+        if not self.selectors:
+            return None
+        return frozenset(k for k in keys if any(s.matches(k) for s in self.selectors))
+
+    @property
+    def user(self) -> str:
+        return str(self.initiated_by.get("username") or "")
+
+
+def requested_operation(raw: object) -> ManualOperation | None:
+    """:func:`parse_operation`, with a malformed operation as one carrying its ``error``."""
+    try:
+        return parse_operation(raw)
+    except ValueError as e:
+        return ManualOperation(raw=dict(raw) if isinstance(raw, Mapping) else {},
+                               error=f"invalid operation: {e}")
+
+
+def parse_operation(raw: object) -> ManualOperation | None:
+    """The ``.operation`` of an Application, or ``None`` when there is none (or no sync).
+
+    ``ValueError`` names the field of a malformed operation; its values are not quoted.
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ValueError("operation: expected a mapping")
+    sync = raw.get("sync")
+    if sync is None:
+        return None
+    if not isinstance(sync, Mapping):
+        raise ValueError("operation.sync: expected a mapping")
+    initiated = raw.get("initiatedBy") or {}
+    retry = raw.get("retry") or {}
+    return ManualOperation(
+        raw=dict(raw), revision=_text(sync, "revision"), prune=_flag(sync, "prune"),
+        dry_run=_flag(sync, "dryRun"), selectors=_selectors(sync.get("resources")),
+        sync_options=tuple(str(o) for o in _items(sync, "syncOptions")),
+        retry_limit=_limit(retry), rollback=sync.get("source") is not None,
+        initiated_by=dict(initiated) if isinstance(initiated, Mapping) else {})
+
+
+def _text(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"operation.sync.{key}: expected a string")
+    return value or ""
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"operation.sync.{key}: expected true or false")
+    return value
+
+
+def _items(data: Mapping[str, Any], key: str) -> list[Any]:
+    value = data.get(key) or []
+    if not isinstance(value, list):
+        raise ValueError(f"operation.sync.{key}: expected a list")
+    return value
+
+
+def _selectors(raw: object) -> tuple[Selector, ...]:
+    out = []
+    for i, item in enumerate(_items({"resources": raw}, "resources")):
+        if not isinstance(item, Mapping) or not item.get("kind") or not item.get("name"):
+            raise ValueError(f"operation.sync.resources[{i}]: kind and name are required")
+        out.append(Selector(str(item.get("group") or ""), str(item["kind"]), str(item["name"]),
+                            str(item.get("namespace") or "")))
+    return tuple(out)
+
+
+def _limit(retry: object) -> int:
+    if not isinstance(retry, Mapping):
+        raise ValueError("operation.retry: expected a mapping")
+    limit = retry.get("limit", 0)
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        raise ValueError("operation.retry.limit: expected a number")
+    return max(limit, 0)
+
+
+# -- status --------------------------------------------------------------------------------
+
+def timestamp(seconds: float) -> str:
+    """RFC 3339 in UTC, second precision, as Kubernetes ``metav1.Time`` serialises."""
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def source_type(app: Application) -> str:
+    """Argo CD's ``status.sourceType`` for the app's source."""
+    if app.source.helm is not None or app.source.chart:
+        return "Helm"
+    return "Kustomize" if app.source.kustomize is not None else "Directory"
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What the status is projected from: the record, the Application, and the time."""
+
+    record: Mapping[str, Any]  # the app record's status (sync.records)
+    app: Application | None  # None: the Application is invalid
+    live: Mapping[str, Any]  # the Application object as last seen
+    now: float
+    deployed: float | None = None  # startedAt of the operation last added to the history
+
+
+def application_status(p: Projection) -> dict[str, Any]:
+    """The Application's ``status`` (every field Argo CD's UI and CLI read)."""
+    spec = p.live.get("spec") or {}
+    old = p.live.get("status") or {}
+    record = p.record
+    status: dict[str, Any] = {
+        "sync": _sync(record, spec),
+        "health": _health(record),
+        "resources": [_resource(r) for r in record.get("resources") or ()],
+        "reconciledAt": timestamp(float(record.get("comparedAt") or p.now)),
+        **({"sourceType": source_type(p.app)} if p.app is not None else {}),
+        "summary": {"images": list(record.get("images") or ())},
+        "conditions": _conditions(record, old.get("conditions") or [], p.now),
+        "history": history(old.get("history") or [], record, spec,
+                           limit=_history_limit(spec), deployed=p.deployed),
+    }
+    state = operation_state(record, spec)
+    if state is not None:
+        status["operationState"] = state
+    elif old.get("operationState"):
+        status["operationState"] = old["operationState"]
+    return status
+
+
+def _sync(record: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+    sync: dict[str, Any] = {"status": str(record.get("sync") or "Unknown"),
+                            "comparedTo": {"destination": dict(spec.get("destination") or {})}}
+    if spec.get("source") is not None:
+        sync["comparedTo"]["source"] = spec["source"]
+    if spec.get("ignoreDifferences"):
+        sync["comparedTo"]["ignoreDifferences"] = spec["ignoreDifferences"]
+    if record.get("revision"):
+        sync["revision"] = str(record["revision"])
+    return sync
+
+
+def _health(record: Mapping[str, Any]) -> dict[str, Any]:
+    health = {"status": str(record.get("health") or "Unknown")}
+    if record.get("healthMessage"):
+        health["message"] = str(record["healthMessage"])[:MAX_MESSAGE]
+    return health
+
+
+def _resource(row: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: row.get(k) or "" for k in ("group", "version", "kind",
+                                                          "namespace", "name")}
+    out["status"] = str(row.get("status") or "Unknown")
+    if row.get("health"):
+        out["health"] = {k: v for k, v in dict(row["health"]).items() if v}
+    if row.get("reason") == "extraneous":
+        out["requiresPruning"] = True
+    return {k: v for k, v in out.items() if v != "" or k in ("group", "namespace")}
+
+
+def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
+                now: float) -> list[dict[str, Any]]:
+    """Conditions now, keeping ``lastTransitionTime`` of those that were already there."""
+    wanted = [(str(c.get("type")), str(c.get("message"))) for c in record.get("conditions") or ()]
+    error = str(record.get("error") or "")
+    if error:
+        kind = ConditionType.INVALID_SPEC if error.startswith("config:") else \
+            ConditionType.COMPARISON
+        wanted.append((kind.value, error))
+    last = record.get("operation")
+    if isinstance(last, Mapping) and last.get("phase") == OperationPhase.FAILED:
+        revision = str(last.get("revision") or "")[:7]
+        wanted.append((ConditionType.SYNC.value, f"Failed sync attempt to {revision}: "
+                       f"{last.get('message') or 'one or more objects failed to apply'}"))
+    since = {(str(c.get("type")), str(c.get("message"))): c.get("lastTransitionTime")
+             for c in old if isinstance(c, Mapping)}
+    return [{"type": t, "message": m[:MAX_MESSAGE],
+             "lastTransitionTime": since.get((t, m[:MAX_MESSAGE])) or timestamp(now)}
+            for t, m in dict.fromkeys(wanted)]
+
+
+def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
+                    ) -> dict[str, Any] | None:
+    """``status.operationState`` of the running operation, else of the last finished one."""
+    op = record.get("operationState") or record.get("operation")
+    if not isinstance(op, Mapping) or not op.get("startedAt"):
+        return None
+    state: dict[str, Any] = {
+        "operation": _operation_of(op),
+        "phase": str(op.get("phase") or OperationPhase.SUCCEEDED.value),
+        "message": str(op.get("message") or _default_message(op))[:MAX_MESSAGE],
+        "startedAt": timestamp(float(op["startedAt"])),
+        "syncResult": {"revision": str(op.get("revision") or ""),
+                       "resources": _results(op, record),
+                       **({"source": spec["source"]} if spec.get("source") else {})},
+    }
+    if op.get("finishedAt") and op.get("phase") != OperationPhase.RUNNING:
+        state["finishedAt"] = timestamp(float(op["finishedAt"]))
+    if op.get("attempt"):
+        state["retryCount"] = max(int(op["attempt"]) - 1, 0)
+    return state
+
+
+def _default_message(op: Mapping[str, Any]) -> str:
+    if op.get("phase") == OperationPhase.SUCCEEDED:
+        return "successfully synced (all tasks run)"
+    return ""
+
+
+def _operation_of(op: Mapping[str, Any]) -> dict[str, Any]:
+    """The operation as requested: the Application's own, or an automated one's."""
+    requested = op.get("argocdOperation")
+    if isinstance(requested, Mapping):
+        return dict(requested)
+    sync: dict[str, Any] = {"revision": str(op.get("revision") or "")}
+    if op.get("prune"):
+        sync["prune"] = True
+    automated = bool(op.get("automated"))
+    initiated = {"automated": True} if automated else {
+        "username": str(op.get("initiatedBy") or "gitops-ray")}
+    return {"sync": sync, "initiatedBy": initiated}
+
+
+def _results(op: Mapping[str, Any], record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    versions = {str(r.get("key")): str(r.get("version") or "")
+                for r in record.get("resources") or () if isinstance(r, Mapping)}
+    out = []
+    for r in op.get("resources") or ():
+        code = _SYNC_STATUS.get(ResourceAction(r["action"])) if r.get("action") in \
+            ResourceAction._value2member_map_ else None
+        if code is None or "kind" not in r:
+            continue  # gone, not ours, orphaned: nothing Argo CD would list
+        failed = code == "SyncFailed"
+        out.append({"group": str(r.get("group") or ""),
+                    "version": versions.get(str(r.get("key")), ""),
+                    "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
+                    "name": str(r.get("name") or ""), "status": code,
+                    "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
+                    "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"})
+    return out
+
+
+def _history_limit(spec: Mapping[str, Any]) -> int:
+    limit = spec.get("revisionHistoryLimit")
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 \
+        else HISTORY_LIMIT
+
+
+def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
+            spec: Mapping[str, Any], *, limit: int = HISTORY_LIMIT,
+            deployed: float | None = None) -> list[dict[str, Any]]:
+    """``status.history``: one entry per successful sync (not dry runs), newest last.
+
+    As Argo CD: ids increase by one, the oldest entries go beyond ``limit``. An operation
+    is added once: ``deployed`` is the ``startedAt`` of the last one added by this
+    process; without it (after a restart) an entry equal in :data:`_SAME_DEPLOY` is taken
+    to be the operation's own.
+    """
+    entries = [dict(e) for e in old if isinstance(e, Mapping)]
+    op = record.get("operation")
+    if not _deployed(op):
+        return entries[-limit:] if limit else []
+    assert isinstance(op, Mapping)
+    requested = op.get("argocdOperation") or {}
+    source = (requested.get("sync") or {}).get("source") or spec.get("source") or {}
+    entry = {"id": max((int(e.get("id") or 0) for e in entries), default=-1) + 1,
+             "revision": str(op.get("revision") or ""),
+             "deployStartedAt": timestamp(float(op["startedAt"])),
+             "deployedAt": timestamp(float(op.get("finishedAt") or op["startedAt"])),
+             "source": source,
+             "initiatedBy": dict(requested.get("initiatedBy") or {"automated": True})}
+    if deployed == float(op["startedAt"]) or (deployed is None and any(
+            all(e.get(k) == entry[k] for k in _SAME_DEPLOY) for e in entries)):
+        return entries[-limit:] if limit else []
+    return [*entries, entry][-limit:] if limit else []
+
+
+_SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
+"""An entry with these equal is the same operation (times are whole seconds, as Argo's)."""
+
+
+def _deployed(op: object) -> bool:
+    return (isinstance(op, Mapping) and op.get("phase") == OperationPhase.SUCCEEDED
+            and bool(op.get("startedAt")) and not op.get("dryRun"))

@@ -1,0 +1,358 @@
+"""Argo CD Applications in the cluster as an app source, and their status written back.
+
+Why: teams that run Argo CD keep its UI, CLI, AppProjects and ApplicationSets, and hand
+only their Ray apps to gitops-ray by annotating the Application (see
+:mod:`gitops_ray.reconcile.argostatus` for the two annotations and the status schema).
+This module is the runtime half:
+
+* :class:`ClusterApplications` watches ``argoproj.io/v1alpha1`` Applications in Argo CD's
+  namespace (and ``argocd.applicationNamespaces``), keeps the opted-in ones parsed like
+  Applications from git (a bad one is that app's problem: invalid, with its error in its
+  status), and tells the runner what an event means: the definition changed (the
+  catalog is re-merged, no git call), an operation was requested or a refresh asked
+  for (that app is refreshed at once), or only the status changed (our own write:
+  nothing). A half opt-in is logged as a warning and posted as an Event on the
+  Application, once per object version.
+* :class:`StatusWriter` projects an app's record into the Application's ``status`` and
+  writes it with a JSON Patch guarded by the object's ``resourceVersion`` (a concurrent
+  writer, such as argocd-server setting ``.operation``, wins and we re-read), only when
+  the projection differs from what is there. The same patch clears ``.operation`` once
+  the operation it started is finished (never a newer one) and removes the
+  ``argocd.argoproj.io/refresh`` annotation after the refresh it asked for.
+* :meth:`StatusWriter.release` removes Argo CD's resources finalizer after gitops-ray
+  deleted the app's objects (or orphaned them), so a deleted Application goes away as
+  it does under Argo CD.
+
+Only the leader writes (the controller calls in under its write guard, and every write
+passes the lease fence of :mod:`gitops_ray.kube.fence`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import structlog
+
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import Conflict, Kube, KubeError, NotFound
+from gitops_ray.reconcile.argostatus import (
+    REFRESH_ANNOTATION,
+    RESOURCES_FINALIZERS,
+    ManualOperation,
+    OptIn,
+    Projection,
+    app_name,
+    application_status,
+    opt_in,
+    refresh_requested,
+    requested_operation,
+)
+from gitops_ray.render import parse_application
+from gitops_ray.render.apps import Application
+from gitops_ray.runtime.metrics import Metrics
+from gitops_ray.runtime.settings import ArgoCD
+from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.sync.events import post_event
+from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
+API_VERSION = "argoproj.io/v1alpha1"
+WRITE_ATTEMPTS = 5
+
+
+class Change(StrEnum):
+    """What an Application event means to the controller."""
+
+    DEFINITION = "definition"  # added, removed, spec/annotations/finalizers changed
+    OPERATION = "operation"  # `.operation` set or changed (Sync button, argocd app sync)
+    REFRESH = "refresh"  # the argocd.argoproj.io/refresh annotation
+    NONE = "none"  # status only (our own write), or not ours
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One opted-in Application as last seen."""
+
+    obj: Manifest
+    app: Application | None  # None: invalid (see error)
+    error: str = ""
+
+
+Notify = Callable[[str, Change], None]  # (app name, what changed)
+
+
+class ClusterApplications:
+    """The opted-in Applications of the watched namespaces, by gitops-ray app name."""
+
+    def __init__(self, kube: Kube, settings: ArgoCD, *, notify: Notify,
+                 options: WatchOptions | None = None, metrics: Metrics | None = None
+                 ) -> None:
+        self.kube, self.settings = kube, settings
+        self._notify = notify
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._entries: dict[str, _Entry] = {}
+        self._deleting: dict[str, Manifest] = {}  # deletionTimestamp set, finalizers left
+        self._warned: dict[tuple[str, str], str] = {}  # (ns, name) -> resourceVersion
+        opts = dataclasses.replace(options or WatchOptions(), label_selector=None,
+                                   field_selector=None)
+        self.watches = [KindWatch(kube, API_VERSION, "Application", ns, options=opts,
+                                  on_event=self._on_event, stop=self._stop, metrics=metrics)
+                        for ns in settings.watched]
+
+    def start(self) -> None:
+        for watch in self.watches:
+            threading.Thread(target=watch.run, name=f"watch-Application-{watch.namespace}",
+                             daemon=True).start()
+            log.info("watch_started", kind="Application", namespace=watch.namespace)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def ready(self, wait: float) -> bool:
+        """Whether every namespace was listed (so the catalog does not drop apps early)."""
+        return all(w.ready(wait) for w in self.watches)
+
+    # -- the catalog's view ----------------------------------------------------------
+
+    def items(self) -> list[Application | tuple[str, str]]:
+        """Apps and (name, error) pairs of invalid ones, in a stable order."""
+        with self._lock:
+            entries = sorted(self._entries.items())
+        return [e.app if e.app is not None else (name, e.error) for name, e in entries]
+
+    def object(self, name: str) -> Manifest | None:
+        """The Application behind app ``name`` as last seen (``None``: not a cluster app)."""
+        with self._lock:
+            entry = self._entries.get(name)
+        return entry.obj if entry is not None else None
+
+    def deleting(self, name: str) -> Manifest | None:
+        """The Application of app ``name`` while it is being deleted (finalizers left)."""
+        with self._lock:
+            return self._deleting.get(name)
+
+    def operation(self, name: str) -> ManualOperation | None:
+        """The operation requested on app ``name`` (a malformed one carries its error)."""
+        obj = self.object(name)
+        return requested_operation(obj.get("operation")) if obj is not None else None
+
+    def refresh(self, name: str) -> str:
+        """``normal``/``hard`` while a refresh is requested on app ``name``, else ""."""
+        obj = self.object(name)
+        return refresh_requested(obj) if obj is not None else ""
+
+    def remember(self, name: str, obj: Manifest) -> None:
+        """Our own write's result: newer than the watch's copy until its event arrives."""
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is not None:
+                self._entries[name] = dataclasses.replace(entry, obj=obj)
+
+    # -- events ----------------------------------------------------------------------
+
+    def _on_event(self, kind: str, obj: Manifest) -> None:
+        meta = obj.get("metadata") or {}
+        namespace, raw_name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        name = app_name(namespace, raw_name, argocd_namespace=self.settings.namespace)
+        choice = opt_in(obj) if kind != "DELETED" else OptIn.NOT_OURS
+        self._warn(choice, obj)
+        ours = choice is OptIn.MANAGED and not meta.get("deletionTimestamp")
+        with self._lock:
+            before = self._entries.get(name)
+            if choice is OptIn.MANAGED and meta.get("deletionTimestamp"):
+                self._deleting[name] = obj
+            else:
+                self._deleting.pop(name, None)
+            if ours:
+                self._entries[name] = entry = self._entry(name, obj)
+            else:
+                self._entries.pop(name, None)
+        change = _change(before, entry if ours else None)
+        if change is not Change.NONE:
+            self._notify(name, change)
+
+    def _entry(self, name: str, obj: Manifest) -> _Entry:
+        body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
+        meta = dict(body.get("metadata") or {})
+        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                       if k != REFRESH_ANNOTATION}
+        body["metadata"] = {k: v for k, v in meta.items() if k in (
+            "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
+        try:
+            app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
+                                                 f"{meta.get('name')}")
+        except GitOpsRayError as e:
+            return _Entry(obj, None, str(e))
+        return _Entry(obj, dataclasses.replace(app, name=name))
+
+    def _warn(self, choice: OptIn, obj: Manifest) -> None:
+        """A half opt-in: a warning and an Event, once per version of the object."""
+        if not choice.warning:
+            return
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        version = str(meta.get("resourceVersion") or "")
+        with self._lock:
+            if self._warned.get(key) == version:
+                return
+            self._warned[key] = version
+        log.warning("application_half_opted_in", namespace=key[0], application=key[1],
+                    problem=choice.value, detail=choice.warning)
+        post_event(self.kube, obj, reason="GitOpsRayNotManaging", message=choice.warning,
+                   warning=True)
+
+
+def _change(before: _Entry | None, after: _Entry | None) -> Change:
+    if before is None and after is None:
+        return Change.NONE
+    if before is None or after is None or (before.app, before.error) != (after.app, after.error):
+        return Change.DEFINITION
+    if before.obj.get("operation") != after.obj.get("operation") and after.obj.get("operation"):
+        return Change.OPERATION
+    if refresh_requested(after.obj) and refresh_requested(after.obj) != \
+            refresh_requested(before.obj):
+        return Change.REFRESH
+    return Change.NONE
+
+
+class StatusWriter:
+    """Writes apps' records into their Applications' status (see the module docstring)."""
+
+    def __init__(self, kube: Kube, apps: ClusterApplications, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.kube, self.apps = kube, apps
+        self._clock = clock
+        self._deployed: dict[str, float] = {}  # app -> startedAt last added to its history
+
+    def publish(self, name: str, record: Mapping[str, Any], app: Application | None, *,
+                refreshed: bool = False) -> bool:
+        """Write app ``name``'s status if it changed; ``True`` when something was written.
+
+        ``refreshed``: a requested refresh was done, so its annotation goes (and
+        ``reconciledAt`` says when).
+        """
+        obj = self.apps.object(name)
+        if obj is None:
+            return False
+        for _ in range(WRITE_ATTEMPTS):
+            ops = self._patch(name, obj, record, app, refreshed)
+            if not ops:
+                return False
+            try:
+                written = self._write(obj, ops)
+            except Conflict:
+                obj = self._read(obj)
+                if obj is None:
+                    return False
+                continue
+            self.apps.remember(name, written)
+            self._remember_deploy(name, record)
+            return True
+        raise Conflict(f"Application of app {name!r} kept changing; gave up after "
+                       f"{WRITE_ATTEMPTS} tries")
+
+    def _remember_deploy(self, name: str, record: Mapping[str, Any]) -> None:
+        op = record.get("operation")
+        if isinstance(op, Mapping) and op.get("phase") == "Succeeded" and op.get("startedAt") \
+                and not op.get("dryRun"):
+            self._deployed[name] = float(op["startedAt"])
+
+    def _patch(self, name: str, obj: Manifest, record: Mapping[str, Any],
+               app: Application | None, refreshed: bool) -> list[dict[str, Any]]:
+        now = self._clock()
+        if refreshed:
+            record = {**record, "comparedAt": now}
+        status = application_status(Projection(record, app, obj, now,
+                                               self._deployed.get(name)))
+        ops: list[dict[str, Any]] = []
+        if status != obj.get("status"):
+            ops.append({"op": "add", "path": "/status", "value": status})
+        if obj.get("operation") and _finished(record, obj["operation"]):
+            ops.append({"op": "remove", "path": "/operation"})
+        if refreshed and refresh_requested(obj):
+            ops.append({"op": "remove",
+                        "path": "/metadata/annotations/" + _escape(REFRESH_ANNOTATION)})
+        return ops
+
+    def _write(self, obj: Manifest, ops: list[dict[str, Any]]) -> Manifest:
+        meta = obj.get("metadata") or {}
+        guard = {"op": "test", "path": "/metadata/resourceVersion",
+                 "value": str(meta.get("resourceVersion") or "")}
+        try:
+            return self.kube.patch(API_VERSION, "Application", name=str(meta.get("name")),
+                                   namespace=str(meta.get("namespace")), patch=[guard, *ops])
+        except KubeError as e:
+            if e.status == 422 and "test" in str(e).lower():
+                raise Conflict("the Application changed since it was read") from e
+            raise
+
+    def _read(self, obj: Manifest) -> Manifest | None:
+        meta = obj.get("metadata") or {}
+        try:
+            return self.kube.get(API_VERSION, "Application", name=str(meta.get("name")),
+                                 namespace=str(meta.get("namespace")))
+        except NotFound:
+            return None
+
+    def release(self, app: Application, obj: Manifest | None) -> None:
+        """Remove Argo CD's resources finalizer from a deleted Application.
+
+        Its objects were deleted (or orphaned) already, so Kubernetes may remove it now.
+        """
+        for _ in range(WRITE_ATTEMPTS):
+            meta = (obj or {}).get("metadata") or {}
+            finalizers = list(meta.get("finalizers") or [])
+            kept = [f for f in finalizers if f not in RESOURCES_FINALIZERS]
+            if obj is None or kept == finalizers:
+                return
+            try:
+                self._write(obj, [{"op": "replace", "path": "/metadata/finalizers",
+                                   "value": kept}])
+            except (Conflict, NotFound):
+                obj = self._read(obj)  # changed meanwhile: again, from what is there
+                continue
+            log.info("application_finalizer_removed", app=app.name)
+            return
+
+
+def _finished(record: Mapping[str, Any], requested: object) -> bool:
+    """Whether the last finished operation is the one ``.operation`` still asks for."""
+    op = record.get("operation")
+    return (isinstance(op, Mapping) and op.get("argocdOperation") == requested
+            and not op.get("retrying") and "operationState" not in record)
+
+
+def _escape(key: str) -> str:
+    """A JSON Pointer token (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+class ArgoBridge:
+    """What the controller asks of Argo CD's side: operations, refreshes, status, release."""
+
+    def __init__(self, apps: ClusterApplications, writer: StatusWriter) -> None:
+        self.apps, self.writer = apps, writer
+
+    def manages(self, name: str) -> bool:
+        return self.apps.object(name) is not None
+
+    def operation(self, name: str) -> ManualOperation | None:
+        return self.apps.operation(name)
+
+    def refresh(self, name: str) -> str:
+        return self.apps.refresh(name)
+
+    def publish(self, name: str, record: Mapping[str, Any], app: Application | None, *,
+                refreshed: bool = False) -> bool:
+        return self.writer.publish(name, record, app, refreshed=refreshed)
+
+    def release(self, app: Application) -> None:
+        """The app's objects were deleted (or orphaned): let its Application go."""
+        self.writer.release(app, self.apps.deleting(app.name))
