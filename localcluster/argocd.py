@@ -31,8 +31,8 @@ them (as the control plane's do); :meth:`ArgoCD.stop` terminates them. Logs are 
 from __future__ import annotations
 
 import base64
-import json
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -137,35 +137,42 @@ class ArgoCD:
 
     def stop(self) -> None:
         """Terminate every component (SIGTERM, then SIGKILL); keep the logs of a given workdir."""
-        for proc in reversed(list(self.processes.values())):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.processes.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        self.processes.clear()
+        for name in reversed(list(self.processes)):
+            self.stop_component(name)
         for log in self._logs:
             log.close()
         self._logs.clear()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def application_controller(self, *, timeout: float = 120.0) -> subprocess.Popen[bytes]:
+    def stop_component(self, name: str) -> None:
+        """Terminate one component (e.g. ``argocd-application-controller``) if it runs."""
+        proc = self.processes.pop(name, None)
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def application_controller(self, *, log_level: str = "info",
+                               timeout: float = 120.0) -> subprocess.Popen[bytes]:
         """Start ``argocd-application-controller`` out of cluster; return once it is healthy.
 
-        It shares Redis with the server and points at the same absent repo-server.
-        :meth:`stop` stops it (or terminate the returned process group yourself).
+        It shares Redis with the server and points at the same absent repo-server, and
+        resyncs every 10 s. At ``log_level="debug"`` it logs each Application it skips
+        (``canProcessApp`` in argo-cd's ``controller/appcontroller.go``).
+        :meth:`stop_component` (``"argocd-application-controller"``) or :meth:`stop` ends it.
         """
         metrics = free_port()
         proc = self._spawn("argocd-application-controller", [
             *self._kube_flags(), f"--redis={self.redis}",
             f"--repo-server={self.repo_server}", "--repo-server-plaintext",
-            f"--metrics-port={metrics}", "--logformat=text",
+            f"--metrics-port={metrics}", "--logformat=text", f"--loglevel={log_level}",
             "--app-resync=10", "--app-resync-jitter=0"])
         self._wait("argocd-application-controller",
                    lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
@@ -181,16 +188,36 @@ class ArgoCD:
         ``check`` raises :class:`subprocess.CalledProcessError` on a non-zero exit (its
         ``stderr`` holds Argo CD's message); ``timeout`` is a liveness bound only.
         """
+        return subprocess.run(self.cli_argv(*args), env=self.cli_env(), capture_output=True,
+                              text=True, check=check, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+
+    def cli_process(self, *args: str) -> subprocess.Popen[str]:
+        """Start the CLI without waiting (a blocking ``argocd app sync``, say); pipes for output."""
+        return subprocess.Popen(self.cli_argv(*args), env=self.cli_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+
+    def cli_argv(self, *args: str) -> list[str]:
+        return [str(self.binary), *args, "--server", self.server, "--plaintext"]
+
+    def cli_env(self) -> dict[str, str]:
+        """The CLI's environment: its binary name and a HOME / config dir under the workdir."""
         home = self.workdir / "cli-home"
         home.mkdir(exist_ok=True)
-        env = {**os.environ, "ARGOCD_BINARY_NAME": "argocd", "HOME": str(home),
-               "ARGOCD_CONFIG_DIR": str(home / ".config" / "argocd")}
-        env.pop("ARGOCD_SERVER", None)
-        env.pop("ARGOCD_AUTH_TOKEN", None)
-        return subprocess.run(
-            [str(self.binary), *args, "--server", self.server, "--plaintext"],
-            env=env, capture_output=True, text=True, check=check, timeout=timeout,
-            stdin=subprocess.DEVNULL)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARGOCD_")}
+        return {**env, "ARGOCD_BINARY_NAME": "argocd", "HOME": str(home),
+                "ARGOCD_CONFIG_DIR": str(home / ".config" / "argocd")}
+
+    def usage(self) -> str:
+        """How a human talks to this Argo CD (printed by ``python -m localcluster --argocd``)."""
+        env = self.cli_env()
+        return "\n".join([
+            f"argocd-server: {self.server} (insecure, auth disabled; logs in {self.workdir})",
+            f"alias argocd='env ARGOCD_BINARY_NAME=argocd HOME={env['HOME']} "
+            f"{self.binary} --server {self.server} --plaintext'",
+            "argocd app list   # Applications live in namespace "
+            f"{self.namespace}; the web UI is not in the Go module, only the API and CLI"])
 
     # -- logs ------------------------------------------------------------------------
 
