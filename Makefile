@@ -3,15 +3,17 @@
 # with every core kept busy by another process (hack/cpu_load.py), as on a shared machine.
 # Everything they need is installed here: Python deps into .venv, and kube-apiserver,
 # etcd, kube-controller-manager, helm, and for the e2e tier kube-scheduler, kwok and the
-# KubeRay operator, built side by side from the Go module proxy into ~/.cache/gitops-ray
-# (first run only). `python -m localcluster --kuberay` runs that Ray stack by hand.
+# KubeRay operator, and Argo CD (server, CLI, application controller: one binary), built
+# side by side from the Go module proxy into ~/.cache/gitops-ray (first run only); and
+# Debian's redis-server (Argo CD's cache), apt-installed only when it is not on PATH.
+# `python -m localcluster --kuberay` runs that Ray stack by hand, `--argocd` Argo CD.
 
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test test-stress lint tools dev-cluster demo bench clean
+.PHONY: test test-stress lint tools redis dev-cluster demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +21,15 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[test]'
 	touch $@
 
-tools: $(VENV)/.installed
+tools: $(VENV)/.installed redis
 	$(PY) -m localcluster build
+
+# redis-server for the Argo CD tests: installed only when missing (sudo only when not root).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+redis:
+	@command -v redis-server >/dev/null || $(APT) install -y redis-server \
+		|| { $(APT) update && $(APT) install -y redis-server; }
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gitops_ray localcluster tests bench examples

@@ -1,6 +1,7 @@
-"""``python -m localcluster [build | --kuberay]``: build the tools, or run a control plane.
+"""``python -m localcluster [build | --kuberay | --argocd]``: build the tools, or run a cluster.
 
-``--kuberay`` adds the Ray stack (kube-scheduler, kwok fake nodes, the KubeRay operator).
+``--kuberay`` adds the Ray stack (kube-scheduler, kwok fake nodes, the KubeRay operator);
+``--argocd`` adds argocd-server (:mod:`localcluster.argocd`) and prints how to use its CLI.
 """
 
 import sys

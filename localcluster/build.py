@@ -5,6 +5,8 @@ the small module in ``hack/controlplane`` (see its go.mod for why every staging 
 replaced); helm v3 is ``go install``-ed. The opt-in Ray stack adds kube-scheduler (same
 module), kwok (``hack/kwok``) and the KubeRay operator (``hack/kuberay``), so Pods get
 scheduled onto fake nodes and reported Running, and a real operator acts on RayClusters.
+Argo CD's one binary (``hack/argocd``) is what the Argo CD tests run as argocd-server,
+its CLI and its application controller (:mod:`localcluster.argocd`).
 Results go to a cache outside the checkout, ``~/.cache/gitops-ray`` (override:
 ``GITOPS_RAY_CACHE``), keyed by version, and are reused. A build runs in a temporary
 directory and is renamed into place, so an interrupted build never leaves a half-written
@@ -41,11 +43,14 @@ HELM_VERSION = "v3.19.0"
 KWOK_VERSION = "v0.7.0"
 KUBERAY_VERSION = "v1.6.1"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
+ARGOCD_VERSION = "v3.2.11"
+ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODULE_DIR = REPO_ROOT / "hack" / "controlplane"
 KWOK_MODULE_DIR = REPO_ROOT / "hack" / "kwok"
 KUBERAY_MODULE_DIR = REPO_ROOT / "hack" / "kuberay"
+ARGOCD_MODULE_DIR = REPO_ROOT / "hack" / "argocd"
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,13 @@ def ensure_kuberay_operator() -> Path:
                       ["-ldflags", "-s -w", KUBERAY_MODULE], KUBERAY_MODULE_DIR)
 
 
+def ensure_argocd() -> Path:
+    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component."""
+    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
+                      f"Argo CD {ARGOCD_VERSION}",
+                      ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+
+
 def ensure_ray_stack() -> RayStackTools:
     """Build (in parallel) whatever of the Ray stack is missing."""
     with ThreadPoolExecutor(3) as pool:
@@ -172,19 +184,37 @@ def kuberay_crds() -> Path:
     They come from ``config/crd/bases`` of the module source (``go mod download``, no
     build). Converted once from YAML (~1 MB each, seconds to parse) to JSON in the cache.
     """
-    target = cache_dir() / "kuberay" / KUBERAY_VERSION / "crds.json"
+    return _module_crds(cache_dir() / "kuberay" / KUBERAY_VERSION / "crds.json", "kuberay-crds",
+                        f"{KUBERAY_MODULE}@{KUBERAY_VERSION}", KUBERAY_MODULE_DIR,
+                        [f"config/crd/bases/ray.io_{plural}.yaml" for plural in RAY_CRDS])
+
+
+ARGOCD_CRDS = ("application", "appproject", "applicationset")
+
+
+def argocd_crds() -> Path:
+    """A JSON list of Argo CD's Application, AppProject and ApplicationSet CRDs.
+
+    From ``manifests/crds`` of the pinned argo-cd module source, the same way as
+    :func:`kuberay_crds`.
+    """
+    return _module_crds(cache_dir() / "argocd" / ARGOCD_VERSION / "crds.json", "argocd-crds",
+                        f"{ARGOCD_MODULE}@{ARGOCD_VERSION}", ARGOCD_MODULE_DIR,
+                        [f"manifests/crds/{name}-crd.yaml" for name in ARGOCD_CRDS])
+
+
+def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[str]) -> Path:
+    """Convert ``files`` of a downloaded module's source to one JSON list at ``target``."""
     if target.exists():
         return target
-    with _locked("kuberay-crds"):
+    with _locked(lock):
         if target.exists():
             return target
-        out = subprocess.run(
-            [_go(), "mod", "download", "-json", f"{KUBERAY_MODULE}@{KUBERAY_VERSION}"],
-            cwd=KUBERAY_MODULE_DIR, check=True, capture_output=True, text=True,
-            env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
-        bases = Path(json.loads(out)["Dir"]) / "config" / "crd" / "bases"
-        crds = [yaml.load((bases / f"ray.io_{plural}.yaml").read_text(), Loader=_YamlLoader)
-                for plural in RAY_CRDS]
+        out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
+                             capture_output=True, text=True,
+                             env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
+        root = Path(json.loads(out)["Dir"])
+        crds = [yaml.load((root / rel).read_text(), Loader=_YamlLoader) for rel in files]
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as tmp:
             json.dump(crds, tmp)
@@ -196,10 +226,11 @@ def kuberay_crds() -> Path:
 def build_all() -> list[str]:
     """Everything ``make test`` needs, independent builds side by side."""
     jobs: list[Callable[[], object]] = [ensure_controlplane, ensure_helm, ensure_scheduler,
-                                        ensure_kwok, ensure_kuberay_operator, kuberay_crds]
+                                        ensure_kwok, ensure_kuberay_operator, kuberay_crds,
+                                        ensure_argocd, argocd_crds]
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = [pool.submit(job) for job in jobs]
-        return [str(f.result()) for f in futures] + [require_kubectl()]
+        return [str(f.result()) for f in futures] + [require_kubectl(), require_redis()]
 
 
 def ensure_helm() -> Path:
@@ -235,6 +266,16 @@ def require_kubectl() -> str:
         raise ConfigError("kubectl is required for Kustomize apps (`kubectl kustomize`); "
                           "install kubectl >= 1.27 and put it on PATH")
     return kubectl
+
+
+def require_redis() -> str:
+    """Path of ``redis-server`` (argocd-server's cache); a clear error when it is missing."""
+    redis = shutil.which("redis-server")
+    if not redis:
+        raise ConfigError("redis-server is required for the Argo CD tests (argocd-server's "
+                          "cache); `make tools` installs Debian's redis-server package, or "
+                          "run `apt-get install -y redis-server`")
+    return redis
 
 
 def _log(message: str) -> None:

@@ -240,14 +240,19 @@ def _http_ok(url: str, token: str | None, ctx: ssl.SSLContext | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m localcluster [--kuberay]``: run a control plane until Ctrl-C."""
-    args = list(argv or [])
-    if args not in ([], ["--kuberay"]):
-        raise SystemExit("usage: python -m localcluster [build | --kuberay]")
-    with LocalControlPlane(kuberay=bool(args)) as cp:
+    """``python -m localcluster [--kuberay] [--argocd]``: run a control plane until Ctrl-C."""
+    args = set(argv or [])
+    if not args <= {"--kuberay", "--argocd"} or len(args) != len(argv or []):
+        raise SystemExit("usage: python -m localcluster [build | --kuberay | --argocd]")
+    with LocalControlPlane(kuberay="--kuberay" in args) as cp, contextlib.ExitStack() as stack:
         print(json.dumps({"kubeconfig": str(cp.kubeconfig), "server": cp.url}), flush=True)
         print(f"export KUBECONFIG={cp.kubeconfig}   # Ctrl-C stops the control plane",
               flush=True)
+        if "--argocd" in args:
+            from localcluster.argocd import ArgoCD
+
+            argocd = stack.enter_context(ArgoCD(cp))
+            print(argocd.usage(), flush=True)
         signal.signal(signal.SIGTERM, signal.default_int_handler)
         with contextlib.suppress(KeyboardInterrupt):
             while True:

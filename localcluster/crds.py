@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
-from localcluster.build import RAY_CRDS, kuberay_crds
+from localcluster.build import kuberay_crds
 
 FIELD_MANAGER = "gitops-ray-localcluster"
 
@@ -30,14 +30,20 @@ def ray_crds() -> list[Manifest]:
 
 def install_ray_crds(kubeconfig: Path, *, timeout: float = 60.0) -> None:
     """Server-side apply the Ray CRDs and wait until they are Established."""
+    install_crds(kubeconfig, ray_crds(), timeout=timeout)
+
+
+def install_crds(kubeconfig: Path, crds: list[Manifest], *, timeout: float = 60.0) -> None:
+    """Server-side apply ``crds`` and wait until each is Established."""
     kube = Kube.connect(str(kubeconfig))
-    for crd in ray_crds():
+    for crd in crds:
         kube.apply(crd, field_manager=FIELD_MANAGER, force=True)
     deadline = time.monotonic() + timeout
-    for plural in RAY_CRDS:
-        while not _established(kube, f"{plural}.ray.io"):
+    for crd in crds:
+        name = str(crd["metadata"]["name"])
+        while not _established(kube, name):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {plural}.ray.io not established after {timeout}s")
+                raise TimeoutError(f"CRD {name} not established after {timeout}s")
             time.sleep(0.1)
 
 

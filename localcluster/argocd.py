@@ -1,0 +1,302 @@
+"""Real Argo CD on a local control plane: argocd-server, its CLI and its application controller.
+
+gitops-ray can be the sync engine of in-cluster Argo CD Applications that Argo CD itself
+skips (``argocd.argoproj.io/skip-reconcile: "true"``), writing Argo CD's status back so
+Argo CD's UI and CLI keep working. Whether they do is only known by running them, so this
+runs Argo CD v3.2.11 (:func:`localcluster.build.ensure_argocd`, one binary whose
+behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
+:class:`~localcluster.controlplane.LocalControlPlane`:
+
+* the CRDs from the argo-cd module, namespace ``argocd`` with the ConfigMaps and Secret
+  Argo CD's settings manager reads (its informers select on the label
+  ``app.kubernetes.io/part-of=argocd``: without it, "configmap argocd-cm not found") and
+  the AppProject ``default`` that Argo CD's own install creates;
+* Debian's ``redis-server`` on a free port, in memory only (argocd-server's cache);
+* ``argocd-server --insecure --disable-auth`` on a free port; :meth:`ArgoCD.cli` runs the
+  real ``argocd`` CLI against it (``--plaintext``, a config dir of its own);
+* on request, ``argocd-application-controller`` out of cluster
+  (:meth:`ArgoCD.application_controller`).
+
+No repo-server runs: its address is a free port nobody listens on, so everything that asks
+the repo-server (manifests, resolving a branch to a commit) fails, as it would with the
+repo-server down. ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes the in-cluster
+destination (``https://kubernetes.default.svc``) mean the local control plane
+(``Cluster.RawRestConfig`` in argo-cd's ``pkg/apis/application/v1alpha1/types.go``).
+
+Processes start in their own process group and die with the Python process that started
+them (as the control plane's do); :meth:`ArgoCD.stop` terminates them. Logs are files in
+:attr:`ArgoCD.workdir`, one per component (:meth:`ArgoCD.log`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from gitops_ray.kube import Kube
+from gitops_ray.types import Manifest
+from localcluster.build import argocd_crds, ensure_argocd, require_redis
+from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port
+from localcluster.crds import install_crds
+
+FIELD_MANAGER = "gitops-ray-localcluster"
+PART_OF = {"app.kubernetes.io/part-of": "argocd"}
+SETTINGS_CONFIGMAPS = ("argocd-cm", "argocd-rbac-cm", "argocd-cmd-params-cm")
+
+
+class ArgoCDError(RuntimeError):
+    """An Argo CD component did not come up; the message carries the tail of its log."""
+
+
+def default_project(namespace: str) -> Manifest:
+    """AppProject ``default`` as Argo CD creates it: any source, destination and kind."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+            "metadata": {"name": "default", "namespace": namespace},
+            "spec": {"sourceRepos": ["*"],
+                     "destinations": [{"server": "*", "namespace": "*"}],
+                     "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}}
+
+
+def settings_objects(namespace: str) -> list[Manifest]:
+    """Namespace, settings ConfigMaps and ``argocd-secret`` (a fresh ``server.secretkey``)."""
+    meta = {"namespace": namespace, "labels": PART_OF}
+    key = base64.b64encode(secrets.token_bytes(32)).decode()
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        *({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **meta}}
+          for name in SETTINGS_CONFIGMAPS),
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": "argocd-secret", **meta},
+         "data": {"server.secretkey": base64.b64encode(key.encode()).decode()}},
+    ]
+
+
+class ArgoCD:
+    """argocd-server (+ Redis, + optionally the application controller) on a control plane."""
+
+    def __init__(self, control_plane: LocalControlPlane, *, workdir: Path | None = None,
+                 namespace: str = "argocd") -> None:
+        self.control_plane = control_plane
+        self.namespace = namespace
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gitops-ray-argocd-"))
+        self.binary = Path()
+        self.port = self.redis_port = self.repo_server_port = 0
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: list[IO[bytes]] = []
+
+    @property
+    def server(self) -> str:
+        """argocd-server's address, for ``argocd --server ADDR --plaintext``."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def redis(self) -> str:
+        return f"127.0.0.1:{self.redis_port}"
+
+    @property
+    def repo_server(self) -> str:
+        """Where Argo CD looks for its repo-server: a free port, nothing listens there."""
+        return f"127.0.0.1:{self.repo_server_port}"
+
+    def __enter__(self) -> ArgoCD:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.stop()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        """Install CRDs and settings, start Redis and argocd-server, wait until it serves."""
+        self.binary = ensure_argocd()
+        redis = require_redis()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            install_crds(self.control_plane.kubeconfig, _crds(), timeout=timeout)
+            self._bootstrap()
+            self._start_redis(redis)
+            self._start_server(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Terminate every component (SIGTERM, then SIGKILL); keep the logs of a given workdir."""
+        for name in reversed(list(self.processes)):
+            self.stop_component(name)
+        for log in self._logs:
+            log.close()
+        self._logs.clear()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def stop_component(self, name: str) -> None:
+        """Terminate one component (e.g. ``argocd-application-controller``) if it runs."""
+        proc = self.processes.pop(name, None)
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def application_controller(self, *, log_level: str = "info",
+                               timeout: float = 120.0) -> subprocess.Popen[bytes]:
+        """Start ``argocd-application-controller`` out of cluster; return once it is healthy.
+
+        It shares Redis with the server and points at the same absent repo-server, and
+        resyncs every 10 s. At ``log_level="debug"`` it logs each Application it skips
+        (``canProcessApp`` in argo-cd's ``controller/appcontroller.go``).
+        :meth:`stop_component` (``"argocd-application-controller"``) or :meth:`stop` ends it.
+        """
+        metrics = free_port()
+        proc = self._spawn("argocd-application-controller", [
+            *self._kube_flags(), f"--redis={self.redis}",
+            f"--repo-server={self.repo_server}", "--repo-server-plaintext",
+            f"--metrics-port={metrics}", "--logformat=text", f"--loglevel={log_level}",
+            "--app-resync=10", "--app-resync-jitter=0"])
+        self._wait("argocd-application-controller",
+                   lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
+                   time.monotonic() + timeout)
+        return proc
+
+    # -- the CLI ---------------------------------------------------------------------
+
+    def cli(self, *args: str, check: bool = True,
+            timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run ``argocd ARGS --server ADDR --plaintext`` with a config dir of its own.
+
+        ``check`` raises :class:`subprocess.CalledProcessError` on a non-zero exit (its
+        ``stderr`` holds Argo CD's message); ``timeout`` is a liveness bound only.
+        """
+        return subprocess.run(self.cli_argv(*args), env=self.cli_env(), capture_output=True,
+                              text=True, check=check, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+
+    def cli_process(self, *args: str) -> subprocess.Popen[str]:
+        """Start the CLI without waiting (a blocking ``argocd app sync``, say); pipes for output."""
+        return subprocess.Popen(self.cli_argv(*args), env=self.cli_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+
+    def cli_argv(self, *args: str) -> list[str]:
+        return [str(self.binary), *args, "--server", self.server, "--plaintext"]
+
+    def cli_env(self) -> dict[str, str]:
+        """The CLI's environment: its binary name and a HOME / config dir under the workdir."""
+        home = self.workdir / "cli-home"
+        home.mkdir(exist_ok=True)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ARGOCD_")}
+        return {**env, "ARGOCD_BINARY_NAME": "argocd", "HOME": str(home),
+                "ARGOCD_CONFIG_DIR": str(home / ".config" / "argocd")}
+
+    def usage(self) -> str:
+        """How a human talks to this Argo CD (printed by ``python -m localcluster --argocd``)."""
+        env = self.cli_env()
+        return "\n".join([
+            f"argocd-server: {self.server} (insecure, auth disabled; logs in {self.workdir})",
+            f"alias argocd='env ARGOCD_BINARY_NAME=argocd HOME={env['HOME']} "
+            f"{self.binary} --server {self.server} --plaintext'",
+            "argocd app list   # Applications live in namespace "
+            f"{self.namespace}; the web UI is not in the Go module, only the API and CLI"])
+
+    # -- logs ------------------------------------------------------------------------
+
+    def log_paths(self) -> list[Path]:
+        """The log file of every component started so far."""
+        return sorted(self.workdir.glob("*.log"))
+
+    def log(self, name: str, lines: int = 40) -> str:
+        """The last lines of a component's log (``argocd-server``, ``redis``, …)."""
+        path = self.workdir / f"{name}.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- pieces ----------------------------------------------------------------------
+
+    def _bootstrap(self) -> None:
+        kube = Kube.connect(str(self.control_plane.kubeconfig))
+        for obj in [*settings_objects(self.namespace), default_project(self.namespace)]:
+            kube.apply(obj, field_manager=FIELD_MANAGER, force=True)
+
+    def _start_redis(self, redis: str) -> None:
+        self.redis_port = free_port()
+        self._spawn("redis", [
+            redis, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no"],
+            component="")
+        self._wait("redis", lambda: _redis_ping(self.redis_port),
+                   time.monotonic() + 30)
+
+    def _start_server(self, deadline: float) -> None:
+        self.port, self.repo_server_port = free_port(), free_port()
+        self._spawn("argocd-server", [
+            *self._kube_flags(), "--insecure", "--disable-auth", f"--port={self.port}",
+            f"--redis={self.redis}", f"--repo-server={self.repo_server}",
+            "--repo-server-plaintext", f"--metrics-port={free_port()}", "--logformat=text",
+            "--staticassets", str(self.workdir / "no-ui")])
+        self._wait("argocd-server", lambda: LocalControlPlane.http_ok(
+            f"http://{self.server}/healthz?full=true"), deadline)
+
+    def _kube_flags(self) -> list[str]:
+        return [f"--kubeconfig={self.control_plane.kubeconfig}", f"--namespace={self.namespace}"]
+
+    def _spawn(self, name: str, argv: list[str],
+               component: str | None = None) -> subprocess.Popen[bytes]:
+        """Start ``argocd`` as ``component`` (default ``name``), or ``argv`` itself if ``""``."""
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self._logs.append(log)
+        component = name if component is None else component
+        command = [str(self.binary), *argv] if component else argv
+        env = {**os.environ, "KUBECONFIG": str(self.control_plane.kubeconfig),
+               "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir)}
+        if component:
+            env["ARGOCD_BINARY_NAME"] = component
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=self.workdir,
+                                preexec_fn=_die_with_parent)  # noqa: PLW1509
+        self.processes[name] = proc
+        return proc
+
+    def _wait(self, name: str, ready: Callable[[], bool], deadline: float) -> None:
+        while time.monotonic() < deadline:
+            proc = self.processes[name]
+            if proc.poll() is not None:
+                raise ArgoCDError(f"{name} exited with {proc.returncode}:\n{self.log(name)}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise ArgoCDError(f"{name} not ready:\n{self.log(name)}")
+
+
+def _crds() -> list[Manifest]:
+    crds: list[Manifest] = json.loads(argocd_crds().read_text())
+    return crds
+
+
+def _redis_ping(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
