@@ -133,10 +133,12 @@ class KubeProjects:
 
 # -- the app's conditions -----------------------------------------------------------------
 
-def load(app: Application, projects: Projects) -> tuple[Project | None, tuple[AppCondition, ...]]:
+def load(app: Application, projects: Projects, *, check_source: bool = True
+         ) -> tuple[Project | None, tuple[AppCondition, ...]]:
     """The app's project and the conditions that stop it (``()``: it may be synced).
 
     Never raises: a project that cannot be read or parsed is an ``UnknownError``.
+    ``check_source``: as :func:`app_conditions`.
     """
     try:
         manifest = projects.get(app.project)
@@ -148,7 +150,8 @@ def load(app: Application, projects: Projects) -> tuple[Project | None, tuple[Ap
         project = Project.parse(manifest)
     except ConfigError as e:
         return None, (_unknown(str(e)),)
-    return project, app_conditions(app, project, argocd_namespace=projects.namespace)
+    return project, app_conditions(app, project, argocd_namespace=projects.namespace,
+                                   check_source=check_source)
 
 
 def app_conditions(app: Application, project: Project | None, *, argocd_namespace: str,
@@ -299,7 +302,12 @@ def live_permitted(project: Project, key: ResourceKey) -> bool:
 
     A live object that is not is invisible to Argo CD: not compared, never pruned.
     """
-    return not forbidden_reason(project, key, key.namespace != "")
+    return not live_forbidden_reason(project, key)
+
+
+def live_forbidden_reason(project: Project, key: ResourceKey) -> str:
+    """:func:`forbidden_reason` of a live object (``""``: permitted)."""
+    return forbidden_reason(project, key, key.namespace != "")
 
 
 def normalize_git_url(repo: str) -> str:
