@@ -28,6 +28,7 @@ from gitops_ray.cli.common import (
     app_options,
     build_pipeline,
     kube_options,
+    project_options,
     select_apps,
     shapes_options,
 )
@@ -84,6 +85,7 @@ def error_text(error: GitOpsRayError) -> str:
 @kube_options
 @app_options
 @shapes_options
+@project_options
 @diff_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
