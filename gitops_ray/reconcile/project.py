@@ -37,7 +37,7 @@ Not modelled: Argo CD's global projects, project-scoped repository and cluster S
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -117,18 +117,31 @@ class Projects(Protocol):
         ...
 
 
-class KubeProjects:
-    """AppProjects read with a GET each time (the one-shot commands)."""
+class ProjectsFrom:
+    """AppProjects of ``namespace`` read through ``read(namespace, name)``.
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube = kube
+    E.g. the controller's watch cache (``NamedObjects.get``/``KindWatch.get`` on
+    ``argoproj.io/v1alpha1`` ``AppProject``), so a comparison costs no request. Without
+    the AppProject CRD there are no projects (Argo CD's "does not exist" condition).
+    """
+
+    def __init__(self, read: Callable[[str, str], Manifest | None], namespace: str) -> None:
+        self.read = read
         self.namespace = namespace
 
     def get(self, name: str) -> Manifest | None:
         try:
-            return self.kube.get(*APP_PROJECT, name=name, namespace=self.namespace)
+            return self.read(self.namespace, name)
         except UnknownKind:  # Argo CD's CRDs are not installed: no project exists
             return None
+
+
+class KubeProjects(ProjectsFrom):
+    """AppProjects read with a GET each time (the one-shot commands)."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        super().__init__(lambda ns, name: kube.get(*APP_PROJECT, name=name, namespace=ns),
+                         namespace)
 
 
 # -- the app's conditions -----------------------------------------------------------------

@@ -15,7 +15,7 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
-from gitops_ray.reconcile.project import KubeProjects
+from gitops_ray.reconcile.project import KubeProjects, ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
@@ -195,3 +195,10 @@ def test_the_cli_enforces_projects_with_argocd_namespace(
     free = cli("sync", *args)  # without the flag: no project rules
     assert free.exit_code == 0, free.output
     assert env.kube.get("v1", "ConfigMap", name="a", namespace=env.namespace) is not None
+
+
+def test_without_the_crd_there_are_no_projects(kube: Kube, namespace: str) -> None:
+    """A kind the server does not serve (as AppProject without Argo CD's CRDs): no project."""
+    projects = ProjectsFrom(lambda ns, name: kube.get("argoproj.io/v1alpha1", "NoSuchKind",
+                                                      name=name, namespace=ns), namespace)
+    assert projects.get("default") is None
