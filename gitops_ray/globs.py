@@ -9,6 +9,9 @@ matches the core group too; ``*.yaml`` matches ``sub/x.yaml``). The syntax is go
 case-sensitive. Argo logs and treats an invalid pattern as "no match"; we report it at
 load instead, because a pattern that can never match is a mistake the user wants to hear
 about.
+
+AppProject ``sourceRepos`` are the one place Argo CD compiles globs *with* a separator
+(``/``): there ``*`` and ``?`` stop at ``/`` and ``**`` crosses it (``separators="/"``).
 """
 
 from __future__ import annotations
@@ -25,23 +28,27 @@ class GlobError(ValueError):
 
 
 @functools.lru_cache(maxsize=1024)
-def compile_glob(pattern: str) -> Callable[[str], bool]:
-    """A matcher for ``pattern``; literal patterns compare by equality."""
+def compile_glob(pattern: str, separators: str = "") -> Callable[[str], bool]:
+    """A matcher for ``pattern``; literal patterns compare by equality.
+
+    ``separators``: characters ``*`` and ``?`` do not match (``**`` does), as gobwas's.
+    """
     if not _SPECIAL.intersection(pattern):
         return pattern.__eq__
     try:
-        regex = re.compile(_translate(pattern, 0, in_terms=False)[0], re.DOTALL)
+        regex = re.compile(_translate(pattern, 0, in_terms=False, seps=separators)[0],
+                           re.DOTALL)
     except re.error as e:  # e.g. a reversed range such as [z-a]
         raise GlobError(f"glob {pattern!r}: {e}") from e
     return lambda text: regex.fullmatch(text) is not None
 
 
-def glob_matches(pattern: str, text: str) -> bool:
+def glob_matches(pattern: str, text: str, separators: str = "") -> bool:
     """Whether the whole of ``text`` matches ``pattern``."""
-    return compile_glob(pattern)(text)
+    return compile_glob(pattern, separators)(text)
 
 
-def _translate(pattern: str, pos: int, *, in_terms: bool) -> tuple[str, int]:
+def _translate(pattern: str, pos: int, *, in_terms: bool, seps: str = "") -> tuple[str, int]:
     """Regex for ``pattern[pos:]`` up to the end (or a ``,``/``}`` inside ``{...}``)."""
     out: list[str] = []
     while pos < len(pattern):
@@ -49,12 +56,13 @@ def _translate(pattern: str, pos: int, *, in_terms: bool) -> tuple[str, int]:
         if in_terms and char in ",}":
             return "".join(out), pos
         if char == "*":
+            start = pos
             while pos < len(pattern) and pattern[pos] == "*":
                 pos += 1
-            out.append(".*")
+            out.append(".*" if not seps or pos - start > 1 else f"[^{re.escape(seps)}]*")
             continue
         if char == "?":
-            out.append(".")
+            out.append(f"[^{re.escape(seps)}]" if seps else ".")
         elif char == "\\":
             if pos + 1 >= len(pattern):
                 raise GlobError(f"glob {pattern!r}: trailing backslash")
@@ -65,7 +73,7 @@ def _translate(pattern: str, pos: int, *, in_terms: bool) -> tuple[str, int]:
             out.append(regex)
             continue
         elif char == "{":
-            regex, pos = _alternatives(pattern, pos)
+            regex, pos = _alternatives(pattern, pos, seps)
             out.append(regex)
             continue
         else:
@@ -98,12 +106,12 @@ def _char_class(pattern: str, pos: int) -> tuple[str, int]:
     return f"[{'^' if negate else ''}{''.join(parts)}]", end + 1
 
 
-def _alternatives(pattern: str, pos: int) -> tuple[str, int]:
+def _alternatives(pattern: str, pos: int, seps: str) -> tuple[str, int]:
     """``{a,b}`` starting at ``pos``; each alternative may hold wildcards itself."""
     options = []
     pos += 1
     while True:
-        regex, pos = _translate(pattern, pos, in_terms=True)
+        regex, pos = _translate(pattern, pos, in_terms=True, seps=seps)
         options.append(regex)
         if pattern[pos] == "}":
             return f"(?:{'|'.join(options)})", pos + 1

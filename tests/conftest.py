@@ -7,6 +7,7 @@ the same with Pods that run and the KubeRay operator (used by ``tests/e2e``).
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 from collections.abc import Callable, Iterator
@@ -17,7 +18,9 @@ import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from localcluster.build import argocd_crds as argocd_crds_file
 from localcluster.build import ensure_helm
+from localcluster.crds import install_crds
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +34,12 @@ def ray_stack() -> Iterator[LocalControlPlane]:
     """A control plane with kube-scheduler, kwok fake nodes and the KubeRay operator."""
     with LocalControlPlane(kuberay=True) as cp:
         yield cp
+
+
+@pytest.fixture(scope="session")
+def argocd_crds(control_plane: LocalControlPlane) -> None:
+    """Argo CD's own Application, AppProject and ApplicationSet CRDs (its Go module's)."""
+    install_crds(control_plane.kubeconfig, json.loads(argocd_crds_file().read_text()))
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,9 @@ Apps are chosen the way Argo CD users think of them:
 The cluster-backed commands render as the controller does: ``--instance-types-configmap``
 and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
 ``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
-``--control-namespace``, read once per command.
+``--control-namespace``, read once per command. ``--argocd-namespace`` enforces the apps'
+Argo CD AppProjects, read from that namespace (:mod:`gitops_ray.reconcile.project`);
+without it no project rules apply, as in the git-only mode.
 
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
@@ -39,6 +41,7 @@ from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
+from gitops_ray.reconcile.project import KubeProjects
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
@@ -126,6 +129,13 @@ def shapes_options(func: F) -> F:
                      help="ConfigMap in --control-namespace holding pod-shape patches "
                           "(patches.yaml), applied before the repo's."),
     ])
+
+
+def project_options(func: F) -> F:
+    """``--argocd-namespace``: enforce the apps' AppProjects from there (default: none)."""
+    return setting_option("argocd.namespace", default=None, show_default=False,
+                          help="Enforce the apps' Argo CD AppProjects, read from this "
+                               "namespace (default: no project rules).")(func)
 
 
 class CliCommand(click.Command):
@@ -279,8 +289,10 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
         namespace=opts["control_namespace"],
         instance_types=opts.get("instance_types_configmap") or "",
         patches=opts.get("patches_configmap") or "")
+    argocd = opts.get("argocd_namespace")
     pipeline = Pipeline(kube, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
                         jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
-                        shapes=functools.cache(shapes))  # one read per command
+                        shapes=functools.cache(shapes),  # one read per command
+                        projects=KubeProjects(kube, argocd) if argocd else None)
     return pipeline, store

@@ -28,6 +28,7 @@ from gitops_ray.cli.common import (
     app_options,
     build_pipeline,
     kube_options,
+    project_options,
     select_apps,
     shapes_options,
 )
@@ -35,6 +36,7 @@ from gitops_ray.diff.format import to_json, unified
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
+from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.render.apps import Application
 from gitops_ray.types import SyncStatus
 
@@ -84,6 +86,7 @@ def error_text(error: GitOpsRayError) -> str:
 @kube_options
 @app_options
 @shapes_options
+@project_options
 @diff_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
@@ -107,10 +110,13 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
                            "error": error_text(comparison), "resources": []})
             continue
         _warn(comparison)
+        failed |= _refused(comparison)
         changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
+                           "conditions": [{"type": c.type, "message": c.message}
+                                          for c in comparison.conditions],
                            "resources": to_json(comparison.diff)})
             continue
         for resource in comparison.diff.resources:
@@ -119,6 +125,15 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
+
+
+def _refused(comparison: Comparison) -> bool:
+    """Say why an app its AppProject stops was not compared (an error: exit code 2)."""
+    stopping = stops_sync(comparison.conditions)
+    if stopping:
+        click.secho(f"app {comparison.app.name}: {format_conditions(stopping)}", fg="red",
+                    err=True)
+    return bool(stopping)
 
 
 def _warn(comparison: Comparison) -> None:

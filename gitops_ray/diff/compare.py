@@ -44,8 +44,8 @@ class ResourceDiff:
     """The comparison of one resource; the normalized sides are what the user sees."""
 
     key: ResourceKey
-    status: SyncStatus  # Synced or OutOfSync
-    reason: str  # "" | "modified" | "missing" | "extraneous" | "deleting"
+    status: SyncStatus  # Synced or OutOfSync (Unknown: its AppProject forbids it)
+    reason: str  # "" | "modified" | "missing" | "extraneous" | "deleting" | why Unknown
     desired_normalized: Manifest | None
     live_normalized: Manifest | None
     warnings: tuple[str, ...] = ()
@@ -60,11 +60,17 @@ class AppDiff:
     """All resources of one app; the app is OutOfSync if any resource is."""
 
     resources: list[ResourceDiff] = field(default_factory=list)
+    unknown: bool = False  # not compared at all (e.g. its AppProject forbids the app)
 
     @property
     def status(self) -> SyncStatus:
+        """OutOfSync if any resource is; else Unknown if any resource (or the app) is."""
+        if self.unknown:
+            return SyncStatus.UNKNOWN
         if any(r.out_of_sync for r in self.resources):
             return SyncStatus.OUT_OF_SYNC
+        if any(r.status == SyncStatus.UNKNOWN for r in self.resources):
+            return SyncStatus.UNKNOWN
         return SyncStatus.SYNCED
 
     @property

@@ -38,6 +38,14 @@ from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
+from gitops_ray.reconcile.project import (
+    Project,
+    Projects,
+    forbidden_resources,
+    live_permitted,
+    load,
+    stops_sync,
+)
 from gitops_ray.render import input_digest, render_app
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
@@ -47,7 +55,7 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
-from gitops_ray.types import AppCondition, Manifest, ResourceKey
+from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
 
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> live object or None."""
@@ -188,6 +196,8 @@ class Comparison:
     shapes: str = ""  # version of the in-cluster pod shapes the render depends on, if any
     rollouts: tuple[str, ...] = ()  # "<key>: group g 2/3 pods on an older template; ..."
     conditions: tuple[AppCondition, ...] = ()  # e.g. an AppProject's InvalidSpecError
+    project: Project | None = None  # the app's AppProject, when projects are enforced
+    forbidden: dict[ResourceKey, str] = field(default_factory=dict)  # by the project: why
     resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
 
     @property
@@ -237,7 +247,8 @@ class Pipeline:
                  jq_timeout: float = JQ_TIMEOUT, live: LiveSource | None = None,
                  live_version: LiveVersion | None = None,
                  events: EventSource | None = None,
-                 shapes: ShapesSource | None = None) -> None:
+                 shapes: ShapesSource | None = None,
+                 projects: Projects | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -248,6 +259,7 @@ class Pipeline:
         self._live_version = live_version or _unknown_version
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
+        self.projects = projects  # None: no AppProject rules (git-only, no Argo CD)
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, _Render] = {}
@@ -360,7 +372,15 @@ class Pipeline:
 
     def compare(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None) -> Comparison:
-        """Render and diff one app against the cluster."""
+        """Render and diff one app against the cluster, under its AppProject's rules.
+
+        An app its project does not allow is not rendered (Argo CD does not fetch its
+        repository either): sync status Unknown, and the conditions say why.
+        """
+        project, conditions = self._project(app, local is not None)
+        if stops_sync(conditions):
+            return Comparison(app, "", [], AppDiff(unknown=True), None, list(app.warnings),
+                              conditions=conditions)
         sha, desired = self.desired(app, revision=revision, local=local)
         rules = self.rules(app)
         rules_digest = _digest(app.ignore_differences)
@@ -369,9 +389,10 @@ class Pipeline:
             diff, health = self._diff(obj, rules, obj.digest + rules_digest)
             diffs.append(diff)
             healths.append(health)
-        for live in self._extraneous(app, {o.key for o in desired}):
+        for live in self._extraneous(app, {o.key for o in desired}, project):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
-        app_diff = AppDiff(resources=diffs)
+        forbidden = self._forbidden(project, desired)
+        app_diff = AppDiff(resources=_mark_forbidden(diffs, forbidden))
         rendered = self._last_render(app, local is not None)
         problems = rendered.problems if rendered is not None else ()
         rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
@@ -380,8 +401,25 @@ class Pipeline:
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
                           list(app.warnings) + list(app_diff.warnings) + list(problems),
                           problems, rendered.shapes if rendered is not None else "", rollouts,
-                          resource_health={o.key: h for o, h in zip(desired, healths, strict=True)
-                                           if h is not None})
+                          conditions, project, forbidden,
+                          {o.key: h for o, h in zip(desired, healths, strict=True)
+                           if h is not None})
+
+    def _project(self, app: Application, local: bool
+                 ) -> tuple[Project | None, tuple[AppCondition, ...]]:
+        """The app's AppProject and its conditions (none when projects are not enforced)."""
+        if self.projects is None:
+            return None, ()
+        return load(app, self.projects, check_source=not local)
+
+    def _forbidden(self, project: Project | None, desired: list[DesiredObject]
+                   ) -> dict[ResourceKey, str]:
+        """Git's objects the project forbids, with Argo CD's sync message for each."""
+        if project is None:
+            return {}
+        return forbidden_resources(project, [
+            (o.key, _or(self._namespaced(o.api_version, o.key.kind), bool(o.key.namespace)))
+            for o in desired])
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
               ) -> tuple[ResourceDiff, Health | None]:
@@ -458,11 +496,16 @@ class Pipeline:
         except UnknownKind:
             return None
 
-    def _extraneous(self, app: Application, wanted: set[ResourceKey]) -> list[Manifest]:
-        """Live objects in the app's inventory, tracked by it, that git no longer has."""
+    def _extraneous(self, app: Application, wanted: set[ResourceKey],
+                    project: Project | None = None) -> list[Manifest]:
+        """Live objects in the app's inventory, tracked by it, that git no longer has.
+
+        Not those its project forbids: Argo CD leaves them out of the live state.
+        """
         out = []
         for entry in self.store.load(app.name).inventory:
-            if entry.key in wanted:
+            if entry.key in wanted or (project is not None
+                                        and not live_permitted(project, entry.key)):
                 continue
             live = self._live(entry.api_version, entry.kind, entry.namespace, entry.name)
             if live is not None and is_tracked_by(app.name, live):
@@ -482,6 +525,17 @@ class Pipeline:
                                    dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+
+
+def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]
+                    ) -> list[ResourceDiff]:
+    """Argo CD shows a resource its project forbids as Unknown; the reason says which rule."""
+    return [dataclasses.replace(d, status=SyncStatus.UNKNOWN, reason=forbidden[d.key])
+            if d.key in forbidden else d for d in diffs]
+
+
+def _or(value: bool | None, default: bool) -> bool:
+    return default if value is None else value
 
 
 def _reads_events(key: ResourceKey) -> bool:

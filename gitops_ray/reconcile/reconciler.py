@@ -19,6 +19,13 @@ written makes it ``RecordFailed`` (unless it had failed already), returned all t
 so the controller can back off in memory. Only :class:`~gitops_ray.kube.LeaseExpired`
 escapes: a replica that lost its lease records nothing.
 
+**AppProject rules** (:mod:`gitops_ray.reconcile.project`, when the pipeline enforces
+them): an app whose project stops it (an ``InvalidSpecError`` or ``UnknownError``
+condition), or a sync that would write an object the project forbids, is refused before
+anything is written: a ``Failed`` operation, reason ``ProjectForbidden``, with Argo CD's
+message. Nothing is applied and nothing pruned; and no sync ever prunes a live object
+the project forbids (Argo CD does not see those).
+
 **Sync waves.** A sync whose wave is not healthy yet returns ``Running``
 (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
 ``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
@@ -37,9 +44,15 @@ from pathlib import Path
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import LeaseExpired
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
+from gitops_ray.reconcile.project import (
+    Project,
+    format_conditions,
+    live_forbidden_reason,
+    stops_sync,
+)
 from gitops_ray.reconcile.status import save_failed_sync, save_operation, save_status
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.engine import Syncer, SyncRequest, SyncResult
+from gitops_ray.sync.engine import ResourceResult, Syncer, SyncRequest, SyncResult
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.types import ResourceAction, ResourceKey
@@ -75,10 +88,14 @@ class Reconciler:
         if resume is not None:
             revision, prune, only = resume.revision, resume.prune, resume.only
         before = before or self.pipeline.compare(app, revision=revision, local=local)
+        refused = _refusal(before, only)
+        if refused is not None:
+            return self._refused(before, refused, dry_run=dry_run)
         blocked = prune and bool(before.render_problems)
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
-                              out_of_sync=before.out_of_sync, resume=resume)
+                              out_of_sync=before.out_of_sync, resume=resume,
+                              protected=_protection(before.project))
         result = self._sync(request)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
@@ -88,6 +105,13 @@ class Reconciler:
         unrecorded = self._record(result, after)
         return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
                            unrecorded)
+
+    def _refused(self, before: Comparison, result: SyncResult, *, dry_run: bool
+                 ) -> SyncOutcome:
+        """Record a sync the AppProject refused; nothing changed, so ``before`` still holds."""
+        if dry_run:
+            return SyncOutcome(before, result, None)
+        return SyncOutcome(before, result, before, self._record(result, before))
 
     def _sync(self, request: SyncRequest) -> SyncResult:
         try:
@@ -155,6 +179,34 @@ class Reconciler:
         except GitOpsRayError as e:  # the result says it failed all the same
             return dataclasses.replace(outcome, unrecorded=e)
         return outcome
+
+
+def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncResult | None:
+    """The failed result of a sync the AppProject refuses, or ``None`` (see module doc).
+
+    Argo CD's messages: its conditions formatted as ``Type: message`` (``;``-joined),
+    or, per forbidden object, its sync's "resource g:K is not permitted in project p".
+    A selective sync (self-heal) is refused only for the objects it selects.
+    """
+    result = SyncResult(before.app.name, before.revision)
+    stopping = stops_sync(before.conditions)
+    if stopping:
+        return result.fail(format_conditions(stopping), Reason.PROJECT_FORBIDDEN)
+    forbidden = sorted((key, why) for key, why in before.forbidden.items()
+                       if only is None or key in only)
+    if not forbidden:
+        return None
+    result.resources = [ResourceResult(key, ResourceAction.FAILED, why)
+                        for key, why in forbidden]
+    return result.fail("one or more synchronization tasks are not valid: "
+                       + "; ".join(why for _, why in forbidden), Reason.PROJECT_FORBIDDEN)
+
+
+def _protection(project: Project | None) -> Callable[[ResourceKey], str] | None:
+    """What prune must leave alone: live objects the project forbids (Argo CD: unseen)."""
+    if project is None:
+        return None
+    return lambda key: live_forbidden_reason(project, key)
 
 
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:

@@ -173,6 +173,8 @@ class SyncRequest:
     only: frozenset[ResourceKey] | None = None  # selective sync (self-heal)
     out_of_sync: frozenset[ResourceKey] | None = None  # for ApplyOutOfSyncOnly=true
     resume: OperationState | None = None  # continue a sync that waited for a wave
+    protected: Callable[[ResourceKey], str] | None = None
+    """Why an object may not be pruned (``""``: it may), e.g. its AppProject forbids it."""
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -385,7 +387,8 @@ class Syncer:
                                   f"prune failed: cannot read it: {e}")
         if live is None:
             return ResourceResult(entry.key, ResourceAction.GONE)
-        return _not_pruned(request, live, entry) or self._delete(request, live, entry)
+        return _protected(request, entry) or _not_pruned(request, live, entry) \
+            or self._delete(request, live, entry)
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
                 ) -> ResourceResult:
@@ -462,6 +465,13 @@ def _comparable(obj: Manifest) -> Manifest:
                        if k not in _VOLATILE}
     out.pop("status", None)
     return out
+
+
+def _protected(request: SyncRequest, entry: InventoryEntry) -> ResourceResult | None:
+    """Skip the prune of an object the request protects (e.g. its AppProject forbids it)."""
+    why = request.protected(entry.key) if request.protected is not None else ""
+    return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, f"not pruned: {why}") \
+        if why else None
 
 
 def _not_pruned(request: SyncRequest, live: Manifest,

@@ -48,6 +48,7 @@ class Reason(StrEnum):
     WAVE_DEGRADED = "WaveDegraded"  # a sync wave before the last went Degraded
     WAVE_TIMEOUT = "WaveTimeout"  # ``gitops-ray sync`` gave up waiting for a wave
     SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
+    PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
 
 
 _BY_STAGE = {

@@ -3,16 +3,14 @@
 The real API server with Argo CD's own Application CRD (v3.2.11, from its Go module), the
 controller in-process (``argocd.enabled``, ``argocd.namespace`` = the test namespace), and
 a real git repository. Argo CD itself is not needed for what is checked here: the
-Application objects, their ``status`` as Argo CD's schema has it (the API server prunes
-fields the CRD does not know, so a status read back whole proves its shape), and the
+Application objects, their ``status`` as Argo CD's schema has it (validated by the API
+server; ``tests/unit/test_argostatus.py`` checks it field by field), and the
 ``.operation`` / refresh annotation that Argo CD's server and CLI write. ``tests/argocd``
 drives the same through the real argocd-server and CLI.
 """
 
 from __future__ import annotations
 
-import json  # noqa: F401
-from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -32,25 +30,6 @@ from tests.waiting import eventually
 APP_API = "argoproj.io/v1alpha1"
 RC_API = "ray.io/v1"
 OURS = {MANAGED_ANNOTATION: "true", SKIP_RECONCILE_ANNOTATION: "true"}
-
-
-@pytest.fixture(scope="session")
-def application_crd(kube: Kube) -> None:
-    """Argo CD's Application and AppProject CRDs, installed once."""
-    import yaml  # TEMPORARY until the harness branch lands
-    base = Path("/root/go/pkg/mod/github.com/argoproj/argo-cd/v3@v3.2.11/manifests/crds")
-    for crd in [yaml.safe_load((base / f"{n}-crd.yaml").read_text())
-                for n in ("application", "appproject")]:
-        kube.apply(crd, field_manager="tests", force=True)
-    for plural in ("applications", "appprojects"):
-        eventually(lambda: _established(kube, f"{plural}.argoproj.io"),
-                   message=f"CRD {plural}.argoproj.io established")
-
-
-def _established(kube: Kube, name: str) -> bool:
-    crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name=name) or {}
-    return any(c.get("type") == "Established" and c.get("status") == "True"
-               for c in (crd.get("status") or {}).get("conditions") or [])
 
 
 def application(name: str, repo: GitRepo, namespace: str, *, annotations: dict[str, str],
@@ -95,7 +74,7 @@ def rayclusters(version: str, namespace: str) -> dict[str, object]:
     return {"manifests/rc.yaml": rc}
 
 
-@pytest.mark.usefixtures("application_crd")
+@pytest.mark.usefixtures("argocd_crds")
 def test_annotated_application_is_synced_and_shows_argo_cd_status(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     sha = git_repo.commit(rayclusters("2.9.0", namespace))
@@ -127,7 +106,7 @@ def test_annotated_application_is_synced_and_shows_argo_cd_status(
     assert status["summary"]["images"]
 
 
-@pytest.mark.usefixtures("application_crd")
+@pytest.mark.usefixtures("argocd_crds")
 def test_half_opt_in_is_left_alone_with_a_warning_event(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     git_repo.commit(rayclusters("2.9.0", namespace))
@@ -145,7 +124,7 @@ def test_half_opt_in_is_left_alone_with_a_warning_event(
     assert "status" not in app_object(kube, namespace, "half")
 
 
-@pytest.mark.usefixtures("application_crd")
+@pytest.mark.usefixtures("argocd_crds")
 def test_operation_sync_rollback_and_refresh(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     first = git_repo.commit(rayclusters("2.9.0", namespace))
@@ -187,7 +166,7 @@ def test_operation_sync_rollback_and_refresh(
     assert [e["revision"] for e in obj["status"]["history"]] == [first, second, first]
 
 
-@pytest.mark.usefixtures("application_crd")
+@pytest.mark.usefixtures("argocd_crds")
 def test_dry_run_and_malformed_operations_change_nothing(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     sha = git_repo.commit(rayclusters("2.9.0", namespace))
@@ -210,7 +189,7 @@ def test_dry_run_and_malformed_operations_change_nothing(
     assert kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None
 
 
-@pytest.mark.usefixtures("application_crd")
+@pytest.mark.usefixtures("argocd_crds")
 def test_deleting_an_application_with_the_resources_finalizer_deletes_its_objects(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     git_repo.commit(rayclusters("2.9.0", namespace))
