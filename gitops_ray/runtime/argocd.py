@@ -72,6 +72,7 @@ class Change(StrEnum):
     DEFINITION = "definition"  # added, removed, spec/annotations/finalizers changed
     OPERATION = "operation"  # `.operation` set or changed (Sync button, argocd app sync)
     REFRESH = "refresh"  # the argocd.argoproj.io/refresh annotation
+    PROJECT = "project"  # the app's AppProject changed
     NONE = "none"  # status only (our own write), or not ours
 
 
@@ -105,12 +106,16 @@ class ClusterApplications:
         self.watches = [KindWatch(kube, API_VERSION, "Application", ns, options=opts,
                                   on_event=self._on_event, stop=self._stop, metrics=metrics)
                         for ns in settings.watched]
+        self.projects = KindWatch(kube, API_VERSION, "AppProject", settings.namespace,
+                                  options=opts, on_event=self._on_project, stop=self._stop,
+                                  metrics=metrics)
+        self._options = opts
 
     def start(self) -> None:
-        for watch in self.watches:
+        for watch in [*self.watches, self.projects]:
             threading.Thread(target=watch.run, name=f"watch-Application-{watch.namespace}",
                              daemon=True).start()
-            log.info("watch_started", kind="Application", namespace=watch.namespace)
+            log.info("watch_started", kind=watch.kind, namespace=watch.namespace)
 
     def stop(self) -> None:
         self._stop.set()
@@ -148,6 +153,12 @@ class ClusterApplications:
         obj = self.object(name)
         return refresh_requested(obj) if obj is not None else ""
 
+    def project(self, namespace: str, name: str) -> Manifest | None:
+        """An AppProject of Argo CD's namespace (a GET until its watch has listed)."""
+        if namespace == self.settings.namespace and self.projects.ready(self._options.sync_wait):
+            return self.projects.get(namespace, name)
+        return self.kube.get(API_VERSION, "AppProject", name=name, namespace=namespace)
+
     def remember(self, name: str, obj: Manifest) -> None:
         """Our own write's result: newer than the watch's copy until its event arrives."""
         with self._lock:
@@ -177,6 +188,15 @@ class ClusterApplications:
         change = _change(before, entry if ours else None)
         if change is not Change.NONE:
             self._notify(name, change)
+
+    def _on_project(self, kind: str, obj: Manifest) -> None:
+        """An AppProject changed: refresh the apps in it (their conditions may change)."""
+        project = str((obj.get("metadata") or {}).get("name") or "")
+        with self._lock:
+            names = [n for n, e in self._entries.items()
+                     if e.app is not None and e.app.project == project]
+        for name in names:
+            self._notify(name, Change.PROJECT)
 
     def _entry(self, name: str, obj: Manifest) -> _Entry:
         body = {k: v for k, v in obj.items() if k not in ("status", "operation")}

@@ -53,6 +53,7 @@ from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, ShapesSource, configmap_shapes
+from gitops_ray.reconcile.project import ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.catalog import Catalog
@@ -145,9 +146,12 @@ class Runtime:
         s = self.settings
         store = RecordStore(self.kube, s.control_namespace, lookup=self.cache.get)
         source = git_source(s, self.kube)
+        projects = (ProjectsFrom(self.applications.project, s.argocd.namespace)
+                    if self.applications is not None else None)
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                             live=self.cache.get, live_version=self.cache.version,
-                            events=self.cache.ray, shapes=self._pod_shapes())
+                            events=self.cache.ray, shapes=self._pod_shapes(),
+                            projects=projects)
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
                   if self.applications is not None else None)

@@ -49,8 +49,21 @@ def application(name: str, repo: GitRepo, namespace: str, *, annotations: dict[s
 Start = Callable[..., Controller]
 
 
-def start(start_controller: Start, namespace: str) -> Controller:  # noqa: F811
+def start(start_controller: Start, kube: Kube, namespace: str, *,  # noqa: F811
+          project: dict[str, Any] | None = None) -> Controller:
+    """The controller, with the test namespace as Argo CD's and its AppProject ``default``."""
+    appproject(kube, namespace, "default", project or OPEN)
     return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": namespace})
+
+
+OPEN = {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
+        "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]}
+
+
+def appproject(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    kube.apply({"apiVersion": APP_API, "kind": "AppProject",
+                "metadata": {"name": name, "namespace": namespace}, "spec": spec},
+               field_manager="tests", force=True)
 
 
 def app_object(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
@@ -79,7 +92,7 @@ def test_annotated_application_is_synced_and_shows_argo_cd_status(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     sha = git_repo.commit(rayclusters("2.9.0", namespace))
     kube.create(application("ray", git_repo, namespace, annotations=OURS), field_manager="tests")
-    start(start_controller, namespace)
+    start(start_controller, kube, namespace)
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
     obj = status_when(kube, namespace, "ray",
@@ -112,7 +125,7 @@ def test_half_opt_in_is_left_alone_with_a_warning_event(
     git_repo.commit(rayclusters("2.9.0", namespace))
     kube.create(application("half", git_repo, namespace,
                             annotations={MANAGED_ANNOTATION: "true"}), field_manager="tests")
-    start(start_controller, namespace)
+    start(start_controller, kube, namespace)
 
     def warned() -> bool:
         events, _ = kube.list("v1", "Event", namespace)
@@ -130,7 +143,7 @@ def test_operation_sync_rollback_and_refresh(
     first = git_repo.commit(rayclusters("2.9.0", namespace))
     kube.create(application("manual", git_repo, namespace, annotations=OURS, automated=False),
                 field_manager="tests")
-    start(start_controller, namespace)
+    start(start_controller, kube, namespace)
     status_when(kube, namespace, "manual",
                 lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "OutOfSync",
                 "OutOfSync before any sync")
@@ -172,7 +185,7 @@ def test_dry_run_and_malformed_operations_change_nothing(
     sha = git_repo.commit(rayclusters("2.9.0", namespace))
     kube.create(application("dry", git_repo, namespace, annotations=OURS, automated=False),
                 field_manager="tests")
-    start(start_controller, namespace)
+    start(start_controller, kube, namespace)
     request(kube, namespace, "dry", {"sync": {"dryRun": True}})
     obj = status_when(kube, namespace, "dry", _done(sha), "the dry run finished")
     assert obj["status"]["operationState"]["phase"] == "Succeeded"
@@ -195,7 +208,7 @@ def test_deleting_an_application_with_the_resources_finalizer_deletes_its_object
     git_repo.commit(rayclusters("2.9.0", namespace))
     kube.create(application("doomed", git_repo, namespace, annotations=OURS, finalizer=True),
                 field_manager="tests")
-    start(start_controller, namespace)
+    start(start_controller, kube, namespace)
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
     kube.delete(APP_API, "Application", name="doomed", namespace=namespace)
@@ -230,3 +243,30 @@ def live_version(kube: Kube, namespace: str) -> str:
     live = kube.get(RC_API, "RayCluster", name="demo", namespace=namespace)
     assert live is not None
     return str(live["spec"]["rayVersion"])
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_message(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    git_repo.commit(rayclusters("2.9.0", namespace))
+    kube.create(application("blocked", git_repo, namespace, annotations=OURS),
+                field_manager="tests")
+    start(start_controller, kube, namespace, project={
+        "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "elsewhere"}]})
+    obj = status_when(kube, namespace, "blocked",
+                      lambda o: bool((o.get("status") or {}).get("conditions")),
+                      "a condition on the blocked Application")
+    [condition] = obj["status"]["conditions"]
+    assert condition["type"] == "InvalidSpecError"
+    assert condition["message"] == (
+        f"application destination server 'https://kubernetes.default.svc' and namespace "
+        f"'{namespace}' do not match any of the allowed destinations in project 'default'")
+    assert obj["status"]["sync"]["status"] == "Unknown"
+    assert kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None
+
+    appproject(kube, namespace, "default", OPEN)  # the project allows it now: synced
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
+               message="synced once the project allows it")
+    status_when(kube, namespace, "blocked",
+                lambda o: not o["status"].get("conditions")
+                and o["status"]["sync"]["status"] == "Synced", "condition cleared")
