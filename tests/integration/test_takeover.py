@@ -107,10 +107,10 @@ def test_fields_removed_from_git_leave_kubectl_applied_objects(
     outcome = env.reconciler.sync(app)
     assert outcome.result.ok, outcome.result.message
     rc, live_cm = env.live("ray"), env.live("settings", "ConfigMap", "v1")
-    assert rc["metadata"]["labels"] == {"team": "ml"}
+    assert "tier" not in rc["metadata"]["labels"] and rc["metadata"]["labels"]["team"] == "ml"
     assert rc["spec"]["headGroupSpec"]["rayStartParams"] == {"dashboard-host": "0.0.0.0"}
     assert live_cm["data"] == {"a": "1"}
-    assert live_cm["metadata"]["labels"] == {"team": "ml"}
+    assert "tier" not in live_cm["metadata"]["labels"]
     for obj in (rc, live_cm):
         assert LAST_APPLIED not in obj["metadata"].get("annotations", {})
         assert [m for m, _ in managers(obj)] == [FIELD_MANAGER]
