@@ -8,9 +8,9 @@ autoscaler's JSON patch (``python-requests``) and a human's ``kubectl edit``.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,9 @@ import pytest
 import requests
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Conflict, Kube
 from gitops_ray.sync.engine import SyncRequest
+from gitops_ray.sync.takeover import take_over
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_sync import Env, autoscaler_patch
@@ -115,3 +116,107 @@ def test_fields_removed_from_git_leave_kubectl_applied_objects(
         assert LAST_APPLIED not in obj["metadata"].get("annotations", {})
         assert [m for m, _ in managers(obj)] == [FIELD_MANAGER]
     assert outcome.after is not None and outcome.after.diff.status == "Synced"
+
+
+def test_autoscaler_human_and_ignored_fields_survive_the_takeover(
+        env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    kubectl_apply(control_plane, env.namespace, rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
+    kubectl_apply(control_plane, env.namespace,
+                  cm("settings", {"a": "1", "b": "2", "kept": "live"}))
+    autoscaler_patch(control_plane, env.namespace, "ray", [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 5}])
+    live_cm = env.live("settings", "ConfigMap", "v1")
+    write_as(control_plane, live_cm, manager="kubectl-edit", method="PATCH",
+             body={"data": {"c": "human"}}, content_type="application/merge-patch+json")
+    rc = env.live("ray")
+    scaler_fields = managers(rc)[("python-requests", "Update")]
+    migrated = take_over(env.kube, rc)  # what the sync does first; here to look at it
+    assert managers(migrated)[("python-requests", "Update")] == scaler_fields
+    assert [m for m, _ in managers(migrated)] == [FIELD_MANAGER, "python-requests"]
+    assert migrated["spec"] == rc["spec"]
+    git_repo.commit({"manifests/rc.yaml": rc_with({"team": "ml"}, {"port": "6379"}),
+                     "manifests/cm.yaml": cm("settings", {"a": "1"})})
+    app = replace(env.app(git_repo), ignore_differences=(
+        {"kind": "ConfigMap", "jsonPointers": ["/data/kept"]},))
+
+    shown = resource(env.pipeline.compare(app).diff, "ConfigMap")
+    assert shown.out_of_sync
+    assert "b" not in shown.desired_normalized["data"]
+    assert shown.desired_normalized["data"]["c"] == "human"  # kubectl-edit's: not removed
+    assert "kept" not in shown.desired_normalized["data"]  # ignored: not shown at all
+    assert "kept" not in shown.live_normalized["data"]
+
+    outcome = env.reconciler.sync(app)
+    assert outcome.result.ok, outcome.result.message
+    live_cm = env.live("settings", "ConfigMap", "v1")
+    assert live_cm["data"] == {"a": "1", "c": "human", "kept": "live"}
+    assert managers(live_cm)[("kubectl-edit", "Update")] == {"f:data": {"f:c": {}}}
+    rc = env.live("ray")
+    assert rc["spec"]["workerGroupSpecs"][0]["replicas"] == 5
+    assert rc["spec"]["headGroupSpec"]["rayStartParams"] == {"port": "6379"}
+    assert ("kubectl-client-side-apply", "Update") not in managers(rc)
+    assert outcome.after is not None and outcome.after.diff.status == "Synced"
+
+
+def test_argo_cd_client_side_and_server_side_applies_are_taken_over(
+        env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    """Argo CD applies as ``argocd-controller``: an Update (default), an Apply (SSA)."""
+    kubeconfig = str(control_plane.kubeconfig)
+    for name, extra in (("csa", []), ("ssa", ["--server-side"])):
+        subprocess.run(["kubectl", "--kubeconfig", kubeconfig, "-n", env.namespace, "apply",
+                        "--field-manager=argocd-controller", *extra, "-f", "-"],
+                       input=json.dumps(cm(name, {"a": "1", "b": "2"}, {"tier": "gold"})),
+                       text=True, check=True, capture_output=True)
+    assert ("argocd-controller", "Update") in managers(env.live("csa", "ConfigMap", "v1"))
+    assert ("argocd-controller", "Apply") in managers(env.live("ssa", "ConfigMap", "v1"))
+    git_repo.commit({"manifests/cm.yaml": [cm("csa", {"a": "1"}), cm("ssa", {"a": "1"})]})
+    app = env.app(git_repo)
+
+    dry = env.reconciler.sync(app, dry_run=True)
+    assert dry.result.ok, dry.result.message
+    assert {r.action for r in dry.result.resources} == {"configured"}
+    assert env.live("csa", "ConfigMap", "v1")["data"]["b"] == "2"  # a dry run writes nothing
+    for r in dry.before.diff.resources:
+        assert r.out_of_sync and "b" not in r.desired_normalized["data"]
+
+    outcome = env.reconciler.sync(app)
+    assert outcome.result.ok, outcome.result.message
+    for name in ("csa", "ssa"):
+        live = env.live(name, "ConfigMap", "v1")
+        assert live["data"] == {"a": "1"}
+        assert "tier" not in (live["metadata"].get("labels") or {})
+        assert [m for m, _ in managers(live)] == [FIELD_MANAGER]
+
+
+def test_a_write_between_read_and_takeover_wins(
+        env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    """The takeover patch carries the resourceVersion it was computed from."""
+    kubectl_apply(control_plane, env.namespace, rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
+    git_repo.commit({"manifests/rc.yaml": rc_with({"team": "ml"}, {"port": "6379"})})
+    app = env.app(git_repo)
+    stale = env.live("ray")
+    autoscaler_patch(control_plane, env.namespace, "ray", [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 7}])
+    with pytest.raises(Conflict):
+        take_over(env.kube, stale)
+    assert ("kubectl-client-side-apply", "Update") in managers(env.live("ray"))  # untouched
+
+    before = env.pipeline.compare(app)
+    stale_reads: list[int] = []
+
+    def stale_then_autoscale(obj: dict[str, Any]) -> dict[str, Any] | None:
+        stale = env.kube.get("ray.io/v1", obj["kind"], name=obj["metadata"]["name"],
+                             namespace=env.namespace)
+        autoscaler_patch(control_plane, env.namespace, "ray", [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 9}])
+        stale_reads.append(1)
+        return stale
+
+    syncer = type(env.syncer)(env.kube, env.store, live_lookup=stale_then_autoscale)
+    result = syncer.sync(SyncRequest(app, before.manifests(), before.revision),
+                         env.pipeline.rules(app))
+    assert result.ok, result.message
+    assert stale_reads == [1]
+    rc = env.live("ray")
+    assert rc["spec"]["workerGroupSpecs"][0]["replicas"] == 9
+    assert rc["spec"]["headGroupSpec"]["rayStartParams"] == {"port": "6379"}
