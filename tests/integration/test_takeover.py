@@ -8,6 +8,7 @@ autoscaler's JSON patch (``python-requests``) and a human's ``kubectl edit``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from dataclasses import replace
@@ -18,13 +19,14 @@ import pytest
 import requests
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.kube import Conflict, Kube
+from gitops_ray.kube import AlreadyExists, Conflict, Kube, UnknownKind
 from gitops_ray.sync.engine import SyncRequest
 from gitops_ray.sync.takeover import take_over
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_sync import Env, autoscaler_patch
 from tests.samples import raycluster, worker_group
+from tests.waiting import eventually
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -220,3 +222,91 @@ def test_a_write_between_read_and_takeover_wins(
     rc = env.live("ray")
     assert rc["spec"]["workerGroupSpecs"][0]["replicas"] == 9
     assert rc["spec"]["headGroupSpec"]["rayStartParams"] == {"port": "6379"}
+
+
+WIDGETS = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.takeover.gitops-ray.io"},
+    "spec": {"group": "takeover.gitops-ray.io", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+             "versions": [{"name": "v1", "served": True, "storage": True,  # no subresources
+                           "schema": {"openAPIV3Schema": {
+                               "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture
+def widgets(kube: Kube) -> str:
+    """A kind whose ``status`` is not a subresource (as Argo CD's Application)."""
+    with contextlib.suppress(AlreadyExists):
+        kube.create(WIDGETS, field_manager="tests")
+
+    def established() -> bool:
+        crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                       name=WIDGETS["metadata"]["name"])
+        conditions = (crd or {}).get("status", {}).get("conditions") or []
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    eventually(established, message="the Widget CRD is established")
+    eventually(lambda: _served(kube), message="Widget is served")
+    return "takeover.gitops-ray.io/v1"
+
+
+def _served(kube: Kube) -> bool:
+    try:
+        kube.resource("takeover.gitops-ray.io/v1", "Widget")
+    except UnknownKind:
+        return False
+    return True
+
+
+def widget(api: str, namespace: str, **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": api, "kind": "Widget",
+            "metadata": {"name": "w", "namespace": namespace}, **fields}
+
+
+def status_apply(cp: LocalControlPlane, api: str, namespace: str, phase: str) -> None:
+    """The status writer's own server-side apply, without force: a conflict raises."""
+    obj = widget(api, namespace, status={"phase": phase})
+    write_as(cp, obj, manager="status-writer", method="PATCH",
+             content_type="application/apply-patch+yaml")
+
+
+def test_status_is_never_applied(env: Env, git_repo: GitRepo, widgets: str,
+                                 control_plane: LocalControlPlane) -> None:
+    git_repo.commit({"manifests/w.yaml": widget(widgets, env.namespace, spec={"size": 1},
+                                                status={"phase": "FromGit"})})
+    app = replace(env.app(git_repo), ignore_differences=(
+        {"group": "takeover.gitops-ray.io", "kind": "Widget", "jsonPointers": ["/status"]},))
+    assert env.reconciler.sync(app).result.ok
+    assert "status" not in env.live("w", "Widget", widgets)  # git's status is not created
+    status_apply(control_plane, widgets, env.namespace, "Ready")
+
+    git_repo.commit({"manifests/w.yaml": widget(widgets, env.namespace, spec={"size": 2})})
+    assert env.pipeline.compare(app).diff.status == "OutOfSync"
+    dry = env.reconciler.sync(app, dry_run=True)
+    assert [r.action for r in dry.result.resources] == ["configured"]
+    outcome = env.reconciler.sync(app)
+    assert outcome.result.ok, outcome.result.message
+    live = env.live("w", "Widget", widgets)
+    assert live["spec"] == {"size": 2} and live["status"] == {"phase": "Ready"}
+    assert "f:status" not in managers(live)[(FIELD_MANAGER, "Apply")]
+    assert "f:status" in managers(live)[("status-writer", "Apply")]
+    status_apply(control_plane, widgets, env.namespace, "Done")  # no conflict
+    assert env.live("w", "Widget", widgets)["status"] == {"phase": "Done"}
+    assert env.pipeline.compare(app).diff.status == "Synced"
+
+
+def test_status_an_earlier_sync_applied_is_released(
+        env: Env, git_repo: GitRepo, widgets: str, control_plane: LocalControlPlane) -> None:
+    """Our entry owning ``status`` (an earlier gitops-ray applied it): left, unowned."""
+    old = widget(widgets, env.namespace, spec={"size": 1}, status={"phase": "Old"})
+    write_as(control_plane, old, manager=FIELD_MANAGER, method="PATCH",
+             content_type="application/apply-patch+yaml")
+    git_repo.commit({"manifests/w.yaml": widget(widgets, env.namespace, spec={"size": 1})})
+    outcome = env.reconciler.sync(env.app(git_repo))
+    assert outcome.result.ok, outcome.result.message
+    live = env.live("w", "Widget", widgets)
+    assert live["status"] == {"phase": "Old"}
+    assert "f:status" not in managers(live)[(FIELD_MANAGER, "Apply")]
+    status_apply(control_plane, widgets, env.namespace, "New")  # no conflict
