@@ -14,6 +14,11 @@ The three promises, and where they are kept:
   the same, and says so: we have no confirmation flow), never after a failed apply, and
   with a ``uid`` precondition so a re-created object is left alone.
 
+**Taking over** (:mod:`gitops_ray.sync.takeover`): before the first apply of an object
+that ``kubectl apply`` or Argo CD applied, their managers' fields are moved to ours (as
+client-go's ``csaupgrade``), so the apply removes what git dropped. ``status`` is never
+applied (:func:`prepare`).
+
 **Sync waves** (:mod:`gitops_ray.sync.operation`): objects are applied wave by wave
 (``argocd.argoproj.io/sync-wave``, then kind order). Between waves the step checks the
 health of the wave just applied; if it is not healthy yet the step ends ``Running`` with
@@ -345,7 +350,7 @@ class Syncer:
             return live
         try:
             return take_over(self.kube, live)
-        except Conflict:
+        except (Conflict, LeaseExpired):
             raise
         except KubeError as e:
             raise SyncError(f"{ResourceKey.of(live)}: taking over the fields of "
@@ -465,9 +470,9 @@ def _without_status(obj: Manifest) -> Manifest:
     return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
 
 
-def _with_live_status(body: Manifest, live: Manifest) -> Manifest:
+def _with_live_status(body: Manifest, live: Manifest | None) -> Manifest:
     """A replace (PUT) writes the whole object: it keeps live's status as it is."""
-    return {**body, "status": live["status"]} if "status" in live else body
+    return {**body, "status": live["status"]} if live and "status" in live else body
 
 
 def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:

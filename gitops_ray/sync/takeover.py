@@ -123,7 +123,7 @@ def _first(entries: list[Entry], test: Callable[[Entry], bool]) -> int | None:
 
 
 def _upgraded(entries: list[Entry], manager: str, operation: str) -> list[Entry]:
-    """csaupgrade's ``upgradedManagedFields`` for one (manager, operation)."""
+    """One (manager, operation) as csaupgrade's ``upgradedManagedFields`` does it."""
     target = _first(entries, lambda e: _is(e, FIELD_MANAGER, "Apply"))
     if target is None:
         target = _first(entries, lambda e: _is(e, manager, operation))

@@ -122,7 +122,8 @@ def test_fields_removed_from_git_leave_kubectl_applied_objects(
 
 def test_autoscaler_human_and_ignored_fields_survive_the_takeover(
         env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
-    kubectl_apply(control_plane, env.namespace, rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
+    kubectl_apply(control_plane, env.namespace,
+                  rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
     kubectl_apply(control_plane, env.namespace,
                   cm("settings", {"a": "1", "b": "2", "kept": "live"}))
     autoscaler_patch(control_plane, env.namespace, "ray", [
@@ -193,7 +194,8 @@ def test_argo_cd_client_side_and_server_side_applies_are_taken_over(
 def test_a_write_between_read_and_takeover_wins(
         env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
     """The takeover patch carries the resourceVersion it was computed from."""
-    kubectl_apply(control_plane, env.namespace, rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
+    kubectl_apply(control_plane, env.namespace,
+                  rc_with({"team": "ml"}, {"num-cpus": "0", "port": "6379"}))
     git_repo.commit({"manifests/rc.yaml": rc_with({"team": "ml"}, {"port": "6379"})})
     app = env.app(git_repo)
     stale = env.live("ray")
