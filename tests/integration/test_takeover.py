@@ -22,8 +22,10 @@ from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, UnknownKind
 from gitops_ray.sync.engine import SyncRequest
 from gitops_ray.sync.takeover import take_over
+from gitops_ray.sync.tracking import with_tracking
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
+from tests.integration.test_cli_diff import Cli, app_yaml
 from tests.integration.test_sync import Env, autoscaler_patch
 from tests.samples import raycluster, worker_group
 from tests.waiting import eventually
@@ -312,3 +314,23 @@ def test_status_an_earlier_sync_applied_is_released(
     assert live["status"] == {"phase": "Old"}
     assert "f:status" not in managers(live)[(FIELD_MANAGER, "Apply")]
     status_apply(control_plane, widgets, env.namespace, "New")  # no conflict
+
+
+def test_cli_diff_shows_the_removal_then_sync_makes_it(
+        git_repo: GitRepo, control_plane: LocalControlPlane, namespace: str,
+        tmp_path: Path, helm_bin: Path) -> None:
+    """The reproduction of the issue: without the three-way view this diff says Synced."""
+    cli = Cli(control_plane, namespace, tmp_path, helm_bin)
+    settings = cm("settings", {"a": "1", "b": "2"})
+    settings["metadata"]["namespace"] = namespace
+    kubectl_apply(control_plane, namespace, with_tracking("ray", settings))
+    git_repo.commit({"apps/ray.yaml": app_yaml(git_repo, "ray", namespace, "ray"),
+                     "ray/cm.yaml": cm("settings", {"a": "1"})})
+    args = ["--repo", git_repo.url, "--apps", "apps"]
+    before = cli("diff", *args)
+    assert before.exit_code == 1, before.output
+    removed = [line for line in before.output.splitlines() if line.startswith("-  ")]
+    assert removed == ["-  b: '2'"], before.output
+    assert cli("sync", *args).exit_code == 0
+    after = cli("diff", *args)
+    assert after.exit_code == 0, after.output
