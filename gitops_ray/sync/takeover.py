@@ -40,6 +40,13 @@ auto-sync cannot loop on a removal it will not make. Ignored paths need nothing 
 sync copies their live values into the body (:mod:`gitops_ray.sync.merge`), and the
 comparison drops them from both sides.
 
+A limit of the API server, not ours: removing the *last* key of a map whose CRD schema
+says ``type: object`` is rejected ("must be of type object: null") by servers whose
+structured-merge-diff predates kubernetes-sigs/structured-merge-diff#306; ``kubectl
+apply --server-side`` fails its own migration the same way. The sync then fails with that
+message (the ownership is already ours; git keeping one key, or ``{}`` removed from git
+by hand, resolves it).
+
 **Status is never ours**: our entry's ``f:status`` is released (left unowned, so its
 value stays) in the same patch, for objects on which an earlier version of gitops-ray
 applied ``status`` (see :func:`gitops_ray.sync.engine.prepare`).
