@@ -53,7 +53,7 @@ def _walk(tree: Mapping[str, Any], node: Any, path: Path) -> Iterator[Path]:
     for element, children in tree.items():
         if element == "." or not isinstance(children, dict):
             continue
-        found = _locate(element, node)
+        found = locate(element, node)
         if found is None:
             continue
         key, child = found
@@ -64,7 +64,7 @@ def _walk(tree: Mapping[str, Any], node: Any, path: Path) -> Iterator[Path]:
             yield from _walk(children, child, (*path, key))
 
 
-def _locate(element: str, node: Any) -> tuple[str | int, Any] | None:
+def locate(element: str, node: Any) -> tuple[str | int, Any] | None:
     """The key and value in ``node`` that one fieldsV1 path element names."""
     prefix, _, rest = element.partition(":")
     if prefix == "f":

@@ -54,6 +54,7 @@ from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import prepare
 from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
 
@@ -516,15 +517,17 @@ class Pipeline:
         """Server-side dry-run apply of what sync would write.
 
         Not cached on its own: it only runs when the per-object diff memo missed, which
-        is keyed by the same live ``resourceVersion``.
+        is keyed by the same live ``resourceVersion``. An object kubectl or Argo CD
+        applied shows what sync's takeover will remove (:mod:`gitops_ray.sync.takeover`).
         """
         body = prepare(obj, live, rules)
         body["metadata"].pop("resourceVersion", None)
         try:
-            return self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
-                                   dry_run=True)
+            predicted = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
+                                        dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
+        return predicted_after_takeover(predicted, body=body, live=live)
 
 
 def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]

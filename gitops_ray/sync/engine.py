@@ -14,6 +14,11 @@ The three promises, and where they are kept:
   the same, and says so: we have no confirmation flow), never after a failed apply, and
   with a ``uid`` precondition so a re-created object is left alone.
 
+**Taking over** (:mod:`gitops_ray.sync.takeover`): before the first apply of an object
+that ``kubectl apply`` or Argo CD applied, their managers' fields are moved to ours (as
+client-go's ``csaupgrade``), so the apply removes what git dropped. ``status`` is never
+applied (:func:`prepare`).
+
 **Sync waves** (:mod:`gitops_ray.sync.operation`): objects are applied wave by wave
 (``argocd.argoproj.io/sync-wave``, then kind order). Between waves the step checks the
 health of the wave just applied; if it is not healthy yet the step ends ``Running`` with
@@ -56,6 +61,12 @@ from gitops_ray.sync.operation import OperationState, only_field
 from gitops_ray.sync.order import apply_order, prune_order, sync_options, waves
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
+from gitops_ray.sync.takeover import (
+    PREVIOUS_APPLIERS,
+    needs_takeover,
+    predicted_after_takeover,
+    take_over,
+)
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
@@ -313,12 +324,15 @@ class Syncer:
         live = self._lookup(obj)
         replace = request.option("Replace=true") or "Replace=true" in sync_options(obj)
         for _ in range(MAX_CONFLICT_RETRIES):
-            body = prepare(obj, live, rules)
             try:
+                live = self._take_over(live, replace=replace, dry_run=request.dry_run)
+                body = prepare(obj, live, rules)
                 written = self._write(body, live, replace=replace, dry_run=request.dry_run)
             except Conflict:
                 live = self._get(obj)  # someone wrote in between: re-read, re-decide
                 continue
+            if request.dry_run and live is not None and not replace:
+                written = predicted_after_takeover(written, body=body, live=live)
             action = _action(live, written)
             if action != ResourceAction.UNCHANGED and not request.dry_run:
                 post_event(self.kube, written, reason=f"Resource{action.capitalize()}",
@@ -329,12 +343,30 @@ class Syncer:
             return ResourceResult(key, action)
         raise SyncError(f"{key}: still conflicting after {MAX_CONFLICT_RETRIES} attempts")
 
+    def _take_over(self, live: Manifest | None, *, replace: bool,
+                   dry_run: bool) -> Manifest | None:
+        """``live`` after moving a previous applier's fields to us (:mod:`.takeover`).
+
+        Not for a replace (it writes the whole object, nothing is left behind) nor a
+        dry run (it writes nothing; the prediction shows the takeover instead).
+        """
+        if live is None or replace or dry_run or not needs_takeover(live):
+            return live
+        try:
+            return take_over(self.kube, live)
+        except (Conflict, LeaseExpired):
+            raise
+        except KubeError as e:
+            raise SyncError(f"{ResourceKey.of(live)}: taking over the fields of "
+                            f"{', '.join(PREVIOUS_APPLIERS)} failed: {e}") from e
+
     def _write(self, body: Manifest, live: Manifest | None, *, replace: bool,
                dry_run: bool) -> Manifest:
         if replace and live is None:
             return self.kube.create(body, field_manager=FIELD_MANAGER, dry_run=dry_run)
         if replace:
-            return self.kube.replace(body, field_manager=FIELD_MANAGER, dry_run=dry_run)
+            return self.kube.replace(_with_live_status(body, live), field_manager=FIELD_MANAGER,
+                                     dry_run=dry_run)
         return self.kube.apply(body, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
 
     def _lookup(self, obj: Manifest) -> Manifest | None:
@@ -424,14 +456,28 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     """The body to write for ``obj`` given ``live``.
 
     That is git's object with the live values at ignored paths, carrying live's
-    ``resourceVersion`` as the write precondition.
+    ``resourceVersion`` as the write precondition, and never a ``status``: on a kind
+    without the status subresource (Argo CD's Application is one) applying it would make
+    us an owner of another writer's status, whose next apply then conflicts; and what an
+    ignore rule on ``/status`` copies from live is exactly that writer's status. (Argo
+    CD's ``RespectIgnoreDifferences`` drops ``status`` the same way.)
     """
     if live is None:
-        return obj
+        return _without_status(obj)
     body = keep_live_values(obj, live, live_paths=rules.ignored_paths(live, live=live),
                             desired_paths=rules.ignored_paths(obj, live=live))
+    body.pop("status", None)
     body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
     return body
+
+
+def _without_status(obj: Manifest) -> Manifest:
+    return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
+
+
+def _with_live_status(body: Manifest, live: Manifest | None) -> Manifest:
+    """A replace (PUT) writes the whole object: it keeps live's status as it is."""
+    return {**body, "status": live["status"]} if live and "status" in live else body
 
 
 def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
