@@ -1,4 +1,4 @@
-"""``knownTypeFields``: compare a custom resource's embedded Kubernetes types as the API server writes them.
+"""``knownTypeFields``: compare the Kubernetes types a custom resource embeds, canonically.
 
 A RayCluster embeds ``PodTemplateSpec``s, but the API server does not canonicalise
 quantities inside a custom resource: git's ``cpu: 2000m`` stays ``2000m`` while the

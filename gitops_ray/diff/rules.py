@@ -32,8 +32,8 @@ from gitops_ray.diff.jqrule import (
     compile_jq,
     del_paths,
 )
-from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
 from gitops_ray.diff.knowntypes import normalize_known_types
+from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
 from gitops_ray.diff.ray import BUILTIN_RULES
 from gitops_ray.diff.system import AGGREGATED_ROLES_SPEC, SystemDiff, aggregated_role
 from gitops_ray.errors import ConfigError, DiffError

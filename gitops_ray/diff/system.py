@@ -132,7 +132,7 @@ def system_diff(ignore: Mapping[str, tuple[str, Any]],
     for key, (label, value) in sorted(ignore.items()):
         spec, problem = _ignore_spec(key, value)
         if problem:
-            failed.append(_broken(label, problem, key))
+            failed.append(broken_scope(label, problem, key))
         elif spec is not None:
             rules.append((label, spec))
     fields: dict[tuple[str, str], tuple[KnownTypeField, ...]] = {}
@@ -170,7 +170,8 @@ def _ignore_spec(key: str, value: Any) -> tuple[dict[str, Any] | None, str]:
     return ({"group": group, "kind": kind, **spec} if spec else None), ""
 
 
-def _broken(label: str, reason: str, key: str) -> Broken:
+def broken_scope(label: str, reason: str, key: str) -> Broken:
+    """A key that governs the objects its override key (``group/kind`` globs) matches."""
     try:
         group, kind = split_override_key(key)
         return Broken(label, reason, compile_glob(group), compile_glob(kind))

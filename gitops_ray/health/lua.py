@@ -141,7 +141,7 @@ _local = threading.local()
 
 
 def _runner() -> Any:
-    """This thread's Lua state and its sandbox function (a state is not shared by threads)."""
+    """The Lua state of this thread and its sandbox function (a state is not shared by threads)."""
     runner = getattr(_local, "runner", None)
     if runner is None:
         runtime = lupa.LuaRuntime(register_eval=False, register_builtins=False,

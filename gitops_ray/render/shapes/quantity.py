@@ -4,8 +4,8 @@ Pod shapes subtract a sidecar reservation from an instance type and compare the 
 container requests with it, so quantities must be parsed exactly: floats would turn
 ``0.1 + 0.2`` CPU into a validation error. The grammar is the one of
 ``k8s.io/apimachinery/pkg/api/resource`` (binary ``Ki``..``Ei``, decimal ``n``..``E``,
-exponents ``e3``/``E-3``), parsed by :mod:`gitops_ray.quantity`. Formatting picks the shortest exact suffix, so a result reads
-like something a person would write (``31Gi``, ``7500m``).
+exponents ``e3``/``E-3``), parsed by :mod:`gitops_ray.quantity`. Formatting picks the
+shortest exact suffix, so a result reads like something a person would write (``31Gi``, ``7500m``).
 """
 
 from __future__ import annotations
