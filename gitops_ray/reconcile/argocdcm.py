@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
 import yaml
 
 from gitops_ray.diff.system import (
@@ -44,10 +46,13 @@ from gitops_ray.diff.system import (
     broken_scope,
     system_diff,
 )
-from gitops_ray.errors import ConfigError, LimitExceeded
+from gitops_ray.errors import ConfigError, DiffError, LimitExceeded
 from gitops_ray.health.lua import NO_CHECKS, LuaChecks, lua_checks
+from gitops_ray.kube import KubeError
 from gitops_ray.render.bounds import check_text_size, check_yaml
 from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
 
 ARGOCD_CM = "argocd-cm"
 PREFIX = "resource.customizations"
@@ -223,3 +228,38 @@ def _yaml(text: Any, origin: str) -> tuple[Any, str]:
 
 def _digest(data: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def configmap_settings(get: Callable[[str, str], Manifest | None], *,
+                       namespace: str) -> Callable[[], SystemSettings]:
+    """A settings source reading ``argocd-cm`` of ``namespace`` with ``get`` on every call.
+
+    ``get(namespace, name)`` is the controller's watch cache (or a plain GET). A parse is
+    reused while the ConfigMap's ``resourceVersion`` stays the same, so a pass costs no
+    YAML decoding. A read that fails fails the comparison (:class:`DiffError`): no app is
+    synced or pruned on settings it could not read.
+    """
+    origin = f"ConfigMap {namespace}/{ARGOCD_CM}"
+    last: list[tuple[str, SystemSettings]] = []
+    lock = threading.Lock()
+
+    def read() -> SystemSettings:
+        try:
+            found = get(namespace, ARGOCD_CM)
+        except KubeError as e:
+            raise DiffError(f"cannot read {origin}: {e}") from e
+        version = str(((found or {}).get("metadata") or {}).get("resourceVersion", ""))
+        with lock:
+            if found is not None and last and last[0][0] == version:
+                return last[0][1]
+        try:
+            parsed = parse_argocd_cm(found, origin=origin)
+        except ConfigError as e:
+            raise DiffError(str(e)) from e
+        with lock:
+            last[:] = [(version, parsed)]
+        for problem in (*parsed.warnings, *map(str, parsed.broken)):  # once per version
+            log.warning("argocd_cm_problem", configmap=origin, problem=problem)
+        return parsed
+
+    return read
