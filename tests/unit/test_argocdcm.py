@@ -205,7 +205,7 @@ def test_a_huge_value_is_refused_by_the_yaml_bounds() -> None:
 def test_a_broken_compareoptions_fails_every_comparison() -> None:
     system = settings(**{"resource.compareoptions": "[not, a, mapping]"})
     rules = compile_rules([], builtin=False, system=system.diff)
-    with pytest.raises(DiffError, match="resource.compareoptions"):
+    with pytest.raises(DiffError, match=r"resource\.compareoptions"):
         compare(desired=service(), predicted=None, live=service(), rules=rules)
 
 
