@@ -3,7 +3,8 @@
 Real API server, real git: a RayCluster whose git says ``cpu: 2000m`` while the live
 object says ``"2"`` is OutOfSync until an argocd-cm in the cluster declares the pod specs
 as ``core/v1/PodSpec`` (knownTypeFields); a Lua health check there replaces the built-in
-one (which, with no KubeRay operator here, would say Progressing); and the controller picks up an argocd-cm edit without a restart.
+one (which, with no KubeRay operator here, would say Progressing); and the controller
+picks up an argocd-cm edit without a restart.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ def set_live_head_cpu(kube: Kube, namespace: str, name: str, cpu: Any) -> None:
 
 
 def test_cli_reads_argocd_cm_from_the_cluster_or_a_file(
-        cli: Cli, git_repo: GitRepo, kube: Kube, extra_namespace: Callable[[str], str],
-        tmp_path: Path) -> None:
+        cli: Cli, git_repo: GitRepo, kube: Kube,  # noqa: F811
+        extra_namespace: Callable[[str], str], tmp_path: Path) -> None:
     argocd = extra_namespace("argocd")
     git_repo.commit({"apps/ray.yaml": app_yaml(git_repo, "ray", cli.namespace, "ray"),
                      "ray/rc.yaml": head_cpu(raycluster("cpu"), "2000m")})
