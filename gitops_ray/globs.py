@@ -6,9 +6,10 @@ Both stay independent of each other, so the one implementation lives here. Compi
 without separators, ``*`` also matches ``.``, ``/`` and the empty string (``group: "*"``
 matches the core group too; ``*.yaml`` matches ``sub/x.yaml``). The syntax is gobwas's:
 ``*``, ``?``, ``[a-z]``, ``[!a-z]``, ``{alt1,alt2}`` and backslash escapes; matching is
-case-sensitive. Argo logs and treats an invalid pattern as "no match"; we report it at
-load instead, because a pattern that can never match is a mistake the user wants to hear
-about.
+case-sensitive. Argo CD logs an invalid pattern and treats it as "no match"; a caller
+decides which it wants: ``diff`` does the same and says so in the app's warnings, while
+``render`` reports it at load (a pattern that can never match is a mistake the user wants
+to hear about).
 
 AppProject ``sourceRepos`` are the one place Argo CD compiles globs *with* a separator
 (``/``): there ``*`` and ``?`` stop at ``/`` and ``**`` crosses it (``separators="/"``).

@@ -9,10 +9,14 @@ Apps are chosen the way Argo CD users think of them:
   Argo CD's Config Management Plugin, which runs in the app's directory); ``--repo-root``
   says where its repository starts when guessing is wrong.
 
+The cluster-backed commands compare with the system-level settings the controller uses
+(:func:`system_settings`): ``--argocd-cm FILE`` if given, else the cluster's
+``argocd-cm`` when ``--argocd`` or ``--argocd-namespace`` is, else none.
+
 The cluster-backed commands render as the controller does: ``--instance-types-configmap``
 and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
 ``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
-``--control-namespace``, read once per command. ``--argocd-namespace`` enforces the apps'
+``--control-namespace``, read once per command. ``--argocd-namespace`` (or ``--argocd``) enforces the apps'
 Argo CD AppProjects, read from that namespace (:mod:`gitops_ray.reconcile.project`);
 without it no project rules apply, as in the git-only mode.
 
@@ -39,7 +43,14 @@ from click.core import ParameterSource
 
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Kube, KubeError
+from gitops_ray.reconcile.argocdcm import (
+    ARGOCD_CM,
+    NO_SETTINGS,
+    SystemSettings,
+    load_argocd_cm_file,
+    parse_argocd_cm,
+)
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
 from gitops_ray.reconcile.project import KubeProjects
 from gitops_ray.render import application_from_flags, load_applications
@@ -120,8 +131,22 @@ def app_options(func: F) -> F:
 
 
 def shapes_options(func: F) -> F:
-    """The in-cluster pod-shape ConfigMaps (the controller's ``podShapes.*`` settings)."""
+    """The in-cluster pod-shape ConfigMaps (``podShapes.*``) and Argo CD's ``argocd-cm``."""
     return _apply(func, [
+        click.option("--argocd-cm", "argocd_cm",
+                     type=click.Path(dir_okay=False, exists=True, path_type=Path),
+                     help="A ConfigMap YAML file read as Argo CD's argocd-cm (system-level "
+                          "ignoreDifferences, knownTypeFields, Lua health checks, compare "
+                          "options); wins over the cluster's."),
+        setting_option("argocd.enabled", "argocd", is_flag=True,
+                       envvar=settings.option("argocd.enabled").env,
+                       help="Read argocd-cm and enforce AppProjects from "
+                            "--argocd-namespace, as the controller does with --argocd."),
+        setting_option("argocd.namespace", "argocd_namespace", default=None,
+                       envvar=settings.option("argocd.namespace").env,
+                       show_default=False,
+                       help="Argo CD's namespace: read its argocd-cm and enforce the apps' "
+                            "AppProjects from there (implies --argocd)."),
         click.option("--instance-types-configmap", default="",
                      help="ConfigMap in --control-namespace holding instance types "
                           "(instance_types.yaml); the repo's .gitops-ray/ files override it."),
@@ -129,13 +154,6 @@ def shapes_options(func: F) -> F:
                      help="ConfigMap in --control-namespace holding pod-shape patches "
                           "(patches.yaml), applied before the repo's."),
     ])
-
-
-def project_options(func: F) -> F:
-    """``--argocd-namespace``: enforce the apps' AppProjects from there (default: none)."""
-    return setting_option("argocd.namespace", default=None, show_default=False,
-                          help="Enforce the apps' Argo CD AppProjects, read from this "
-                               "namespace (default: no project rules).")(func)
 
 
 class CliCommand(click.Command):
@@ -289,10 +307,43 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
         namespace=opts["control_namespace"],
         instance_types=opts.get("instance_types_configmap") or "",
         patches=opts.get("patches_configmap") or "")
-    argocd = opts.get("argocd_namespace")
+    argocd = argocd_namespace(opts)
+    system = system_settings(kube, opts)
     pipeline = Pipeline(kube, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
                         jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
                         shapes=functools.cache(shapes),  # one read per command
-                        projects=KubeProjects(kube, argocd) if argocd else None)
+                        projects=KubeProjects(kube, argocd) if argocd else None,
+                        system=lambda: system)
     return pipeline, store
+
+
+def argocd_namespace(opts: dict[str, Any]) -> str:
+    """Argo CD's namespace if the command was asked to read from it (else "").
+
+    ``--argocd-namespace NS``, or ``--argocd`` alone (Argo CD's default namespace): its
+    ``argocd-cm`` and AppProjects then apply, as in the controller with ``--argocd``.
+    """
+    namespace = str(opts.get("argocd_namespace") or "")
+    if not namespace and opts.get("argocd"):
+        namespace = str(settings.option("argocd.namespace").default)
+    return namespace
+
+
+def system_settings(kube: Kube, opts: dict[str, Any]) -> SystemSettings:
+    """``--argocd-cm FILE``, else the cluster's argocd-cm if asked for, else none.
+
+    A file wins: it is how a change to ``argocd-cm`` is tried before it is applied. An
+    ``argocd-cm`` that does not exist means no settings, as for Argo CD.
+    """
+    path: Path | None = opts.get("argocd_cm")
+    if path is not None:
+        return load_argocd_cm_file(path)
+    namespace = argocd_namespace(opts)
+    if not namespace:
+        return NO_SETTINGS
+    try:
+        found = kube.get("v1", "ConfigMap", name=ARGOCD_CM, namespace=namespace)
+    except KubeError as e:
+        raise ConfigError(f"cannot read ConfigMap {namespace}/{ARGOCD_CM}: {e}") from e
+    return parse_argocd_cm(found, origin=f"ConfigMap {namespace}/{ARGOCD_CM}")

@@ -28,7 +28,6 @@ from gitops_ray.cli.common import (
     app_options,
     build_pipeline,
     kube_options,
-    project_options,
     select_apps,
     shapes_options,
 )
@@ -86,7 +85,6 @@ def error_text(error: GitOpsRayError) -> str:
 @kube_options
 @app_options
 @shapes_options
-@project_options
 @diff_options
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text",
               show_default=True)

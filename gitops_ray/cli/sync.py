@@ -50,7 +50,6 @@ from gitops_ray.cli.common import (
     check_known,
     connect,
     kube_options,
-    project_options,
     select_apps,
     shapes_options,
 )
@@ -79,7 +78,6 @@ Status = dict[str, Any]
 @kube_options
 @app_options
 @shapes_options
-@project_options
 @diff_options
 @click.option("--prune", is_flag=True, help="Delete objects of the app that left git.")
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
@@ -240,7 +238,6 @@ def _save(store: RecordStore, name: str, fields: Status) -> Status:
 @kube_options
 @app_options
 @shapes_options
-@project_options
 @click.option("--refresh", "refresh_now", is_flag=True,
               help="Compare with git and the cluster now (needs --repo/--apps or --local) "
                    "and record the result, instead of showing the last recorded state.")
@@ -296,7 +293,6 @@ Probe = Callable[[], dict[str, Status]]
 @kube_options
 @app_options
 @shapes_options
-@project_options
 @click.option("--sync", "want_sync", is_flag=True, help="Wait until Synced.")
 @click.option("--health", "want_health", is_flag=True, help="Wait until Healthy.")
 @click.option("--timeout", default=300.0, show_default=True, type=float, help="Seconds.")

@@ -8,7 +8,8 @@ own, so the comparison with live can be exact. Without a prediction (the dry run
 not run) we fall back to Argo CD's two-way rule for objects without last-applied state:
 live fields git does not mention are not compared, and lists are compared by index.
 
-Both sides lose what the server writes (:func:`strip_server_fields`), Secrets compare
+Both sides lose what the server writes (:func:`strip_server_fields`; ``status`` as
+``argocd-cm``'s ``ignoreResourceStatusField`` says, by default always), Secrets compare
 ``stringData`` as base64 ``data`` (as Argo CD's Secret normalizer does), and the app's
 ignore rules remove the same fields from both. Ignore rules need two sides: a missing
 object is shown whole (that is what sync will create, ``replicas`` included), and so is
@@ -93,9 +94,10 @@ def strip_server_fields(obj: Manifest) -> Manifest:
     return out
 
 
-def _strip(doc: Manifest) -> None:
+def _strip(doc: Manifest, *, status: bool = True) -> None:
     """:func:`strip_server_fields` in place, on a document we own."""
-    doc.pop("status", None)
+    if status:
+        doc.pop("status", None)
     meta = doc.get("metadata")
     if not isinstance(meta, dict):
         return
@@ -117,11 +119,13 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     if anchor is None:
         raise DiffError("compare() needs a desired or a live object, got neither")
     key = ResourceKey.of(anchor)
+    rules.check(key)
     skips: list[Skip] = []
     sides = (desired, predicted, live)
-    both = rules if target is not None and live is not None else None
-    want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), both)
-    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), both)
+    both = target is not None and live is not None
+    want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), rules,
+                       both=both)
+    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), rules, both=both)
     if predicted is None and want is not None and have is not None:
         have = remove_unmentioned(want, have)
     status, reason = _status(want, have)
@@ -130,15 +134,20 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
 
 
-def _normalized(obj: Manifest | None, scope: Scope,
-                rules: RuleSet | None) -> Manifest | None:
-    """One copy of ``obj``, then everything that must not count as a difference."""
+def _normalized(obj: Manifest | None, scope: Scope, rules: RuleSet, *,
+                both: bool) -> Manifest | None:
+    """One copy of ``obj``, then everything that must not count as a difference.
+
+    Ignore rules need both sides (see the module docstring); known type fields and
+    whether ``/status`` counts are the system settings' (:mod:`gitops_ray.diff.system`).
+    """
     if obj is None:
         return None
     doc: Manifest = json_copy(obj)
-    if rules is not None:
+    if both:
         doc = rules.apply(doc, scope)
-    _strip(doc)
+    rules.normalize_known_types(doc, scope.key)
+    _strip(doc, status=rules.drops_status(scope.key))
     if scope.key.group == "" and scope.key.kind == "Secret":
         _secret_data(doc)
     return doc

@@ -10,7 +10,7 @@ previous one. A failing jq expression skips that rule for that object, with a wa
 
 Matching (``util/argo/normalizers``): ``group`` and ``kind`` are globs, ``name`` and
 ``namespace`` exact, empty means any; an omitted ``group`` is the core group only (not
-"any group", argo-cd #28590).
+"any group", argo-cd #28590). An invalid glob matches nothing, with a warning.
 
 Both ``normalize`` and ``ignored_paths`` run the same deletions; ``ignored_paths`` also
 records where each deleted value sat in the original object, so sync keeps the live
@@ -32,9 +32,11 @@ from gitops_ray.diff.jqrule import (
     compile_jq,
     del_paths,
 )
+from gitops_ray.diff.knowntypes import normalize_known_types
 from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
 from gitops_ray.diff.ray import BUILTIN_RULES
-from gitops_ray.errors import ConfigError
+from gitops_ray.diff.system import AGGREGATED_ROLES_SPEC, SystemDiff, aggregated_role
+from gitops_ray.errors import ConfigError, DiffError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -43,6 +45,7 @@ RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpr
 _MAX_SHOWN_EXPR = 100
 JQ_TIMEOUT = 1.0
 """Seconds each jq ignore expression may run per object, as in Argo CD (1 s)."""
+NO_SYSTEM = SystemDiff()
 
 
 class NormalizeResult(NamedTuple):
@@ -97,11 +100,35 @@ class Scope:
 
 
 class RuleSet:
-    """The rules of one app; thread-safe and reusable (it holds no per-object state)."""
+    """The rules of one app; thread-safe and reusable (it holds no per-object state).
 
-    def __init__(self, rules: Sequence[Rule], *, jq_timeout: float = JQ_TIMEOUT) -> None:
+    ``system`` is what an ``argocd-cm`` adds for every app besides its rules (known type
+    fields, whether ``/status`` counts, keys that could not be read); ``warnings`` are
+    problems found while compiling (a rule that matches nothing).
+    """
+
+    def __init__(self, rules: Sequence[Rule], *, jq_timeout: float = JQ_TIMEOUT,
+                 system: SystemDiff = NO_SYSTEM, warnings: Sequence[str] = ()) -> None:
         self.rules = tuple(rules)
         self.jq_timeout = jq_timeout
+        self.system = system
+        self.warnings = tuple(warnings)
+
+    def drops_status(self, key: ResourceKey) -> bool:
+        """Whether ``/status`` is left out of the comparison (``ignoreResourceStatusField``)."""
+        return self.system.status.drops_status(key)
+
+    def normalize_known_types(self, doc: Manifest, key: ResourceKey) -> None:
+        """Re-format the ``knownTypeFields`` of ``doc`` (a private copy) in place."""
+        fields = self.system.known.get((key.group, key.kind))
+        if fields:
+            normalize_known_types(doc, fields)
+
+    def check(self, key: ResourceKey) -> None:
+        """Raise :class:`DiffError` if an unreadable settings key governs ``key``."""
+        broken = self.system.broken_for(key)
+        if broken is not None:
+            raise DiffError(f"{key}: cannot compare: argocd-cm {broken}")
 
     def normalize(self, obj: Manifest, *, live: Manifest | None = None) -> NormalizeResult:
         """A copy of ``obj`` without the fields the matching rules ignore."""
@@ -177,20 +204,32 @@ class RuleSet:
 
 
 def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,
-                  jq_timeout: float = JQ_TIMEOUT, where: str = "") -> RuleSet:
-    """Compile Argo ``ignoreDifferences`` entries (plus the built-in Ray rules).
+                  jq_timeout: float = JQ_TIMEOUT, where: str = "",
+                  system: SystemDiff = NO_SYSTEM) -> RuleSet:
+    """Compile Argo ``ignoreDifferences`` entries (plus system and built-in rules).
 
     ``where`` names the source (e.g. ``"Application demo"``) in error messages. A zero
     ``jq_timeout`` means the default :data:`JQ_TIMEOUT`. Raises
-    :class:`~gitops_ray.errors.ConfigError` for a malformed rule, naming its index.
+    :class:`~gitops_ray.errors.ConfigError` for a malformed rule, naming its index. An
+    invalid glob is not an error (Argo CD: no match, with a warning): that rule matches
+    nothing, and the warning is in :attr:`RuleSet.warnings`. ``system`` rules follow the
+    app's own, as Argo's ``NewIgnoreNormalizer`` appends them; an identical one is dropped.
     """
     if jq_timeout < 0:
         raise ConfigError(f"{_prefix(where)}jq timeout must not be negative: {jq_timeout}")
-    rules = [_compile(spec, f"{_prefix(where)}ignoreDifferences[{i}]")
-             for i, spec in enumerate(specs)]
+    warnings: list[str] = []
+    own = list(specs)
+    rules = [_compile(spec, f"{_prefix(where)}ignoreDifferences[{i}]", warnings=warnings)
+             for i, spec in enumerate(own)]
+    rules += [_compile(spec, label, warnings=warnings) for label, spec in system.ignore
+              if spec not in own]
+    if system.aggregated_roles:
+        rules.append(_compile(AGGREGATED_ROLES_SPEC, "argocd-cm ignoreAggregatedRoles",
+                              active=aggregated_role))
     if builtin:
         rules += [_compile(b.spec, b.label, active=b.active) for b in BUILTIN_RULES]
-    return RuleSet(rules, jq_timeout=jq_timeout or JQ_TIMEOUT)
+    return RuleSet(rules, jq_timeout=jq_timeout or JQ_TIMEOUT, system=system,
+                   warnings=warnings)
 
 
 def _prefix(where: str) -> str:
@@ -198,7 +237,8 @@ def _prefix(where: str) -> str:
 
 
 def _compile(spec: Mapping[str, Any], label: str, *,
-             active: Callable[[Sequence[Manifest | None]], bool] | None = None) -> Rule:
+             active: Callable[[Sequence[Manifest | None]], bool] | None = None,
+             warnings: list[str] | None = None) -> Rule:
     if not isinstance(spec, Mapping):
         raise ConfigError(f"{label}: expected a mapping, got {type(spec).__name__}")
     unknown = sorted(set(spec) - set(RULE_FIELDS))
@@ -209,8 +249,8 @@ def _compile(spec: Mapping[str, Any], label: str, *,
     if not kind:
         raise ConfigError(f"{label}: 'kind' is required (use \"*\" for any kind)")
     return Rule(label=label,
-                group=_glob(_string(spec, "group", label), "group", label),
-                kind=_glob(kind, "kind", label),
+                group=_glob(_string(spec, "group", label), "group", label, warnings),
+                kind=_glob(kind, "kind", label, warnings),
                 name=_string(spec, "name", label),
                 namespace=_string(spec, "namespace", label),
                 pointers=tuple(_pointer(p, f"{label}.jsonPointers[{i}]")
@@ -239,11 +279,21 @@ def _strings(spec: Mapping[str, Any], field: str, label: str) -> list[str]:
     return value
 
 
-def _glob(pattern: str, field: str, label: str) -> Callable[[str], bool]:
+def _glob(pattern: str, field: str, label: str,
+          warnings: list[str] | None) -> Callable[[str], bool]:
+    """The matcher; an invalid glob matches nothing, with a warning (Argo CD logs it)."""
     try:
         return compile_glob(pattern)
     except GlobError as e:
-        raise ConfigError(f"{label}.{field}: {e}") from None
+        reason = str(e).rpartition(": ")[2]  # not the pattern itself: only where it is
+        if warnings is not None:
+            warnings.append(f"{label}.{field} is not a valid glob ({reason}): "
+                            "the rule matches nothing")
+        return _nothing
+
+
+def _nothing(_: str) -> bool:
+    return False
 
 
 def _pointer(text: str, label: str) -> tuple[str, tuple[str, ...]]:

@@ -2,9 +2,11 @@
 
 The order is Argo CD's (``controller/health.go`` then gitops-engine ``GetResourceHealth``):
 an object marked ``argocd.argoproj.io/ignore-healthcheck: "true"`` does not count, an
-object being deleted is Progressing whatever its kind, and only then does the kind's own
-check run. A kind without a check yields ``None``: it is live but does not count towards
-the app's health. Checks are total functions (see ``fields``), so there is no error path.
+object being deleted is Progressing whatever its kind, then a custom Lua check of the
+kind from ``argocd-cm`` (:mod:`gitops_ray.health.lua`), and only then the kind's own
+check. A kind without a check yields ``None``: it is live but does not count towards the
+app's health. Checks are total functions (see ``fields``), so there is no error path; a
+failing Lua check is Unknown.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from functools import partial
 
 from gitops_ray.health.builtin import CHECKS
 from gitops_ray.health.fields import dig, mapping
+from gitops_ray.health.lua import NO_CHECKS, LuaChecks, run_lua_health
 from gitops_ray.health.ray import raycluster_health, rayjob_health, rayservice_health
 from gitops_ray.health.status import Health, HealthStatus
 from gitops_ray.types import Manifest, split_api_version
@@ -29,11 +32,11 @@ RAY_CHECKS: dict[str, Check] = {
 
 
 def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
-           pods: Sequence[Manifest] = ()) -> Health | None:
+           pods: Sequence[Manifest] = (), custom: LuaChecks = NO_CHECKS) -> Health | None:
     """Health of a live object (``None`` = missing); ``None`` when it has no health check.
 
     ``events`` are Events that may concern the object, ``pods`` Pods that may belong to
-    it; only the RayCluster check reads them.
+    it; only the RayCluster check reads them. ``custom``: the ``argocd-cm`` Lua checks.
     """
     if obj is None:
         return Health(HealthStatus.MISSING, "Resource does not exist in the cluster")
@@ -41,6 +44,9 @@ def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
         return None
     if dig(obj, "metadata", "deletionTimestamp"):
         return Health(HealthStatus.PROGRESSING, "Pending deletion")
+    script = custom.for_object(obj) if custom else None
+    if script is not None:  # even without a verdict: Argo does not run the built-in then
+        return run_lua_health(script, obj)
     check = check_for(obj, events=events, pods=pods)
     return check(obj) if check else None
 

@@ -10,7 +10,8 @@ two caches that make repeated passes cheap, which is what the controller relies 
   :data:`ShapesSource`), so editing the instance-types ConfigMap re-renders;
 * per-object diffs and health (server-side dry run included) are cached by (desired
   content, ignore rules, live resourceVersion), as Argo CD caches server-side diffs: an
-  unchanged pair costs no API request and no normalisation.
+  unchanged pair costs no API request and no normalisation. The ``argocd-cm`` settings
+  (a :data:`SystemSource`) are part of the rules: editing them re-compares every object.
 
 What is kept between passes is packed (:mod:`gitops_ray.packed`): at 1,000 RayClusters
 decoded objects would be most of the controller's memory. Live objects come from a
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import structlog
+
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.diff.compare import DELETING
@@ -38,6 +41,7 @@ from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
+from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
     Project,
     Projects,
@@ -58,6 +62,8 @@ from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
 
+log = structlog.get_logger(__name__)
+
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> live object or None."""
 
@@ -67,6 +73,9 @@ read of the object itself can tell (the watch cache answers this from memory).""
 
 ShapesSource = Callable[[], ClusterShapes]
 """The in-cluster pod-shape ConfigMaps as they are now (see :func:`configmap_shapes`)."""
+
+SystemSource = Callable[[], SystemSettings]
+"""Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
 REJECTIONS = "type=Warning,involvedObject.kind=RayCluster"
@@ -249,7 +258,8 @@ class Pipeline:
                  live_version: LiveVersion | None = None,
                  events: EventSource | None = None,
                  shapes: ShapesSource | None = None,
-                 projects: Projects | None = None) -> None:
+                 projects: Projects | None = None,
+                 system: SystemSource | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -261,6 +271,8 @@ class Pipeline:
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
         self.projects = projects  # None: no AppProject rules (git-only, no Argo CD)
+        self.system: SystemSource = system or (lambda: NO_SETTINGS)
+        self._warned: dict[str, tuple[str, ...]] = {}  # app -> rule warnings last logged
         # Latest entry per app spec / per object only: a long-running controller must not
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, _Render] = {}
@@ -270,9 +282,18 @@ class Pipeline:
 
     # -- stages ----------------------------------------------------------------------
 
-    def rules(self, app: Application) -> RuleSet:
-        return compile_rules(app.ignore_differences, builtin=self.builtin_rules,
-                             jq_timeout=self.jq_timeout, where=f"Application {app.name}")
+    def rules(self, app: Application, system: SystemSettings | None = None) -> RuleSet:
+        """The app's ignore rules, with the system-level ones of ``argocd-cm``."""
+        system = self.system() if system is None else system
+        rules = compile_rules(app.ignore_differences, builtin=self.builtin_rules,
+                              jq_timeout=self.jq_timeout, where=f"Application {app.name}",
+                              system=system.diff)
+        with self._lock:
+            changed = self._warned.get(app.name, ()) != rules.warnings
+            self._warned[app.name] = rules.warnings
+        for warning in rules.warnings if changed else ():
+            log.warning("ignore_rule_warning", app=app.name, warning=warning)
+        return rules
 
     def desired(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None) -> tuple[str, list[DesiredObject]]:
@@ -383,11 +404,12 @@ class Pipeline:
             return Comparison(app, "", [], AppDiff(unknown=True), None, list(app.warnings),
                               conditions=conditions)
         sha, desired = self.desired(app, revision=revision, local=local)
-        rules = self.rules(app)
-        rules_digest = _digest(app.ignore_differences)
+        system = self.system()
+        rules = self.rules(app, system)
+        rules_digest = _digest(app.ignore_differences) + system.digest
         diffs, healths = [], []
         for obj in desired:
-            diff, health = self._diff(obj, rules, obj.digest + rules_digest)
+            diff, health = self._diff(obj, rules, obj.digest + rules_digest, system)
             diffs.append(diff)
             healths.append(health)
         for live in self._extraneous(app, {o.key for o in desired}, project):
@@ -399,8 +421,9 @@ class Pipeline:
         rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
                          for obj, h in zip(desired, healths, strict=True)
                          if h is not None and pending_part(h.message))
+        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings]
         return Comparison(app, sha, desired, app_diff, aggregate(healths),
-                          list(app.warnings) + list(app_diff.warnings) + list(problems),
+                          warnings + list(problems),
                           problems, rendered.shapes if rendered is not None else "", rollouts,
                           conditions, project, forbidden,
                           {o.key: h for o, h in zip(desired, healths, strict=True)
@@ -422,8 +445,8 @@ class Pipeline:
             (o.key, _or(self._namespaced(o.api_version, o.key.kind), bool(o.key.namespace)))
             for o in desired])
 
-    def _diff(self, desired: DesiredObject, rules: RuleSet, content: str
-              ) -> tuple[ResourceDiff, Health | None]:
+    def _diff(self, desired: DesiredObject, rules: RuleSet, content: str,
+              system: SystemSettings = NO_SETTINGS) -> tuple[ResourceDiff, Health | None]:
         """Diff and health of one object, or the last ones if nothing changed.
 
         Reused while its desired content, the app's ignore rules, the live
@@ -448,7 +471,7 @@ class Pipeline:
             return hit.diff, hit.health
         predicted = self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
-        health = assess(live, events=events, pods=pods)
+        health = assess(live, events=events, pods=pods, custom=system.health)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(

@@ -52,7 +52,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, ShapesSource, configmap_shapes
+from gitops_ray.reconcile.argocdcm import ARGOCD_CM, configmap_settings
+from gitops_ray.reconcile.pipeline import (
+    Pipeline,
+    RenderTools,
+    ShapesSource,
+    SystemSource,
+    configmap_shapes,
+)
 from gitops_ray.reconcile.project import ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
@@ -129,6 +136,7 @@ class Runtime:
         self.queue = WorkQueue(self._work, workers=settings.workers)
         self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
         self.shape_configmaps: NamedObjects | None = None
+        self.argocd_cm: NamedObjects | None = None
         self.applications = (ClusterApplications(self.kube, settings.argocd,
                                                  notify=self._on_application,
                                                  metrics=self.metrics)
@@ -151,7 +159,7 @@ class Runtime:
         pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                             live=self.cache.get, live_version=self.cache.version,
                             events=self.cache.ray, shapes=self._pod_shapes(),
-                            projects=projects)
+                            projects=projects, system=self._argocd_settings())
         syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
         argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
                   if self.applications is not None else None)
@@ -175,6 +183,15 @@ class Runtime:
         return configmap_shapes(self.shape_configmaps.get, namespace=namespace,
                                 instance_types=names.instance_types, patches=names.patches)
 
+    def _argocd_settings(self) -> SystemSource | None:
+        """Argo CD's argocd-cm, read from a watch on its name when ``argocd.enabled``."""
+        if not self.settings.argocd.enabled:
+            return None
+        namespace = self.settings.argocd.namespace
+        self.argocd_cm = self.cache.watch_named("v1", "ConfigMap", namespace, (ARGOCD_CM,),
+                                                on_event=self._on_argocd_cm_event)
+        return configmap_settings(self.argocd_cm.get, namespace=namespace)
+
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
@@ -184,6 +201,8 @@ class Runtime:
         self.scheduler.start()
         if self.shape_configmaps is not None:
             self.shape_configmaps.start()
+        if self.argocd_cm is not None:
+            self.argocd_cm.start()
         if self.applications is not None:
             self.applications.start()
         if self.catalog.specs:
@@ -328,6 +347,12 @@ class Runtime:
         """A pod-shape ConfigMap changed: refresh every app (each re-renders if affected)."""
         log.info("pod_shapes_changed", change=kind,
                  configmap=str((obj.get("metadata") or {}).get("name", "")))
+        for app in self.catalog.apps():
+            self.timers.schedule(app, self.settings.debounce)
+
+    def _on_argocd_cm_event(self, kind: str, obj: Manifest) -> None:
+        """argocd-cm changed: refresh every app (its digest is part of every memo key)."""
+        log.info("argocd_cm_changed", change=kind)
         for app in self.catalog.apps():
             self.timers.schedule(app, self.settings.debounce)
 

@@ -236,3 +236,18 @@ def test_install_and_rbac_namespaced(install: Install, kube: Kube, namespace: st
     assert not _can(kube, sa, "get", "namespaces", name=namespace)
     for ns in (prod, dev):
         kube.delete("v1", "Namespace", name=ns)
+
+
+def test_argocd_enabled_grants_read_of_argocd_cm_only(helm_bin: Path, tmp_path: Path) -> None:
+    assert not [d for d in template(helm_bin, tmp_path) if d["metadata"]["name"].endswith(
+        "-argocd-cm")]
+    docs = template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                    "--set", "config.argocd.namespace=ops-argocd")
+    [role] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith(
+        "-argocd-cm")]
+    assert role["metadata"]["namespace"] == "ops-argocd"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
+                              "resourceNames": ["argocd-cm"], "verbs": ["get", "list", "watch"]}]
+    [binding] = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"]
+                 == role["metadata"]["name"]]
+    assert binding["subjects"][0]["namespace"] == "gitops-ray"

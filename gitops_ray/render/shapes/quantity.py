@@ -4,55 +4,27 @@ Pod shapes subtract a sidecar reservation from an instance type and compare the 
 container requests with it, so quantities must be parsed exactly: floats would turn
 ``0.1 + 0.2`` CPU into a validation error. The grammar is the one of
 ``k8s.io/apimachinery/pkg/api/resource`` (binary ``Ki``..``Ei``, decimal ``n``..``E``,
-exponents ``e3``/``E-3``). Formatting picks the shortest exact suffix, so a result reads
-like something a person would write (``31Gi``, ``7500m``).
+exponents ``e3``/``E-3``), parsed by :mod:`gitops_ray.quantity`. Formatting picks the
+shortest exact suffix, so a result reads like something a person would write (``31Gi``, ``7500m``).
 """
 
 from __future__ import annotations
 
-import re
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, Decimal
 
 from gitops_ray.errors import RenderError
+from gitops_ray.quantity import InvalidQuantity, parse_quantity
 
-_QUANTITY = re.compile(
-    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
+__all__ = ["MILLI", "InvalidQuantity", "format_quantity", "is_whole", "parse_quantity",
+           "resource_amount"]
+
 _BINARY = {"Ki": 1, "Mi": 2, "Gi": 3, "Ti": 4, "Pi": 5, "Ei": 6}
-_DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15,
-            "E": 18}
+_DECIMAL = {"k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
 _FORMAT_SUFFIXES = sorted(
     [(Decimal(1024) ** p, s) for s, p in _BINARY.items()]
-    + [(Decimal(10) ** p, s) for s, p in _DECIMAL.items() if p > 0],
+    + [(Decimal(10) ** p, s) for s, p in _DECIMAL.items()],
     reverse=True)
 MILLI = Decimal("0.001")
-
-
-class InvalidQuantity(ValueError):
-    """A value that is not a Kubernetes quantity."""
-
-
-def parse_quantity(value: object) -> Decimal:
-    """The exact value of a quantity given as YAML gives it: a string, int or float."""
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise InvalidQuantity(f"{value!r} is not a quantity (expected e.g. 2, 500m or 8Gi)")
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match:
-        raise InvalidQuantity(f"{text!r} is not a quantity (expected e.g. 2, 500m or 8Gi)")
-    try:
-        number = Decimal(match["number"])
-    except InvalidOperation as e:  # pragma: no cover - the regex admits only numbers
-        raise InvalidQuantity(f"{text!r} is not a quantity") from e
-    return number * _multiplier(match["suffix"] or "")
-
-
-def _multiplier(suffix: str) -> Decimal:
-    if suffix in _BINARY:
-        return Decimal(1024) ** _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return Decimal(10) ** _DECIMAL[suffix]
-    return Decimal(10) ** int(suffix[1:])
 
 
 def format_quantity(value: Decimal, *, scale: bool = True) -> str:
