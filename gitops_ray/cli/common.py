@@ -16,9 +16,10 @@ The cluster-backed commands compare with the system-level settings the controlle
 The cluster-backed commands render as the controller does: ``--instance-types-configmap``
 and ``--patches-configmap`` (the controller's ``podShapes.*`` settings, with the same
 ``GITOPS_RAY_*`` variables) name the in-cluster pod-shape ConfigMaps in
-``--control-namespace``, read once per command. ``--argocd-namespace`` (or ``--argocd``) enforces the apps'
-Argo CD AppProjects, read from that namespace (:mod:`gitops_ray.reconcile.project`);
-without it no project rules apply, as in the git-only mode.
+``--control-namespace``, read once per command. ``--argocd-namespace`` (or ``--argocd``)
+enforces the apps' Argo CD AppProjects, read from that namespace
+(:mod:`gitops_ray.reconcile.project`); without it no project rules apply, as in the
+git-only mode.
 
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
