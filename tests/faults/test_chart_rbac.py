@@ -177,3 +177,63 @@ def test_chart_service_account_syncs_heals_and_prunes(
         as_sa.create({"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": f"{release}-probe", "namespace": "kube-system"}},
                      field_manager="tests")
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_chart_service_account_reconciles_argo_cd_applications(
+        helm_bin: Path, tmp_path: Path, kube: Kube, control_plane: LocalControlPlane,
+        namespace: str, team: str, extra_namespace: Callable[[str], str], git_repo: GitRepo,
+        rendered: Callable[..., list[dict[str, Any]]],
+        controller_process: StartController) -> None:
+    """``config.argocd.enabled``: the chart's RBAC is enough to run Argo CD's Applications.
+
+    An annotated Application in Argo CD's namespace is synced, its status written, and an
+    ``.operation`` (as ``argocd app sync`` sets it) executed and cleared, with no request
+    refused; the token still cannot write Applications elsewhere.
+    """
+    argo = extra_namespace("argo")
+    release = f"r{secrets.token_hex(3)}"
+    docs = _template(helm_bin, tmp_path, release, namespace,
+                     "--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}",
+                     "--set", "config.argocd.enabled=true",
+                     "--set", f"config.argocd.namespace={argo}",
+                     "--set", "config.log.level=debug")
+    rendered(docs)
+    sa_name = f"{release}-gitops-ray"
+    kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                            name=sa_name, path=tmp_path / "sa.kubeconfig")
+    config = next(d for d in docs if d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+    kube.apply({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+                "metadata": {"name": "default", "namespace": argo},
+                "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}},
+               field_manager="tests", force=True)
+    git_repo.commit({"manifests/rc.yaml": raycluster("rc")})
+    app = application("ray", git_repo.url, team)
+    app["metadata"] = {"name": "ray", "namespace": argo, "annotations": {
+        "gitops-ray.io/managed": "true", "argocd.argoproj.io/skip-reconcile": "true"}}
+    del app["spec"]["syncPolicy"]
+    kube.create(app, field_manager="tests")
+    ctl = controller_process("chart-argocd", yaml.safe_load(config),
+                             env={"GITOPS_RAY_KUBECONFIG": str(kubeconfig)},
+                             args=(f"--helm={helm_bin}",))
+
+    def application_status() -> dict[str, Any]:
+        obj = kube.get("argoproj.io/v1alpha1", "Application", name="ray", namespace=argo)
+        return (obj or {}).get("status") or {}
+
+    eventually(lambda: application_status().get("sync", {}).get("status") == "OutOfSync",
+               timeout=120, message="the Application's status, written as the chart's SA")
+    kube.patch("argoproj.io/v1alpha1", "Application", name="ray", namespace=argo,
+               patch={"operation": {"sync": {"prune": True},
+                                    "initiatedBy": {"username": "admin"}}},
+               content_type="application/merge-patch+json")
+    eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", message="operation synced")
+    eventually(lambda: application_status().get("operationState", {}).get("phase")
+               == "Succeeded", message="operationState written")
+    assert ctl.alive()
+    assert _denials(ctl) == []
+    sa = f"system:serviceaccount:{namespace}:{sa_name}"
+    assert _can(kube, sa, "patch", "applications", group="argoproj.io", namespace=argo)
+    assert not _can(kube, sa, "patch", "applications", group="argoproj.io", namespace=team)
+    assert not _can(kube, sa, "patch", "appprojects", group="argoproj.io", namespace=argo)

@@ -238,16 +238,27 @@ def test_install_and_rbac_namespaced(install: Install, kube: Kube, namespace: st
         kube.delete("v1", "Namespace", name=ns)
 
 
-def test_argocd_enabled_grants_read_of_argocd_cm_only(helm_bin: Path, tmp_path: Path) -> None:
+def test_argocd_enabled_grants_what_argo_cd_integration_needs_there_only(
+        helm_bin: Path, tmp_path: Path) -> None:
     assert not [d for d in template(helm_bin, tmp_path) if d["metadata"]["name"].endswith(
-        "-argocd-cm")]
+        "-argocd")]
     docs = template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
-                    "--set", "config.argocd.namespace=ops-argocd")
-    [role] = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith(
-        "-argocd-cm")]
-    assert role["metadata"]["namespace"] == "ops-argocd"
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["configmaps"],
-                              "resourceNames": ["argocd-cm"], "verbs": ["get", "list", "watch"]}]
-    [binding] = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"]["name"]
-                 == role["metadata"]["name"]]
-    assert binding["subjects"][0]["namespace"] == "gitops-ray"
+                    "--set", "config.argocd.namespace=ops-argocd",
+                    "--set", "config.argocd.applicationNamespaces=team-a\\, ops-argocd")
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role"
+             and d["metadata"]["name"].endswith("-argocd")}
+    assert sorted(roles) == ["ops-argocd", "team-a"]
+    applications = {"apiGroups": ["argoproj.io"], "resources": ["applications"],
+                    "verbs": ["get", "list", "watch", "patch"]}
+    events = {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}
+    assert roles["team-a"]["rules"] == [applications, events]
+    assert roles["ops-argocd"]["rules"] == [
+        applications, events,
+        {"apiGroups": ["argoproj.io"], "resources": ["appprojects"],
+         "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["argocd-cm"],
+         "verbs": ["get", "list", "watch"]}]
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"
+                and d["metadata"]["name"].endswith("-argocd")]
+    assert len(bindings) == 2
+    assert all(b["subjects"][0]["namespace"] == "gitops-ray" for b in bindings)
