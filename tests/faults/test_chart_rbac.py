@@ -206,7 +206,8 @@ def test_chart_service_account_reconciles_argo_cd_applications(
                   and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
     kube.apply({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
                 "metadata": {"name": "default", "namespace": argo},
-                "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}},
+                "spec": {"sourceRepos": ["*"],
+                         "destinations": [{"server": "*", "namespace": "*"}]}},
                field_manager="tests", force=True)
     git_repo.commit({"manifests/rc.yaml": raycluster("rc")})
     app = application("ray", git_repo.url, team)
