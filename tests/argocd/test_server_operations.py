@@ -13,6 +13,11 @@ then watches the Application (``waitOnApplicationStatus`` in
   for a refresh (``Get`` with ``refresh=normal``: it sets the annotation
   ``argocd.argoproj.io/refresh`` and waits until an update of the Application no longer
   carries it), prints the result and exits non-zero unless the phase is ``Succeeded``;
+* the CLI looks only at watch events, and argocd-server's single-Application ``Watch``
+  sends the informer's copy first and then subscribes to updates: an update that lands
+  between the two is never sent, and the CLI waits for the next one. The tests record
+  the end of an operation only once argocd-server has logged the CLI's ``Watch`` call
+  (:func:`cli_watching`); a product should not rely on one final write either;
 * resolving a branch or tag to a commit needs Argo CD's repo-server (none runs here): a
   sync to a 40-hex commit SHA (``--revision`` or ``targetRevision``) does not.
 """
@@ -77,6 +82,18 @@ def finish_refresh(kube: Kube, argocd: ArgoCD, name: str) -> None:
         {"op": "remove", "path": "/metadata/annotations/" + REFRESH.replace("/", "~1")}])
 
 
+def cli_watching(argocd: ArgoCD, name: str) -> bool:
+    """Whether argocd-server has received a CLI's ``Watch`` of the Application ``name``."""
+    log = (argocd.workdir / "argocd-server.log").read_text(errors="replace")
+    return any("ApplicationService/Watch" in line and f'name:\\"{name}\\"' in line
+               for line in log.splitlines())
+
+
+def record_when_watched(kube: Kube, argocd: ArgoCD, name: str, phase: str) -> None:
+    eventually(lambda: cli_watching(argocd, name), message="the CLI watches the Application")
+    record_operation(kube, argocd, name, phase)
+
+
 def refresh_requested(kube: Kube, argocd: ArgoCD, name: str) -> bool:
     return REFRESH in (get(kube, argocd, name)["metadata"].get("annotations") or {})
 
@@ -138,7 +155,7 @@ def test_blocking_sync_returns_after_the_operation_and_a_refresh(
     make_app(application(name, status=synced_status()))
     sync = argocd.cli_process("app", "sync", name, "--revision", NEW_SHA, "--timeout", "300")
     try:
-        record_operation(kube, argocd, name, phase)
+        record_when_watched(kube, argocd, name, phase)
         eventually(lambda: refresh_requested(kube, argocd, name),
                    message="the CLI asked argocd-server for a refresh")
         assert sync.poll() is None  # argocd-server answers once the refresh is done
@@ -162,7 +179,7 @@ def test_rollback_syncs_a_history_entry_with_the_apply_strategy(
         op = pending_operation(kube, argocd, name)
         assert op["sync"] == {"revision": OLD_SHA, "source": SOURCE,
                               "syncStrategy": {"apply": {}}}
-        record_operation(kube, argocd, name, "Succeeded")
+        record_when_watched(kube, argocd, name, "Succeeded")
         eventually(lambda: refresh_requested(kube, argocd, name),
                    message="the CLI asked argocd-server for a refresh")
         finish_refresh(kube, argocd, name)
