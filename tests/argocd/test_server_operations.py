@@ -34,6 +34,7 @@ from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import (
+    APPLICATION,
     NEW_SHA,
     OLD_SHA,
     REFRESH,
@@ -43,7 +44,6 @@ from tests.argocd.applications import (
     history_entry,
     synced_status,
 )
-from tests.argocd.conftest import APPLICATION
 from tests.waiting import eventually
 
 MERGE_PATCH = "application/merge-patch+json"
