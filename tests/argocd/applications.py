@@ -12,6 +12,7 @@ from typing import Any
 
 from gitops_ray.types import Manifest
 
+APPLICATION = ("argoproj.io/v1alpha1", "Application")  # apiVersion, kind for Kube calls
 SKIP_RECONCILE = "argocd.argoproj.io/skip-reconcile"
 MANAGED = "gitops-ray.io/managed"
 REFRESH = "argocd.argoproj.io/refresh"

@@ -39,8 +39,7 @@ from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster import LocalControlPlane
 from localcluster.argocd import ArgoCD
-
-APPLICATION = ("argoproj.io/v1alpha1", "Application")
+from tests.argocd.applications import APPLICATION
 
 
 @pytest.fixture(scope="session")

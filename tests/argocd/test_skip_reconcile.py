@@ -25,8 +25,7 @@ from collections.abc import Callable
 from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
-from tests.argocd.applications import NEW_SHA, SOURCE, app_name, application
-from tests.argocd.conftest import APPLICATION
+from tests.argocd.applications import APPLICATION, NEW_SHA, SOURCE, app_name, application
 from tests.waiting import eventually
 
 CONTROLLER = "argocd-application-controller"
