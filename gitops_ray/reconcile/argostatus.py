@@ -37,6 +37,9 @@ from gitops_ray.types import ConditionType, OperationPhase, ResourceAction, Reso
 MANAGED_ANNOTATION = "gitops-ray.io/managed"
 SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
+HYDRATE_ANNOTATION = "argocd.argoproj.io/hydrate"  # argocd-server sets it with a refresh
+REQUEST_ANNOTATIONS = (REFRESH_ANNOTATION, HYDRATE_ANNOTATION)
+"""Requests to a controller, not part of an app's definition."""
 RESOURCES_FINALIZERS = ("resources-finalizer.argocd.argoproj.io",
                         "resources-finalizer.argocd.argoproj.io/foreground",
                         "resources-finalizer.argocd.argoproj.io/background")

@@ -43,6 +43,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Conflict, Kube, KubeError, NotFound
 from gitops_ray.reconcile.argostatus import (
     REFRESH_ANNOTATION,
+    REQUEST_ANNOTATIONS,
     RESOURCES_FINALIZERS,
     ManualOperation,
     OptIn,
@@ -100,6 +101,7 @@ class ClusterApplications:
         self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._deleting: dict[str, Manifest] = {}  # deletionTimestamp set, finalizers left
+        self._handed_back: set[str] = set()  # opted out while it exists: objects stay
         self._warned: dict[tuple[str, str], str] = {}  # (ns, name) -> resourceVersion
         opts = dataclasses.replace(options or WatchOptions(), label_selector=None,
                                    field_selector=None)
@@ -137,6 +139,15 @@ class ClusterApplications:
         with self._lock:
             entry = self._entries.get(name)
         return entry.obj if entry is not None else None
+
+    def handed_back(self, name: str) -> bool:
+        """Whether app ``name`` left because its annotations were removed (not deleted).
+
+        Such an app goes back to Argo CD (or to nobody): its objects are never deleted,
+        whatever finalizer its Application carries; only gitops-ray's record goes.
+        """
+        with self._lock:
+            return name in self._handed_back
 
     def deleting(self, name: str) -> Manifest | None:
         """The Application of app ``name`` while it is being deleted (finalizers left)."""
@@ -181,6 +192,10 @@ class ClusterApplications:
                 self._deleting[name] = obj
             else:
                 self._deleting.pop(name, None)
+            if before is not None and kind != "DELETED" and choice is not OptIn.MANAGED:
+                self._handed_back.add(name)
+            elif ours:
+                self._handed_back.discard(name)
             if ours:
                 self._entries[name] = entry = self._entry(name, obj)
             else:
@@ -202,7 +217,7 @@ class ClusterApplications:
         body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
         meta = dict(body.get("metadata") or {})
         annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                       if k != REFRESH_ANNOTATION}
+                       if k not in REQUEST_ANNOTATIONS}
         body["metadata"] = {k: v for k, v in meta.items() if k in (
             "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
         try:

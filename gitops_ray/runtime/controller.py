@@ -110,6 +110,10 @@ CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recen
 DELETE_RETRY_SECONDS = 10.0
 CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy")
 """Fields of a requested operation that every later step of it records too."""
+AFTER_OPERATION_SECONDS = 1.0
+"""An executed operation's app is refreshed again this much later, and its status written
+with a new ``reconciledAt`` (a second write, as Argo CD's own refresh after a sync makes:
+argocd-server's Watch may miss the one that finished the operation)."""
 WAVE_RECHECK_SECONDS = 30.0
 """A running sync is re-checked at least this often (watch events usually come first)."""
 
@@ -163,6 +167,7 @@ class Controller:
         self._argocd = argocd  # None: no Applications in the cluster (git only)
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
         self._op_attempts: dict[str, int] = {}  # requested operations retried so far
+        self._after_operation: set[str] = set()  # refresh once more after an operation
 
     # -- leadership ------------------------------------------------------------------
 
@@ -244,7 +249,10 @@ class Controller:
             return
         started, result = time.monotonic(), "success"
         error: GitOpsRayError | None = None
-        refreshed = bool(self._argocd and self._argocd.refresh(name))
+        with self._cond:
+            after_operation = name in self._after_operation
+            self._after_operation.discard(name)
+        refreshed = bool(self._argocd and self._argocd.refresh(name)) or after_operation
         max_age = 0.0 if refreshed else FOREVER if reason in CLUSTER_TRIGGERS else self.recent
         try:
             synced = self._refresh(app, log, max_age, refreshed=refreshed)
@@ -475,9 +483,15 @@ class Controller:
                             attempt=attempt, requested=True)
         extra = {"automated": False, "argocdOperation": op.raw, "initiatedBy": op.user}
         if op.dry_run:
-            return self._dry_run(app, before, decision, extra, log)
-        return self._sync(app, before, observe(app, before), decision, log, extra=extra,
-                          retry_limit=op.retry_limit)
+            result = self._dry_run(app, before, decision, extra, log)
+        else:
+            result = self._sync(app, before, observe(app, before), decision, log,
+                                extra=extra, retry_limit=op.retry_limit)
+        if not result.running:  # as Argo CD's controller: a refresh follows an operation
+            with self._cond:
+                self._after_operation.add(app.name)
+            self._requeue(app.name, AFTER_OPERATION_SECONDS)
+        return result
 
     def _dry_run(self, app: Application, before: Comparison, decision: Decision,
                  extra: dict[str, Any], log: FilteringBoundLogger) -> SyncResult:

@@ -62,6 +62,7 @@ from gitops_ray.reconcile.pipeline import (
 )
 from gitops_ray.reconcile.project import ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.controller import Controller
@@ -298,7 +299,7 @@ class Runtime:
             self.metrics.fetch_errors.labels(f"app-source:{spec.path}").inc()
         for spec in self.catalog.specs:
             self.metrics.app_source_errors.labels(spec.path).set(self.catalog.errors(spec))
-        for app in change.gone:  # deleted on its own queue turn: never mid-refresh
+        for app in map(self._handed_back, change.gone):  # deleted on its own queue turn
             self._unpoll(app.name)
             self.metrics.forget_app(app.name)
             self.controller.forget(app)
@@ -313,6 +314,15 @@ class Runtime:
             self._poll(name)
             self.queue.submit(name, "app-added" if name in change.added else "app-changed")
         self.ready.set()
+
+    def _handed_back(self, app: Application) -> Application:
+        """A removed app; without finalizers if it was handed back, not deleted.
+
+        Its Application lost an annotation: its objects are orphaned, never deleted.
+        """
+        if self.applications is not None and self.applications.handed_back(app.name):
+            return dataclasses.replace(app, finalizers=())
+        return app
 
     def _poll(self, key: str) -> None:
         if self.settings.interval <= 0:

@@ -270,3 +270,24 @@ def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_mes
     status_when(kube, namespace, "blocked",
                 lambda o: not o["status"].get("conditions")
                 and o["status"]["sync"]["status"] == "Synced", "condition cleared")
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_removing_the_annotations_hands_the_app_back_without_deleting_anything(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """Even with the resources finalizer: handing back is not deleting."""
+    git_repo.commit(rayclusters("2.9.0", namespace))
+    kube.create(application("back", git_repo, namespace, annotations=OURS, finalizer=True),
+                field_manager="tests")
+    ctl = start(start_controller, kube, namespace)
+    status_when(kube, namespace, "back",
+                lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "Synced",
+                "synced by gitops-ray")
+    kube.patch(APP_API, "Application", name="back", namespace=namespace,
+               patch={"metadata": {"annotations": {MANAGED_ANNOTATION: None}}},
+               content_type="application/merge-patch+json")
+    eventually(lambda: not ctl.status("back"), message="gitops-ray's record dropped")
+    live = kube.get(RC_API, "RayCluster", name="demo", namespace=namespace)
+    assert live is not None and "deletionTimestamp" not in live["metadata"]
+    obj = app_object(kube, namespace, "back")
+    assert obj["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
