@@ -332,10 +332,14 @@ def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
                        "resources": _results(op, record),
                        **({"source": spec["source"]} if spec.get("source") else {})},
     }
-    if op.get("finishedAt") and op.get("phase") != OperationPhase.RUNNING:
-        state["finishedAt"] = timestamp(float(op["finishedAt"]))
     if op.get("attempt"):
         state["retryCount"] = max(int(op["attempt"]) - 1, 0)
+    if op.get("retrying"):  # failed, tried again later: still running (Argo CD's words)
+        state["phase"] = OperationPhase.RUNNING.value
+        state["message"] = (f"{state['message']}. Retrying attempt "
+                            f"#{int(op.get('attempt') or 1)}.")[:MAX_MESSAGE]
+    elif op.get("finishedAt") and op.get("phase") != OperationPhase.RUNNING:
+        state["finishedAt"] = timestamp(float(op["finishedAt"]))
     return state
 
 

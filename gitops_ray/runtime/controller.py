@@ -473,8 +473,8 @@ class Controller:
             self._refuse(app.name, comparison.revision, op)
             return None
         app = with_sync_options(app, op.sync_options)
-        revision = (self.revisions.resolve(app.source.repo_url, op.revision, max_age=0)
-                    if op.revision else comparison.revision)
+        revision = self.revisions.resolve(  # as Argo CD: resolved when it runs
+            app.source.repo_url, op.revision or app.source.target_revision, max_age=0)
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
             else self.pipeline.compare(app, revision=revision)
         attempt = self._op_attempts.get(app.name, 0) + 1

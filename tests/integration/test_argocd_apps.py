@@ -50,10 +50,11 @@ Start = Callable[..., Controller]
 
 
 def start(start_controller: Start, kube: Kube, namespace: str, *,  # noqa: F811
-          project: dict[str, Any] | None = None) -> Controller:
+          project: dict[str, Any] | None = None, **flags: Any) -> Controller:
     """The controller, with the test namespace as Argo CD's and its AppProject ``default``."""
     appproject(kube, namespace, "default", project or OPEN)
-    return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": namespace})
+    return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": namespace,
+                                   **flags})
 
 
 OPEN = {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}],
@@ -200,6 +201,29 @@ def test_dry_run_and_malformed_operations_change_nothing(
                       "the malformed operation refused")
     assert "operation.sync.resources[0]" in obj["status"]["operationState"]["message"]
     assert kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_a_failed_operation_is_retried_up_to_its_limit(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """``retry.limit``: a failed attempt leaves the operation running (Argo CD's "Retrying
+    attempt #n"); the next attempt resolves the revision again and succeeds."""
+    broken = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "c", "namespace": f"{namespace}-missing"}}
+    git_repo.commit({**rayclusters("2.9.0", namespace), "manifests/cm.yaml": broken})
+    kube.create(application("retry", git_repo, namespace, annotations=OURS, automated=False),
+                field_manager="tests")
+    start(start_controller, kube, namespace, **{"retry.backoff.initial": "200ms",
+                                                "retry.backoff.cap": "1s"})
+    request(kube, namespace, "retry", {"sync": {}, "retry": {"limit": 100}})
+    obj = status_when(kube, namespace, "retry",
+                      lambda o: "Retrying attempt #" in ((o.get("status") or {}).get(
+                          "operationState") or {}).get("message", ""), "a retry pending")
+    assert obj.get("operation") and obj["status"]["operationState"]["phase"] == "Running"
+    fixed = git_repo.commit({"manifests/cm.yaml": None})
+    obj = status_when(kube, namespace, "retry", _done(fixed), "a later attempt succeeded")
+    assert obj["status"]["operationState"]["phase"] == "Succeeded"
+    assert obj["status"]["operationState"]["retryCount"] >= 1
 
 
 @pytest.mark.usefixtures("argocd_crds")
