@@ -122,9 +122,15 @@ class ClusterApplications:
     def stop(self) -> None:
         self._stop.set()
 
-    def ready(self, wait: float) -> bool:
-        """Whether every namespace was listed (so the catalog does not drop apps early)."""
-        return all(w.ready(wait) for w in self.watches)
+    def unsynced(self) -> list[str]:
+        """The Application/AppProject watches not listed yet, or refused (readiness).
+
+        Unlike the managed kinds, these have no fallback: a namespace whose Applications
+        cannot be listed is a namespace whose apps are not reconciled.
+        """
+        return sorted(f"{API_VERSION}/{w.kind} in {w.namespace}"
+                      + (" (forbidden)" if w.forbidden else "")
+                      for w in [*self.watches, self.projects] if not w.synced.is_set())
 
     # -- the catalog's view ----------------------------------------------------------
 

@@ -407,7 +407,9 @@ class Runtime:
 
     def readiness(self) -> list[CheckResult]:
         """Every readiness check, now (``/readyz`` and ``gitops_ray_ready``)."""
-        results = evaluate(apps_loaded=self.ready.is_set(), unsynced=self.cache.unsynced(),
+        unsynced = self.cache.unsynced() + (self.applications.unsynced()
+                                            if self.applications is not None else [])
+        results = evaluate(apps_loaded=self.ready.is_set(), unsynced=unsynced,
                            api=self.api_health, refreshes=self.refreshes,
                            leader_election=self.elector is not None)
         problem = self.elector.last_error if self.elector is not None else None

@@ -315,3 +315,31 @@ def test_removing_the_annotations_hands_the_app_back_without_deleting_anything(
     assert live is not None and "deletionTimestamp" not in live["metadata"]
     obj = app_object(kube, namespace, "back")
     assert obj["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"]
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_applications_in_any_namespace_need_the_projects_source_namespaces(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,  # noqa: F811
+        extra_namespace: Callable[[str], str]) -> None:
+    """``argocd.applicationNamespaces``: Argo CD's "applications in any namespace"; the app
+    is named ``<namespace>_<name>`` (Argo CD's instance name) and its project must list the
+    namespace in ``sourceNamespaces``."""
+    team = extra_namespace("apps")
+    git_repo.commit(rayclusters("2.9.0", namespace))
+    app = application("ray", git_repo, namespace, annotations=OURS)
+    app["metadata"]["namespace"] = team
+    kube.create(app, field_manager="tests")
+    ctl = start(start_controller, kube, namespace, project={**OPEN, "sourceNamespaces": [team]},
+                **{"argocd.applicationNamespaces": team})
+    obj = status_when(kube, team, "ray",
+                      lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "Synced",
+                      "synced from the other namespace")
+    assert obj["status"]["resources"][0]["name"] == "demo"
+    assert ctl.status(f"{team}_ray")["sync"] == "Synced"
+
+    appproject(kube, namespace, "default", OPEN)  # the namespace is no longer allowed
+    obj = status_when(kube, team, "ray", lambda o: bool(o["status"].get("conditions")),
+                      "the project's condition")
+    assert obj["status"]["conditions"][0]["type"] == "UnknownError"
+    assert "is not permitted to use project 'default'" in \
+        obj["status"]["conditions"][0]["message"]
