@@ -97,8 +97,13 @@ class LastOperation:
 
     @classmethod
     def from_status(cls, status: Mapping[str, Any]) -> LastOperation | None:
-        """Parse ``status["operation"]`` of an app record; ``None`` when there is none."""
-        op = status.get("operation")
+        """The last operation of an app record that wrote something; ``None``: none.
+
+        A dry run (an Argo CD operation with ``dryRun``) changed nothing, so the policy
+        looks past it, to the newest real operation in the history.
+        """
+        ops = [status.get("operation"), *(status.get("history") or [])]
+        op = next((o for o in ops if isinstance(o, Mapping) and not o.get("dryRun")), None)
         if not isinstance(op, Mapping) or not op.get("revision"):
             return None
         return cls(revision=str(op["revision"]), phase=str(op.get("phase", "")),

@@ -184,3 +184,11 @@ def test_source_key_includes_the_pod_shapes_an_app_depends_on() -> None:
     app = Application("a", AppSource("https://x/r.git", "p"), Destination("ns"))
     assert source_key(app, "") == source_key(app)  # apps that use no in-cluster shapes
     assert source_key(app, "v1") not in (source_key(app), source_key(app, "v2"))
+
+
+def test_a_dry_run_is_not_the_last_operation_the_policy_looks_at() -> None:
+    real = {"revision": "a" * 40, "phase": "Succeeded", "finishedAt": 10.0}
+    dry = {"revision": "b" * 40, "phase": "Succeeded", "finishedAt": 20.0, "dryRun": True}
+    parsed = LastOperation.from_status({"operation": dry, "history": [dry, real]})
+    assert parsed is not None and parsed.revision == "a" * 40
+    assert LastOperation.from_status({"operation": dry, "history": [dry]}) is None
