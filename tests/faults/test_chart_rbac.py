@@ -87,6 +87,23 @@ def _template(helm_bin: Path, tmp: Path, release: str, namespace: str,
     return [d for d in yaml.safe_load_all(text) if d]
 
 
+def _as_chart(helm_bin: Path, tmp: Path, kube: Kube, control_plane: LocalControlPlane,
+              namespace: str, rendered: Callable[..., list[dict[str, Any]]],
+              *values: str) -> tuple[str, Path, dict[str, Any]]:
+    """Apply the chart's RBAC as rendered with ``values``: (ServiceAccount name, a
+    kubeconfig with its token, the controller settings of the rendered ConfigMap)."""
+    release = f"r{secrets.token_hex(3)}"  # cluster-scoped names must not collide
+    docs = _template(helm_bin, tmp, release, namespace, *values,
+                     "--set", "config.log.level=debug")
+    rendered(docs)
+    sa_name = f"{release}-gitops-ray"
+    kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                            name=sa_name, path=tmp / "sa.kubeconfig")
+    config = next(d for d in docs if d["kind"] == "ConfigMap"
+                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+    return sa_name, kubeconfig, yaml.safe_load(config)
+
+
 def _webhook(ctl: ControllerProcess, repo: GitRepo, sha: str) -> None:
     body = json.dumps({"ref": "refs/heads/main", "after": sha,
                        "repository": {"clone_url": repo.url, "default_branch": "main"}}
@@ -121,25 +138,18 @@ def test_chart_service_account_syncs_heals_and_prunes(
         control_plane: LocalControlPlane, namespace: str, team: str, git_repo: GitRepo,
         rendered: Callable[..., list[dict[str, Any]]],
         controller_process: StartController) -> None:
-    release = f"r{secrets.token_hex(3)}"  # cluster-scoped names must not collide
     # cluster-wide runs as the chart's HA setup (leader election on, so the Lease too)
     rbac = (["--set", "replicaCount=2"] if variant == "cluster-wide" else
             ["--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}"])
-    docs = _template(helm_bin, tmp_path, release, namespace, *rbac,
-                     "--set", f"config.appSources[0].repo={git_repo.url}",
-                     "--set", "config.appSources[0].path=apps",
-                     "--set", "config.log.level=debug")
-    rendered(docs)
-    sa_name = f"{release}-gitops-ray"
-    kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
-                                            name=sa_name, path=tmp_path / "sa.kubeconfig")
-    config = next(d for d in docs if d["kind"] == "ConfigMap"
-                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+    sa_name, kubeconfig, config = _as_chart(
+        helm_bin, tmp_path, kube, control_plane, namespace, rendered, *rbac,
+        "--set", f"config.appSources[0].repo={git_repo.url}",
+        "--set", "config.appSources[0].path=apps")
 
     rc = raycluster("rc")
     git_repo.commit({"apps/app.yaml": application("app", git_repo.url, team, self_heal=True),
                      "manifests/rc.yaml": rc})
-    ctl = controller_process("chart-sa", yaml.safe_load(config),
+    ctl = controller_process("chart-sa", config,
                              env={"GITOPS_RAY_KUBECONFIG": str(kubeconfig)},
                              args=(f"--helm={helm_bin}",))
 
@@ -175,7 +185,7 @@ def test_chart_service_account_syncs_heals_and_prunes(
     as_sa = Kube.connect(str(kubeconfig))
     with pytest.raises(Forbidden):
         as_sa.create({"apiVersion": "v1", "kind": "ConfigMap",
-                      "metadata": {"name": f"{release}-probe", "namespace": "kube-system"}},
+                      "metadata": {"name": f"{sa_name}-probe", "namespace": "kube-system"}},
                      field_manager="tests")
 
 
@@ -192,18 +202,10 @@ def test_chart_service_account_reconciles_argo_cd_applications(
     refused; the token still cannot write Applications elsewhere.
     """
     argo = extra_namespace("argo")
-    release = f"r{secrets.token_hex(3)}"
-    docs = _template(helm_bin, tmp_path, release, namespace,
-                     "--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}",
-                     "--set", "config.argocd.enabled=true",
-                     "--set", f"config.argocd.namespace={argo}",
-                     "--set", "config.log.level=debug")
-    rendered(docs)
-    sa_name = f"{release}-gitops-ray"
-    kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
-                                            name=sa_name, path=tmp_path / "sa.kubeconfig")
-    config = next(d for d in docs if d["kind"] == "ConfigMap"
-                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+    sa_name, kubeconfig, config = _as_chart(
+        helm_bin, tmp_path, kube, control_plane, namespace, rendered,
+        "--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}",
+        "--set", "config.argocd.enabled=true", "--set", f"config.argocd.namespace={argo}")
     kube.apply({"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
                 "metadata": {"name": "default", "namespace": argo},
                 "spec": {"sourceRepos": ["*"],
@@ -215,7 +217,7 @@ def test_chart_service_account_reconciles_argo_cd_applications(
         "gitops-ray.io/managed": "true", "argocd.argoproj.io/skip-reconcile": "true"}}
     del app["spec"]["syncPolicy"]
     kube.create(app, field_manager="tests")
-    ctl = controller_process("chart-argocd", yaml.safe_load(config),
+    ctl = controller_process("chart-argocd", config,
                              env={"GITOPS_RAY_KUBECONFIG": str(kubeconfig)},
                              args=(f"--helm={helm_bin}",))
 

@@ -67,6 +67,21 @@ def appproject(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> N
                field_manager="tests", force=True)
 
 
+def deploy(kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,  # noqa: F811
+           name: str, *, annotations: dict[str, str] = OURS,
+           project: dict[str, Any] | None = None, flags: dict[str, Any] | None = None,
+           **app: Any) -> tuple[str, Controller]:
+    """Commit a RayCluster, create Application ``name`` for it, start the controller."""
+    sha = git_repo.commit(rayclusters("2.9.0", namespace))
+    kube.create(application(name, git_repo, namespace, annotations=annotations, **app),
+                field_manager="tests")
+    return sha, start(start_controller, kube, namespace, project=project, **(flags or {}))
+
+
+def sync_is(status: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda o: (o.get("status") or {}).get("sync", {}).get("status") == status
+
+
 def app_object(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
     obj = kube.get(APP_API, "Application", name=name, namespace=namespace)
     assert obj is not None
@@ -91,14 +106,12 @@ def rayclusters(version: str, namespace: str) -> dict[str, object]:
 @pytest.mark.usefixtures("argocd_crds")
 def test_annotated_application_is_synced_and_shows_argo_cd_status(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    sha = git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("ray", git_repo, namespace, annotations=OURS), field_manager="tests")
-    start(start_controller, kube, namespace)
+    sha, _ = deploy(kube, namespace, git_repo, start_controller, "ray")
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
     obj = status_when(kube, namespace, "ray",
-                      lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "Synced"
-                      and bool(o["status"].get("history")), "Synced status with history")
+                      lambda o: sync_is("Synced")(o) and bool(o["status"].get("history")),
+                      "Synced status with history")
     status = obj["status"]
     assert status["sync"]["revision"] == sha
     assert status["sync"]["comparedTo"]["source"]["repoURL"] == git_repo.url
@@ -123,10 +136,8 @@ def test_annotated_application_is_synced_and_shows_argo_cd_status(
 @pytest.mark.usefixtures("argocd_crds")
 def test_half_opt_in_is_left_alone_with_a_warning_event(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("half", git_repo, namespace,
-                            annotations={MANAGED_ANNOTATION: "true"}), field_manager="tests")
-    start(start_controller, kube, namespace)
+    deploy(kube, namespace, git_repo, start_controller, "half",
+           annotations={MANAGED_ANNOTATION: "true"})
 
     def warned() -> bool:
         events, _ = kube.list("v1", "Event", namespace)
@@ -141,13 +152,8 @@ def test_half_opt_in_is_left_alone_with_a_warning_event(
 @pytest.mark.usefixtures("argocd_crds")
 def test_operation_sync_rollback_and_refresh(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    first = git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("manual", git_repo, namespace, annotations=OURS, automated=False),
-                field_manager="tests")
-    start(start_controller, kube, namespace)
-    status_when(kube, namespace, "manual",
-                lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "OutOfSync",
-                "OutOfSync before any sync")
+    first, _ = deploy(kube, namespace, git_repo, start_controller, "manual", automated=False)
+    status_when(kube, namespace, "manual", sync_is("OutOfSync"), "OutOfSync before any sync")
     assert kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None
 
     request(kube, namespace, "manual", {"sync": {"revision": "HEAD", "prune": True},
@@ -183,10 +189,7 @@ def test_operation_sync_rollback_and_refresh(
 @pytest.mark.usefixtures("argocd_crds")
 def test_dry_run_and_malformed_operations_change_nothing(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    sha = git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("dry", git_repo, namespace, annotations=OURS, automated=False),
-                field_manager="tests")
-    start(start_controller, kube, namespace)
+    sha, _ = deploy(kube, namespace, git_repo, start_controller, "dry", automated=False)
     request(kube, namespace, "dry", {"sync": {"dryRun": True}})
     obj = status_when(kube, namespace, "dry", _done(sha), "the dry run finished")
     assert obj["status"]["operationState"]["phase"] == "Succeeded"
@@ -229,10 +232,7 @@ def test_a_failed_operation_is_retried_up_to_its_limit(
 @pytest.mark.usefixtures("argocd_crds")
 def test_deleting_an_application_with_the_resources_finalizer_deletes_its_objects(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("doomed", git_repo, namespace, annotations=OURS, finalizer=True),
-                field_manager="tests")
-    start(start_controller, kube, namespace)
+    deploy(kube, namespace, git_repo, start_controller, "doomed", finalizer=True)
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
     kube.delete(APP_API, "Application", name="doomed", namespace=namespace)
@@ -272,10 +272,7 @@ def live_version(kube: Kube, namespace: str) -> str:
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_message(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("blocked", git_repo, namespace, annotations=OURS),
-                field_manager="tests")
-    start(start_controller, kube, namespace, project={
+    deploy(kube, namespace, git_repo, start_controller, "blocked", project={
         "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "elsewhere"}]})
     obj = status_when(kube, namespace, "blocked",
                       lambda o: bool((o.get("status") or {}).get("conditions")),
@@ -300,13 +297,8 @@ def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_mes
 def test_removing_the_annotations_hands_the_app_back_without_deleting_anything(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     """Even with the resources finalizer: handing back is not deleting."""
-    git_repo.commit(rayclusters("2.9.0", namespace))
-    kube.create(application("back", git_repo, namespace, annotations=OURS, finalizer=True),
-                field_manager="tests")
-    ctl = start(start_controller, kube, namespace)
-    status_when(kube, namespace, "back",
-                lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "Synced",
-                "synced by gitops-ray")
+    _, ctl = deploy(kube, namespace, git_repo, start_controller, "back", finalizer=True)
+    status_when(kube, namespace, "back", sync_is("Synced"), "synced by gitops-ray")
     kube.patch(APP_API, "Application", name="back", namespace=namespace,
                patch={"metadata": {"annotations": {MANAGED_ANNOTATION: None}}},
                content_type="application/merge-patch+json")
@@ -331,9 +323,7 @@ def test_applications_in_any_namespace_need_the_projects_source_namespaces(
     kube.create(app, field_manager="tests")
     ctl = start(start_controller, kube, namespace, project={**OPEN, "sourceNamespaces": [team]},
                 **{"argocd.applicationNamespaces": team})
-    obj = status_when(kube, team, "ray",
-                      lambda o: (o.get("status") or {}).get("sync", {}).get("status") == "Synced",
-                      "synced from the other namespace")
+    obj = status_when(kube, team, "ray", sync_is("Synced"), "synced from the other namespace")
     assert obj["status"]["resources"][0]["name"] == "demo"
     assert ctl.status(f"{team}_ray")["sync"] == "Synced"
 
