@@ -403,11 +403,17 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
              "deployStartedAt": timestamp(float(op["startedAt"])),
              "deployedAt": timestamp(float(op.get("finishedAt") or op["startedAt"])),
              "source": source,
-             "initiatedBy": dict(requested.get("initiatedBy") or {"automated": True})}
+             "initiatedBy": _initiator(requested)}
     if deployed == float(op["startedAt"]) or (deployed is None and any(
             all(e.get(k) == entry[k] for k in _SAME_DEPLOY) for e in entries)):
         return entries[-limit:] if limit else []
     return [*entries, entry][-limit:] if limit else []
+
+
+def _initiator(requested: Mapping[str, Any]) -> dict[str, Any]:
+    """Who started a deployment: the requested operation's ``initiatedBy`` as it is (empty
+    from an argocd-server without auth, whose ``session.Username`` is ""), else automated."""
+    return dict(requested.get("initiatedBy") or {}) if requested else {"automated": True}
 
 
 _SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
