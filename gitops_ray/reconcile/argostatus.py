@@ -384,7 +384,8 @@ def _history_limit(spec: Mapping[str, Any]) -> int:
 def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
             spec: Mapping[str, Any], *, limit: int = HISTORY_LIMIT,
             deployed: float | None = None) -> list[dict[str, Any]]:
-    """``status.history``: one entry per successful sync (not dry runs), newest last.
+    """``status.history``: one entry per successful sync (not dry runs, not partial syncs),
+    newest last.
 
     As Argo CD: ids increase by one, the oldest entries go beyond ``limit``. An operation
     is added once: ``deployed`` is the ``startedAt`` of the last one added by this
@@ -421,5 +422,13 @@ _SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
 
 
 def _deployed(op: object) -> bool:
+    """A successful sync of the whole app: Argo CD records no partial sync (``sync.resources``)
+    in the history (``controller/sync.go``: ``len(syncOp.Resources) == 0``)."""
     return (isinstance(op, Mapping) and op.get("phase") == OperationPhase.SUCCEEDED
-            and bool(op.get("startedAt")) and not op.get("dryRun"))
+            and bool(op.get("startedAt")) and not op.get("dryRun") and not _partial(op))
+
+
+def _partial(op: Mapping[str, Any]) -> bool:
+    requested = op.get("argocdOperation")
+    sync = requested.get("sync") if isinstance(requested, Mapping) else None
+    return isinstance(sync, Mapping) and bool(sync.get("resources"))
