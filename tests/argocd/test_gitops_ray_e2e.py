@@ -1,0 +1,204 @@
+"""gitops-ray end to end with the real Argo CD: argocd-server, its CLI and its controller.
+
+The product runs in-process (fixture ``gitops_ray``: ``argocd.enabled``, Argo CD's
+namespace ``argocd``) and reconciles Applications there that carry both opt-in
+annotations; their source is a real git repository (``file://``) with RayClusters under
+``manifests/``, their destination the test's namespace. Everything Argo CD shows comes
+from what gitops-ray wrote into the Application (argocd-server serves the object as
+stored), and every control goes through argocd-server, which writes ``.operation``.
+
+What the ``argocd`` CLI needs of the status, read from ``cmd/argocd/commands/app.go``
+(``waitOnApplicationStatus``, v3.2.11) and seen here: ``argocd app sync`` / ``rollback``
+return once ``.operation`` is gone and ``status.operationState.finishedAt`` is set, and,
+for a sync that is not a dry run, once ``status.reconciledAt`` is not before
+``finishedAt``; the exit code follows ``operationState.phase`` (``Successful()``), and an
+app-wide sync whose app is not Synced afterwards fails with "N resources require
+pruning" if ``syncResult.resources`` say so. Before printing, the CLI asks argocd-server
+for a refresh, which sets ``argocd.argoproj.io/refresh`` and waits until someone
+removes it (Argo CD's controller does; here gitops-ray). argocd-server itself resolves
+the sync's revision: a commit SHA as it is, anything else (``HEAD``) by asking the
+repo-server, so these tests run ``argocd-repo-server`` too (``argocd_repo_server``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from gitops_ray.kube import Kube
+from gitops_ray.types import Manifest
+from localcluster.argocd import ArgoCD
+from tests.argocd.applications import MANAGED, SKIP_RECONCILE, app_name
+from tests.argocd.conftest import APPLICATION
+from tests.conftest import GitRepo
+from tests.integration.test_controller import Controller
+from tests.samples import raycluster
+from tests.waiting import eventually
+
+APP_API = "argoproj.io/v1alpha1"
+RC_API = "ray.io/v1"
+OURS = {MANAGED: "true", SKIP_RECONCILE: "true"}
+MakeApp = Callable[[Manifest], Manifest]
+
+
+def application(name: str, repo: GitRepo, destination: str, *, project: str = "default",
+                automated: bool = False, annotations: dict[str, str] | None = None
+                ) -> Manifest:
+    spec: dict[str, Any] = {
+        "project": project,
+        "source": {"repoURL": repo.url, "targetRevision": "HEAD", "path": "manifests"},
+        "destination": {"server": "https://kubernetes.default.svc", "namespace": destination}}
+    if automated:
+        spec["syncPolicy"] = {"automated": {"prune": True}}
+    return {"apiVersion": APP_API, "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd",
+                         "annotations": OURS if annotations is None else annotations},
+            "spec": spec}
+
+
+def manifests(namespace: str, **versions: str | None) -> dict[str, object]:
+    """``manifests/NAME.yaml`` per RayCluster NAME at its Ray version (``None``: deleted)."""
+    files: dict[str, object] = {}
+    for name, version in versions.items():
+        rc = raycluster(name, namespace)
+        if version is not None:
+            rc["spec"]["rayVersion"] = version
+        files[f"manifests/{name}.yaml"] = rc if version is not None else None
+    return files
+
+
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def app_json(argocd: ArgoCD, name: str) -> Manifest:
+    got: Manifest = json.loads(argocd.cli("app", "get", name, "-o", "json").stdout)
+    return got
+
+
+def app_status(argocd: ArgoCD, name: str) -> Manifest:
+    status: Manifest = app_json(argocd, name).get("status") or {}
+    return status
+
+
+def status_when(argocd: ArgoCD, name: str, check: Callable[[Manifest], bool],
+                message: str) -> Manifest:
+    def ready() -> Manifest | None:
+        status = app_status(argocd, name)
+        return status if check(status) else None
+    found: Manifest = eventually(ready, message=message)
+    return found
+
+
+def compared(revision: str, sync: str) -> Callable[[Manifest], bool]:
+    return lambda s: (s.get("sync") or {}).get("revision") == revision and \
+        s["sync"].get("status") == sync
+
+
+def ray_version(kube: Kube, namespace: str, name: str = "demo") -> str | None:
+    live = kube.get(RC_API, "RayCluster", name=name, namespace=namespace)
+    return str(live["spec"]["rayVersion"]) if live else None
+
+
+def cli_ok(argocd: ArgoCD, *args: str) -> str:
+    """Run the CLI; its stdout, or fail with what it printed."""
+    done = argocd.cli(*args, check=False, timeout=180)
+    assert done.returncode == 0, f"argocd {' '.join(args)}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture
+def appproject(kube: Kube, argocd: ArgoCD) -> Iterator[Callable[[str, Manifest], None]]:
+    made: list[str] = []
+
+    def make(name: str, spec: Manifest) -> None:
+        kube.create({"apiVersion": APP_API, "kind": "AppProject",
+                     "metadata": {"name": name, "namespace": argocd.namespace}, "spec": spec},
+                    field_manager="tests")
+        made.append(name)
+
+    yield make
+    for name in made:
+        kube.delete(APP_API, "AppProject", name=name, namespace=argocd.namespace)
+
+
+# -- 1. argocd app get / list ------------------------------------------------------------
+
+def test_get_and_list_show_what_gitops_ray_synced(
+        argocd: ArgoCD, kube: Kube, namespace: str, git_repo: GitRepo,
+        gitops_ray: Controller, make_app: MakeApp) -> None:
+    sha = git_repo.commit(manifests(namespace, demo="2.9.0"))
+    name = app_name("e2e-get")
+    make_app(application(name, git_repo, namespace, automated=True))
+
+    status = status_when(argocd, name, lambda s: compared(sha, "Synced")(s)
+                         and bool(s.get("history")), "gitops-ray synced and wrote the status")
+    assert ray_version(kube, namespace) == "2.9.0"
+    assert status["health"]["status"] == "Progressing"  # no KubeRay operator runs here
+    [row] = status["resources"]
+    assert {k: row[k] for k in ("group", "kind", "namespace", "name", "status")} == {
+        "group": "ray.io", "kind": "RayCluster", "namespace": namespace, "name": "demo",
+        "status": "Synced"}
+    assert status["operationState"]["phase"] == "Succeeded"
+    assert status["operationState"]["syncResult"]["revision"] == sha
+
+    got = argocd.cli("app", "get", name).stdout
+    assert f"Sync Status:        Synced to HEAD ({sha[:7]})" in got
+    assert "Health Status:      Progressing" in got
+    # The last operation's result for the resource is the MESSAGE column.
+    assert ["ray.io", "RayCluster", namespace, "demo", "Synced", "Progressing",
+            "created"] in rows(got)
+
+    listed = rows(argocd.cli("app", "list").stdout)
+    row_of = dict(zip(listed[0], next(r for r in listed if r[0] == f"argocd/{name}"),
+                      strict=False))
+    assert (row_of["STATUS"], row_of["HEALTH"], row_of["SYNCPOLICY"]) == (
+        "Synced", "Progressing", "Auto-Prune")
+    assert (row_of["REPO"], row_of["PATH"], row_of["TARGET"]) == (
+        git_repo.url, "manifests", "HEAD")
+
+
+# -- 2. argocd app sync ------------------------------------------------------------------
+
+@pytest.mark.usefixtures("argocd_repo_server")
+def test_argocd_app_sync_is_executed_by_gitops_ray(
+        argocd: ArgoCD, kube: Kube, namespace: str, git_repo: GitRepo,
+        gitops_ray: Controller, make_app: MakeApp) -> None:
+    first = git_repo.commit(manifests(namespace, demo="2.9.0", extra="2.9.0"))
+    name = app_name("e2e-sync")
+    make_app(application(name, git_repo, namespace))
+    status_when(argocd, name, compared(first, "OutOfSync"), "OutOfSync before any sync")
+
+    out = cli_ok(argocd, "app", "sync", name)
+    assert "Phase:              Succeeded" in out
+    assert f"Sync Revision:      {first}" in out
+    assert "Message:            successfully synced (all tasks run)" in out
+    assert ["ray.io", "RayCluster", namespace, "extra", "Synced", "Progressing",
+            "created"] in rows(out)
+    assert (ray_version(kube, namespace), ray_version(kube, namespace, "extra")) == (
+        "2.9.0", "2.9.0")
+
+    second = git_repo.commit(manifests(namespace, demo="2.10.0", extra=None))
+    out = cli_ok(argocd, "app", "sync", name, "--dry-run")
+    assert f"Sync Revision:      {second}" in out and "Phase:              Succeeded" in out
+    assert (ray_version(kube, namespace), ray_version(kube, namespace, "extra")) == (
+        "2.9.0", "2.9.0")
+
+    out = cli_ok(argocd, "app", "sync", name, "--resource", "ray.io:RayCluster:demo")
+    assert "Phase:              Succeeded" in out
+    assert ray_version(kube, namespace) == "2.10.0"
+    assert ray_version(kube, namespace, "extra") == "2.9.0"  # not selected, not pruned
+    assert [h["revision"] for h in app_status(argocd, name)["history"]] == [first]
+
+    out = cli_ok(argocd, "app", "sync", name, "--prune")
+    assert "Phase:              Succeeded" in out
+    eventually(lambda: ray_version(kube, namespace, "extra") is None,  # deletion is async
+               message="the RayCluster no longer in git pruned")
+    status = status_when(argocd, name, lambda s: s["sync"]["status"] == "Synced",
+                         "Synced once the pruned RayCluster is gone")
+    assert [h["revision"] for h in status["history"]] == [first, second]
+    assert [r["name"] for r in status["resources"]] == ["demo"]
