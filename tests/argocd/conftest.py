@@ -68,7 +68,7 @@ def argocd_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
 
 @pytest.fixture
 def argocd_repo_server(argocd: ArgoCD) -> Iterator[ArgoCD]:
-    argocd.repo_server()
+    argocd.start_repo_server()
     yield argocd
     argocd.stop_component("argocd-repo-server")
 

@@ -202,3 +202,69 @@ def test_argocd_app_sync_is_executed_by_gitops_ray(
                          "Synced once the pruned RayCluster is gone")
     assert [h["revision"] for h in status["history"]] == [first, second]
     assert [r["name"] for r in status["resources"]] == ["demo"]
+
+
+# -- 3. argocd app history / rollback ----------------------------------------------------
+
+@pytest.mark.usefixtures("argocd_repo_server")
+def test_history_lists_the_deployments_and_rollback_brings_the_old_revision_back(
+        argocd: ArgoCD, kube: Kube, namespace: str, git_repo: GitRepo,
+        gitops_ray: Controller, make_app: MakeApp) -> None:
+    first = git_repo.commit(manifests(namespace, demo="2.9.0"))
+    name = app_name("e2e-rollback")
+    make_app(application(name, git_repo, namespace))
+    status_when(argocd, name, compared(first, "OutOfSync"), "OutOfSync before any sync")
+    cli_ok(argocd, "app", "sync", name)
+    second = git_repo.commit(manifests(namespace, demo="2.10.0"))
+    cli_ok(argocd, "app", "sync", name)
+    assert ray_version(kube, namespace) == "2.10.0"
+
+    assert cli_ok(argocd, "app", "history", name, "-o", "id").split() == ["0", "1"]
+    listed = rows(cli_ok(argocd, "app", "history", name))
+    assert listed[0] == ["SOURCE", git_repo.url]
+    assert [(r[0], r[-2:]) for r in listed[2:]] == [
+        ("0", ["HEAD", f"({first[:7]})"]), ("1", ["HEAD", f"({second[:7]})"])]
+
+    out = cli_ok(argocd, "app", "rollback", name, "0")
+    assert "Phase:              Succeeded" in out and f"Sync Revision:      {first}" in out
+    assert ray_version(kube, namespace) == "2.9.0"
+    status = app_status(argocd, name)
+    assert [(h["id"], h["revision"]) for h in status["history"]] == [
+        (0, first), (1, second), (2, first)]
+    assert status["sync"]["status"] == "OutOfSync"  # HEAD is still the second commit
+    assert cli_ok(argocd, "app", "history", name, "-o", "id").split() == ["0", "1", "2"]
+
+
+# -- 4. an AppProject that forbids the destination -----------------------------------------
+
+@pytest.mark.usefixtures("argocd_repo_server")
+def test_a_project_that_forbids_the_destination_blocks_the_app(
+        argocd: ArgoCD, kube: Kube, namespace: str, git_repo: GitRepo,
+        gitops_ray: Controller, make_app: MakeApp,
+        appproject: Callable[[str, Manifest], None]) -> None:
+    git_repo.commit(manifests(namespace, demo="2.9.0"))
+    project, name = app_name("restricted"), app_name("e2e-blocked")
+    appproject(project, {"sourceRepos": ["*"], "destinations": [
+        {"server": "https://kubernetes.default.svc", "namespace": "elsewhere"}]})
+    make_app(application(name, git_repo, namespace, project=project, automated=True))
+    message = (f"application destination server 'https://kubernetes.default.svc' and "
+               f"namespace '{namespace}' do not match any of the allowed destinations in "
+               f"project '{project}'")
+
+    status = status_when(argocd, name, lambda s: bool(s.get("conditions")),
+                         "a condition on the blocked Application")
+    assert [(c["type"], c["message"]) for c in status["conditions"]] == [
+        ("InvalidSpecError", message)]
+    got = cli_ok(argocd, "app", "get", name)
+    assert ["CONDITION", "MESSAGE", "LAST", "TRANSITION"] in rows(got)
+    assert any(line.startswith("InvalidSpecError") and message in line
+               for line in got.splitlines())
+
+    # argocd-server does not check destinations on a sync: it sets `.operation`, and
+    # gitops-ray fails the operation with the condition's message.
+    refused = argocd.cli("app", "sync", name, check=False, timeout=180)
+    assert refused.returncode == 1
+    assert "Operation has completed with phase: Failed" in refused.stderr
+    assert "Phase:              Failed" in refused.stdout
+    assert f"Message:            InvalidSpecError: {message}" in refused.stdout
+    assert ray_version(kube, namespace) is None
