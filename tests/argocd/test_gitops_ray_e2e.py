@@ -268,3 +268,53 @@ def test_a_project_that_forbids_the_destination_blocks_the_app(
     assert "Phase:              Failed" in refused.stdout
     assert f"Message:            InvalidSpecError: {message}" in refused.stdout
     assert ray_version(kube, namespace) is None
+
+
+# -- 5. Argo CD's own application controller next to gitops-ray ---------------------------
+
+CONTROLLER = "argocd-application-controller"
+SKIPPING = "Skipping Application reconcile"
+
+
+def controller_lines(argocd: ArgoCD, name: str) -> list[str]:
+    """The controller's log lines about Application ``name`` (``application=NAME`` field)."""
+    text = (argocd.workdir / f"{CONTROLLER}.log").read_text(errors="replace")
+    return [line for line in text.splitlines() if f"application={name} " in line
+            or line.endswith(f"application={name}")]
+
+
+def test_argo_cds_controller_leaves_the_annotated_app_to_gitops_ray(
+        argocd_controller: ArgoCD, kube: Kube, namespace: str, git_repo: GitRepo,
+        gitops_ray: Controller, make_app: MakeApp) -> None:
+    argocd = argocd_controller
+    sha = git_repo.commit(manifests(namespace, demo="2.9.0"))
+    ours, theirs = app_name("e2e-ours"), app_name("e2e-theirs")
+    make_app(application(ours, git_repo, namespace))
+    make_app(application(theirs, git_repo, namespace, annotations={}))
+
+    # Argo CD's controller handles the ordinary app (no repo-server: a ComparisonError).
+    theirs_status = status_when(argocd, theirs, lambda s: bool(s.get("reconciledAt")),
+                                "Argo CD's controller reconciled the un-annotated app")
+    assert "ComparisonError" in [c["type"] for c in theirs_status.get("conditions", [])]
+    status_when(argocd, ours, compared(sha, "OutOfSync"), "gitops-ray compared ours")
+    eventually(lambda: any(SKIPPING in line for line in controller_lines(argocd, ours)),
+               message="Argo CD's controller skipped the annotated app")
+    skipped = sum(SKIPPING in line for line in controller_lines(argocd, ours))
+
+    # A sync through argocd-server: .operation is set, gitops-ray runs it, Argo CD skips it.
+    out = cli_ok(argocd, "app", "sync", ours, "--revision", sha)
+    assert "Phase:              Succeeded" in out
+    assert ray_version(kube, namespace) == "2.9.0"
+    eventually(lambda: sum(SKIPPING in line for line in controller_lines(argocd, ours))
+               > skipped, message="Argo CD's controller skipped the update setting .operation")
+
+    status = app_status(argocd, ours)
+    assert status["sync"]["status"] == "Synced" and not status.get("conditions")
+    state = status["operationState"]
+    assert (state["phase"], state["message"]) == (
+        "Succeeded", "successfully synced (all tasks run)")
+    assert [(r["kind"], r["name"], r["message"]) for r in state["syncResult"]["resources"]] \
+        == [("RayCluster", "demo", "created")]
+    assert [r["name"] for r in status["resources"]] == ["demo"]
+    assert [line for line in controller_lines(argocd, ours) if SKIPPING not in line] == []
+    assert any("Reconciliation completed" in line for line in controller_lines(argocd, theirs))
