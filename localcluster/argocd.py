@@ -15,8 +15,9 @@ behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
 * ``argocd-server --insecure --disable-auth`` on a free port; :meth:`ArgoCD.cli` runs the
   real ``argocd`` CLI against it (``--plaintext``, a config dir of its own);
 * on request, ``argocd-application-controller`` out of cluster
-  (:meth:`ArgoCD.application_controller`) and ``argocd-repo-server``
-  (:meth:`ArgoCD.repo_server`).
+  (:meth:`ArgoCD.application_controller`), ``argocd-repo-server``
+  (:meth:`ArgoCD.start_repo_server`) and ``argocd-applicationset-controller``
+  (:meth:`ArgoCD.start_applicationset_controller`).
 
 Unless started, no repo-server runs: its address is a free port nobody listens on, so
 everything that asks the repo-server (manifests, resolving a branch to a commit) fails, as
@@ -111,7 +112,7 @@ class ArgoCD:
     @property
     def repo_server(self) -> str:
         """Where Argo CD looks for its repo-server: a free port, nothing listens there
-        unless :meth:`repo_server` started one."""
+        unless :meth:`start_repo_server` started one."""
         return f"127.0.0.1:{self.repo_server_port}"
 
     def __enter__(self) -> ArgoCD:
@@ -181,7 +182,30 @@ class ArgoCD:
                    time.monotonic() + timeout)
         return proc
 
-    def repo_server(self, *, timeout: float = 120.0) -> subprocess.Popen[bytes]:
+    def start_applicationset_controller(self, *, timeout: float = 120.0
+                                        ) -> subprocess.Popen[bytes]:
+        """Start ``argocd-applicationset-controller`` out of cluster; return once healthy.
+
+        It watches ApplicationSets in :attr:`namespace` and creates, updates and deletes
+        their Applications (policy ``sync``). Generators that need no repository (``list``,
+        ``clusters``) work without a repo-server; SCM providers are off. No leader
+        election; its metrics, probe and webhook listen on free local ports; it counts as
+        up once its metrics are served (its health probe has no checks: 404).
+        :meth:`stop_component` (``"argocd-applicationset-controller"``) or :meth:`stop`
+        ends it.
+        """
+        metrics = free_port()  # served once its manager runs (it registers no probes)
+        proc = self._spawn("argocd-applicationset-controller", [
+            *self._kube_flags(), f"--argocd-repo-server={self.repo_server}",
+            "--repo-server-plaintext", f"--metrics-addr=127.0.0.1:{metrics}",
+            f"--probe-addr=127.0.0.1:{free_port()}", f"--webhook-addr=127.0.0.1:{free_port()}",
+            "--enable-scm-providers=false", "--logformat=text", "--loglevel=debug"])
+        self._wait("argocd-applicationset-controller",
+                   lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/metrics"),
+                   time.monotonic() + timeout)
+        return proc
+
+    def start_repo_server(self, *, timeout: float = 120.0) -> subprocess.Popen[bytes]:
         """Start ``argocd-repo-server`` (plaintext) on :attr:`repo_server`; return once healthy.
 
         With it, argocd-server resolves a branch to a commit (``argocd app sync NAME``

@@ -26,6 +26,8 @@ What a test (an e2e test of the product included) gets:
 * ``argocd_repo_server`` (per test): ``argocd-repo-server`` on the address argocd-server
   already dials, stopped after the test: argocd-server then resolves ``targetRevision``
   (``HEAD``, a branch) to a commit, as ``argocd app sync NAME`` needs.
+* ``argocd_applicationset_controller`` (per test): ``argocd-applicationset-controller``
+  out of cluster, stopped after the test; ``list`` generators need no repo-server.
 * ``make_app`` (per test): ``make_app(manifest)`` creates an Application (see
   ``tests/argocd/applications.py``) and deletes it after the test.
 * ``gitops_ray`` (per test): the product, an in-process controller (the ``Runtime`` of
@@ -71,6 +73,13 @@ def argocd_repo_server(argocd: ArgoCD) -> Iterator[ArgoCD]:
     argocd.start_repo_server()
     yield argocd
     argocd.stop_component("argocd-repo-server")
+
+
+@pytest.fixture
+def argocd_applicationset_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
+    argocd.start_applicationset_controller()
+    yield argocd
+    argocd.stop_component("argocd-applicationset-controller")
 
 
 @pytest.fixture
