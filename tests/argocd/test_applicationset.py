@@ -55,10 +55,13 @@ def make_appset(kube: Kube, argocd: ArgoCD) -> Iterator[Callable[[Manifest], Non
     yield make
     for name in made:
         kube.delete(APP_API, "ApplicationSet", name=name, namespace=argocd.namespace)
-    for name in made:  # its Applications go with it (ownerReferences, garbage collector)
-        eventually(lambda n=name: not [
-            a for a in kube.list(APP_API, "Application", argocd.namespace)[0]
-            if a["metadata"]["name"].startswith(f"{n}-")], message="generated apps deleted")
+        # Its Applications would go with it (ownerReferences), but the garbage collector
+        # picks up kinds installed after it started only at its next discovery resync.
+        for app in kube.list(APP_API, "Application", argocd.namespace)[0]:
+            if any(o.get("kind") == "ApplicationSet" and o.get("name") == name
+                   for o in app["metadata"].get("ownerReferences") or ()):
+                kube.delete(APP_API, "Application", name=app["metadata"]["name"],
+                            namespace=argocd.namespace)
 
 
 def test_applications_generated_by_an_applicationset_are_synced_by_gitops_ray(
