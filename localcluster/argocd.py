@@ -21,8 +21,8 @@ behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
 
 Unless started, no repo-server runs: its address is a free port nobody listens on, so
 everything that asks the repo-server (manifests, resolving a branch to a commit) fails, as
-it would with the repo-server down. ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes the in-cluster
-destination (``https://kubernetes.default.svc``) mean the local control plane
+it would with the repo-server down. ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG``
+makes the in-cluster destination (``https://kubernetes.default.svc``) mean the local control plane
 (``Cluster.RawRestConfig`` in argo-cd's ``pkg/apis/application/v1alpha1/types.go``).
 
 Processes start in their own process group and die with the Python process that started
@@ -111,8 +111,7 @@ class ArgoCD:
 
     @property
     def repo_server(self) -> str:
-        """Where Argo CD looks for its repo-server: a free port, nothing listens there
-        unless :meth:`start_repo_server` started one."""
+        """Where Argo CD looks for its repo-server (only :meth:`start_repo_server` listens)."""
         return f"127.0.0.1:{self.repo_server_port}"
 
     def __enter__(self) -> ArgoCD:

@@ -23,7 +23,6 @@ repo-server, so these tests run ``argocd-repo-server`` too (``argocd_repo_server
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,7 +32,6 @@ from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import MANAGED, SKIP_RECONCILE, app_name
-from tests.argocd.conftest import APPLICATION
 from tests.conftest import GitRepo
 from tests.integration.test_controller import Controller
 from tests.samples import raycluster
