@@ -15,12 +15,14 @@ behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
 * ``argocd-server --insecure --disable-auth`` on a free port; :meth:`ArgoCD.cli` runs the
   real ``argocd`` CLI against it (``--plaintext``, a config dir of its own);
 * on request, ``argocd-application-controller`` out of cluster
-  (:meth:`ArgoCD.application_controller`).
+  (:meth:`ArgoCD.application_controller`), ``argocd-repo-server``
+  (:meth:`ArgoCD.start_repo_server`) and ``argocd-applicationset-controller``
+  (:meth:`ArgoCD.start_applicationset_controller`).
 
-No repo-server runs: its address is a free port nobody listens on, so everything that asks
-the repo-server (manifests, resolving a branch to a commit) fails, as it would with the
-repo-server down. ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG`` makes the in-cluster
-destination (``https://kubernetes.default.svc``) mean the local control plane
+Unless started, no repo-server runs: its address is a free port nobody listens on, so
+everything that asks the repo-server (manifests, resolving a branch to a commit) fails, as
+it would with the repo-server down. ``ARGOCD_FAKE_IN_CLUSTER=true`` with ``KUBECONFIG``
+makes the in-cluster destination (``https://kubernetes.default.svc``) mean the local control plane
 (``Cluster.RawRestConfig`` in argo-cd's ``pkg/apis/application/v1alpha1/types.go``).
 
 Processes start in their own process group and die with the Python process that started
@@ -109,7 +111,7 @@ class ArgoCD:
 
     @property
     def repo_server(self) -> str:
-        """Where Argo CD looks for its repo-server: a free port, nothing listens there."""
+        """Where Argo CD looks for its repo-server (only :meth:`start_repo_server` listens)."""
         return f"127.0.0.1:{self.repo_server_port}"
 
     def __enter__(self) -> ArgoCD:
@@ -175,6 +177,48 @@ class ArgoCD:
             f"--metrics-port={metrics}", "--logformat=text", f"--loglevel={log_level}",
             "--app-resync=10", "--app-resync-jitter=0"])
         self._wait("argocd-application-controller",
+                   lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
+                   time.monotonic() + timeout)
+        return proc
+
+    def start_applicationset_controller(self, *, timeout: float = 120.0
+                                        ) -> subprocess.Popen[bytes]:
+        """Start ``argocd-applicationset-controller`` out of cluster; return once healthy.
+
+        It watches ApplicationSets in :attr:`namespace` and creates, updates and deletes
+        their Applications (policy ``sync``). Generators that need no repository (``list``,
+        ``clusters``) work without a repo-server; SCM providers are off. No leader
+        election; its metrics, probe and webhook listen on free local ports; it counts as
+        up once its metrics are served (its health probe has no checks: 404).
+        :meth:`stop_component` (``"argocd-applicationset-controller"``) or :meth:`stop`
+        ends it.
+        """
+        metrics = free_port()  # served once its manager runs (it registers no probes)
+        proc = self._spawn("argocd-applicationset-controller", [
+            *self._kube_flags(), f"--argocd-repo-server={self.repo_server}",
+            "--repo-server-plaintext", f"--metrics-addr=127.0.0.1:{metrics}",
+            f"--probe-addr=127.0.0.1:{free_port()}", f"--webhook-addr=127.0.0.1:{free_port()}",
+            "--enable-scm-providers=false", "--logformat=text", "--loglevel=debug"])
+        self._wait("argocd-applicationset-controller",
+                   lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/metrics"),
+                   time.monotonic() + timeout)
+        return proc
+
+    def start_repo_server(self, *, timeout: float = 120.0) -> subprocess.Popen[bytes]:
+        """Start ``argocd-repo-server`` (plaintext) on :attr:`repo_server`; return once healthy.
+
+        With it, argocd-server resolves a branch to a commit (``argocd app sync NAME``
+        without ``--revision``: ``resolveRevision`` in argo-cd's
+        ``server/application/application.go``) by asking git itself, ``file://`` repositories
+        included. GnuPG is off (``ARGOCD_GPG_ENABLED=false``: no keyring to set up).
+        :meth:`stop_component` (``"argocd-repo-server"``) or :meth:`stop` ends it.
+        """
+        metrics = free_port()
+        proc = self._spawn("argocd-repo-server", [
+            "--address=127.0.0.1", f"--port={self.repo_server_port}", "--disable-tls",
+            f"--redis={self.redis}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
+            "--logformat=text"], extra_env={"ARGOCD_GPG_ENABLED": "false"})
+        self._wait("argocd-repo-server",
                    lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
                    time.monotonic() + timeout)
         return proc
@@ -260,8 +304,8 @@ class ArgoCD:
     def _kube_flags(self) -> list[str]:
         return [f"--kubeconfig={self.control_plane.kubeconfig}", f"--namespace={self.namespace}"]
 
-    def _spawn(self, name: str, argv: list[str],
-               component: str | None = None) -> subprocess.Popen[bytes]:
+    def _spawn(self, name: str, argv: list[str], component: str | None = None,
+               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start ``argocd`` as ``component`` (default ``name``), or ``argv`` itself if ``""``."""
         log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
         self._logs.append(log)
@@ -271,6 +315,7 @@ class ArgoCD:
                "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir)}
         if component:
             env["ARGOCD_BINARY_NAME"] = component
+        env.update(extra_env or {})
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=self.workdir,
                                 preexec_fn=_die_with_parent)  # noqa: PLW1509

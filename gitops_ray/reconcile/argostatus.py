@@ -391,12 +391,13 @@ def _history_limit(spec: Mapping[str, Any]) -> int:
 def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
             spec: Mapping[str, Any], *, limit: int = HISTORY_LIMIT,
             deployed: float | None = None) -> list[dict[str, Any]]:
-    """``status.history``: one entry per successful sync (not dry runs), newest last.
+    """``status.history``: one entry per successful sync of the whole app, newest last.
 
-    As Argo CD: ids increase by one, the oldest entries go beyond ``limit``. An operation
-    is added once: ``deployed`` is the ``startedAt`` of the last one added by this
-    process; without it (after a restart) an entry equal in :data:`_SAME_DEPLOY` is taken
-    to be the operation's own.
+    Dry runs and partial syncs (``sync.resources``) add none. As Argo CD: ids increase
+    by one, the oldest entries go beyond ``limit``. An operation is added once:
+    ``deployed`` is the ``startedAt`` of the last one added by this process; without it
+    (after a restart) an entry equal in :data:`_SAME_DEPLOY` is taken to be the
+    operation's own.
     """
     entries = [dict(e) for e in old if isinstance(e, Mapping)]
     op = record.get("operation")
@@ -410,11 +411,19 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
              "deployStartedAt": timestamp(float(op["startedAt"])),
              "deployedAt": timestamp(float(op.get("finishedAt") or op["startedAt"])),
              "source": source,
-             "initiatedBy": dict(requested.get("initiatedBy") or {"automated": True})}
+             "initiatedBy": _initiator(requested)}
     if deployed == float(op["startedAt"]) or (deployed is None and any(
             all(e.get(k) == entry[k] for k in _SAME_DEPLOY) for e in entries)):
         return entries[-limit:] if limit else []
     return [*entries, entry][-limit:] if limit else []
+
+
+def _initiator(requested: Mapping[str, Any]) -> dict[str, Any]:
+    """Who started a deployment: a requested operation's ``initiatedBy``, else automated.
+
+    Taken as it is, ``{}`` included (argocd-server without auth: ``session.Username`` "").
+    """
+    return dict(requested.get("initiatedBy") or {}) if requested else {"automated": True}
 
 
 _SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
@@ -422,5 +431,15 @@ _SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
 
 
 def _deployed(op: object) -> bool:
+    """A successful sync of the whole app, not a dry run: a deployment for the history.
+
+    Argo CD records no partial sync (``controller/sync.go``: ``len(syncOp.Resources) == 0``).
+    """
     return (isinstance(op, Mapping) and op.get("phase") == OperationPhase.SUCCEEDED
-            and bool(op.get("startedAt")) and not op.get("dryRun"))
+            and bool(op.get("startedAt")) and not op.get("dryRun") and not _partial(op))
+
+
+def _partial(op: Mapping[str, Any]) -> bool:
+    requested = op.get("argocdOperation")
+    sync = requested.get("sync") if isinstance(requested, Mapping) else None
+    return isinstance(sync, Mapping) and bool(sync.get("resources"))

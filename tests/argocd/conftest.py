@@ -5,8 +5,9 @@ What a test (an e2e test of the product included) gets:
 * ``argocd`` (session): a :class:`localcluster.argocd.ArgoCD` running argocd-server and
   Redis on the session's ``control_plane``, with Argo CD's CRDs, namespace ``argocd``
   (``argocd.namespace``), its settings ConfigMaps/Secret and the AppProject ``default``.
-  No repo-server and no application controller run: Applications there are only read and
-  written by the test, the product, argocd-server and its CLI.
+  No repo-server and no application controller run unless a test asks for them (below):
+  Applications there are only read and written by the test, the product, argocd-server
+  and its CLI.
 
   - server address: ``argocd.server`` (``127.0.0.1:PORT``; plaintext gRPC/HTTP, auth off);
   - CLI: ``argocd.cli("app", "get", NAME, "-o", "json")`` returns a
@@ -22,8 +23,17 @@ What a test (an e2e test of the product included) gets:
   (``ARGOCD_FAKE_IN_CLUSTER``), debug logging, stopped after the test. Only for tests
   about what Argo CD itself does; it reconciles every Application without the
   skip-reconcile annotation in ``argocd``.
+* ``argocd_repo_server`` (per test): ``argocd-repo-server`` on the address argocd-server
+  already dials, stopped after the test: argocd-server then resolves ``targetRevision``
+  (``HEAD``, a branch) to a commit, as ``argocd app sync NAME`` needs.
+* ``argocd_applicationset_controller`` (per test): ``argocd-applicationset-controller``
+  out of cluster, stopped after the test; ``list`` generators need no repo-server.
 * ``make_app`` (per test): ``make_app(manifest)`` creates an Application (see
   ``tests/argocd/applications.py``) and deletes it after the test.
+* ``gitops_ray`` (per test): the product, an in-process controller (the ``Runtime`` of
+  ``tests/integration/test_controller.py``'s ``start_controller``) with ``argocd.enabled``,
+  ``argocd.namespace`` = Argo CD's, leader election off, and the test namespace as its
+  control namespace; started when the fixture is requested, shut down after the test.
 
 The Argo CD binary is built once from the Go module proxy into ``~/.cache/gitops-ray``
 (``make tools``); a build failure fails these tests with Go's output, it never skips them.
@@ -40,6 +50,7 @@ from gitops_ray.types import Manifest
 from localcluster import LocalControlPlane
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import APPLICATION
+from tests.integration.test_controller import Controller, start_controller  # noqa: F401
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +65,26 @@ def argocd_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
     argocd.application_controller(log_level="debug")
     yield argocd
     argocd.stop_component("argocd-application-controller")
+
+
+@pytest.fixture
+def argocd_repo_server(argocd: ArgoCD) -> Iterator[ArgoCD]:
+    argocd.start_repo_server()
+    yield argocd
+    argocd.stop_component("argocd-repo-server")
+
+
+@pytest.fixture
+def argocd_applicationset_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
+    argocd.start_applicationset_controller()
+    yield argocd
+    argocd.stop_component("argocd-applicationset-controller")
+
+
+@pytest.fixture
+def gitops_ray(argocd: ArgoCD, start_controller: Callable[..., Controller]  # noqa: F811
+               ) -> Controller:
+    return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": argocd.namespace})
 
 
 @pytest.fixture

@@ -151,6 +151,24 @@ def test_a_rollback_records_the_source_it_asked_for() -> None:
     assert entry["source"] == source and entry["initiatedBy"] == {"username": "amy"}
 
 
+def test_a_partial_sync_is_not_a_deployment() -> None:
+    # As Argo CD (controller/sync.go): history only for syncs of the whole app.
+    op = {**record()["operation"], "argocdOperation": {
+        "sync": {"revision": SHA2, "resources": [{"group": "ray.io", "kind": "RayCluster",
+                                                  "name": "demo"}]}}}
+    assert history([], {"operation": op}, SPEC) == []
+
+
+def test_a_requested_operation_without_a_user_is_not_recorded_as_automated() -> None:
+    # argocd-server with auth disabled sets `initiatedBy: {}` (session.Username is "").
+    op = {**record()["operation"], "argocdOperation": {
+        "sync": {"revision": SHA2}, "initiatedBy": {}}}
+    [entry] = history([], {"operation": op}, SPEC)
+    assert entry["initiatedBy"] == {}
+    [automated] = history([], {"operation": record()["operation"]}, SPEC)
+    assert automated["initiatedBy"] == {"automated": True}
+
+
 @pytest.mark.parametrize(("annotations", "expected"), [
     ({"gitops-ray.io/managed": "true", "argocd.argoproj.io/skip-reconcile": "true"},
      OptIn.MANAGED),
