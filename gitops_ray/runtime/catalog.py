@@ -96,6 +96,7 @@ class Catalog:
         self._apps: dict[str, Application] = {}  # empty until the first reload
         self._invalid: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._reloading = threading.Lock()  # one reload at a time (see reload)
 
     def apps(self) -> dict[str, Application]:
         with self._lock:
@@ -120,7 +121,16 @@ class Catalog:
         return len(loaded.invalid) + len(loaded.broken_files)
 
     def reload(self, specs: Iterable[AppSourceSpec] | None = None) -> CatalogChange:
-        """Re-read ``specs`` (default: all) and return what changed."""
+        """Re-read ``specs`` (default: all) and return what changed.
+
+        Reloads run one at a time: a re-merge of the cluster's Applications racing a git
+        load could otherwise install a view computed before that load finished, and
+        report the apps it added as removed (which deletes apps).
+        """
+        with self._reloading:
+            return self._reload(specs)
+
+    def _reload(self, specs: Iterable[AppSourceSpec] | None) -> CatalogChange:
         failed = tuple(s for s in (self.specs if specs is None else specs) if not self._load(s))
         merged, invalid = self._merge()
         with self._lock:
