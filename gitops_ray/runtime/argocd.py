@@ -12,7 +12,7 @@ This module is the runtime half:
   catalog is re-merged, no git call), an operation was requested or a refresh asked
   for (that app is refreshed at once), or only the status changed (our own write:
   nothing). A half opt-in is logged as a warning and posted as an Event on the
-  Application, once per object version.
+  Application, once until its annotations change.
 * :class:`StatusWriter` projects an app's record into the Application's ``status`` and
   writes it with a JSON Patch guarded by the object's ``resourceVersion`` (a concurrent
   writer, such as argocd-server setting ``.operation``, wins and we re-read), only when
@@ -102,7 +102,7 @@ class ClusterApplications:
         self._entries: dict[str, _Entry] = {}
         self._deleting: dict[str, Manifest] = {}  # deletionTimestamp set, finalizers left
         self._handed_back: set[str] = set()  # opted out while it exists: objects stay
-        self._warned: dict[tuple[str, str], str] = {}  # (ns, name) -> resourceVersion
+        self._warned: dict[tuple[str, str], OptIn] = {}  # (ns, name) -> what was said
         opts = dataclasses.replace(options or WatchOptions(), label_selector=None,
                                    field_selector=None)
         self.watches = [KindWatch(kube, API_VERSION, "Application", ns, options=opts,
@@ -115,7 +115,7 @@ class ClusterApplications:
 
     def start(self) -> None:
         for watch in [*self.watches, self.projects]:
-            threading.Thread(target=watch.run, name=f"watch-Application-{watch.namespace}",
+            threading.Thread(target=watch.run, name=f"watch-{watch.kind}-{watch.namespace}",
                              daemon=True).start()
             log.info("watch_started", kind=watch.kind, namespace=watch.namespace)
 
@@ -234,16 +234,19 @@ class ClusterApplications:
         return _Entry(obj, dataclasses.replace(app, name=name))
 
     def _warn(self, choice: OptIn, obj: Manifest) -> None:
-        """A half opt-in: a warning and an Event, once per version of the object."""
-        if not choice.warning:
-            return
+        """A half opt-in: a warning and an Event, once until its annotations change.
+
+        Not once per version: Argo CD rewrites the status of a ``managed``-only app every
+        few minutes, and a warning each time would be noise.
+        """
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        version = str(meta.get("resourceVersion") or "")
         with self._lock:
-            if self._warned.get(key) == version:
-                return
-            self._warned[key] = version
+            said = self._warned.pop(key, None)
+            if choice.warning:
+                self._warned[key] = choice
+        if not choice.warning or said is choice:
+            return
         log.warning("application_half_opted_in", namespace=key[0], application=key[1],
                     problem=choice.value, detail=choice.warning)
         post_event(self.kube, obj, reason="GitOpsRayNotManaging", message=choice.warning,
