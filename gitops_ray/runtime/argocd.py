@@ -71,7 +71,7 @@ class Change(StrEnum):
     """What an Application event means to the controller."""
 
     DEFINITION = "definition"  # added, removed, spec/annotations/finalizers changed
-    OPERATION = "operation"  # `.operation` set or changed (Sync button, argocd app sync)
+    OPERATION = "operation"  # `.operation` set (Sync button, argocd app sync) or terminated
     REFRESH = "refresh"  # the argocd.argoproj.io/refresh annotation
     PROJECT = "project"  # the app's AppProject changed
     NONE = "none"  # status only (our own write), or not ours
@@ -170,6 +170,10 @@ class ClusterApplications:
         obj = self.object(name)
         return refresh_requested(obj) if obj is not None else ""
 
+    def terminating(self, name: str) -> bool:
+        """Whether ``argocd app terminate-op`` asked to end app ``name``'s operation."""
+        return _terminating(self.object(name) or {})
+
     def project(self, namespace: str, name: str) -> Manifest | None:
         """An AppProject of Argo CD's namespace (a GET until its watch has listed)."""
         if namespace == self.settings.namespace and self.projects.ready(self._options.sync_wait):
@@ -263,6 +267,8 @@ def _change(before: _Entry | None, after: _Entry | None) -> Change:
     if refresh_requested(after.obj) and refresh_requested(after.obj) != \
             refresh_requested(before.obj):
         return Change.REFRESH
+    if _terminating(after.obj) and not _terminating(before.obj):
+        return Change.OPERATION
     return Change.NONE
 
 
@@ -315,6 +321,9 @@ class StatusWriter:
             record = {**record, "comparedAt": now}
         status = application_status(Projection(record, app, obj, now,
                                                self._deployed.get(name)))
+        state = status.get("operationState") or {}
+        if _terminating(obj) and state.get("phase") == "Running":
+            state["phase"] = "Terminating"  # asked for, not done yet: do not undo it
         ops: list[dict[str, Any]] = []
         if status != obj.get("status"):
             ops.append({"op": "add", "path": "/status", "value": status})
@@ -366,6 +375,11 @@ class StatusWriter:
             return
 
 
+def _terminating(obj: Manifest) -> bool:
+    state = (obj.get("status") or {}).get("operationState") or {}
+    return state.get("phase") == "Terminating"
+
+
 def _finished(record: Mapping[str, Any], requested: object) -> bool:
     """Whether the last finished operation is the one ``.operation`` still asks for."""
     op = record.get("operation")
@@ -392,6 +406,9 @@ class ArgoBridge:
 
     def refresh(self, name: str) -> str:
         return self.apps.refresh(name)
+
+    def terminating(self, name: str) -> bool:
+        return self.apps.terminating(name)
 
     def publish(self, name: str, record: Mapping[str, Any], app: Application | None, *,
                 refreshed: bool = False) -> bool:

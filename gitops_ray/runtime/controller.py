@@ -293,6 +293,10 @@ class Controller:
         """The leader's part of a refresh: continue, execute, or decide (see module doc)."""
         observed = observe(app, comparison)
         running = self._running.get(app.name)
+        if running is not None and self._argocd is not None and \
+                self._argocd.terminating(app.name):
+            self._end(app.name, running, "Operation terminated", Reason.TERMINATED)
+            return None  # its `.operation` is cleared with the status, not run again
         if running is not None and running.extra.get("trigger") == "operation" and \
                 running.revision != comparison.revision:  # e.g. a rollback's revision
             comparison = self.pipeline.compare(app, revision=running.revision)
@@ -421,11 +425,14 @@ class Controller:
 
     def _supersede(self, name: str, running: OperationState, revision: str) -> None:
         """End a waiting sync whose revision is no longer the target (see module doc)."""
-        message = (f"superseded by revision {revision[:12]} while waiting for wave "
-                   f"{running.wave}")
+        self._end(name, running, f"superseded by revision {revision[:12]} while waiting "
+                                 f"for wave {running.wave}", Reason.SUPERSEDED)
+
+    def _end(self, name: str, running: OperationState, message: str, reason: Reason) -> None:
+        """Record a sync that waited for a wave as failed, and forget it."""
         op = {**running.extra, "revision": running.revision,
               "phase": OperationPhase.FAILED.value, "message": message,
-              "reason": Reason.SUPERSEDED.value, "startedAt": running.started_at,
+              "reason": reason.value, "startedAt": running.started_at,
               "finishedAt": self._clock(), "resources": list(running.resources)}
         self._running.pop(name, None)
         last = LastOperation.from_status({"operation": op})

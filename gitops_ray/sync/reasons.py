@@ -49,6 +49,7 @@ class Reason(StrEnum):
     WAVE_TIMEOUT = "WaveTimeout"  # ``gitops-ray sync`` gave up waiting for a wave
     SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
+    TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
 
 
 _BY_STAGE = {

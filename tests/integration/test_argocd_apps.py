@@ -333,3 +333,30 @@ def test_applications_in_any_namespace_need_the_projects_source_namespaces(
     assert obj["status"]["conditions"][0]["type"] == "UnknownError"
     assert "is not permitted to use project 'default'" in \
         obj["status"]["conditions"][0]["message"]
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_terminate_op_ends_a_sync_waiting_for_a_wave(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """``argocd app terminate-op`` sets ``operationState.phase: Terminating``: the sync that
+    waits for wave 0 (a RayCluster no operator makes ready) ends, wave 1 is never applied."""
+    rc = raycluster("demo", namespace)
+    rc["metadata"]["annotations"] = {"argocd.argoproj.io/sync-wave": "0"}
+    later = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "later", "namespace": namespace,
+                          "annotations": {"argocd.argoproj.io/sync-wave": "1"}}}
+    sha = git_repo.commit({"manifests/rc.yaml": rc, "manifests/cm.yaml": later})
+    kube.create(application("waves", git_repo, namespace, annotations=OURS, automated=False),
+                field_manager="tests")
+    start(start_controller, kube, namespace)
+    request(kube, namespace, "waves", {"sync": {}, "initiatedBy": {"username": "amy"}})
+    status_when(kube, namespace, "waves",
+                lambda o: ((o.get("status") or {}).get("operationState") or {}).get("phase")
+                == "Running", "the sync waiting for wave 0")
+    kube.patch(APP_API, "Application", name="waves", namespace=namespace,
+               patch={"status": {"operationState": {"phase": "Terminating"}}},
+               content_type="application/merge-patch+json")
+    obj = status_when(kube, namespace, "waves", _done(sha), "the operation ended")
+    state = obj["status"]["operationState"]
+    assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
+    assert kube.get("v1", "ConfigMap", name="later", namespace=namespace) is None
