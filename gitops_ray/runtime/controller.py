@@ -70,7 +70,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import KubeError, LeaseExpired
 from gitops_ray.kube.fence import WriteFence
-from gitops_ray.reconcile.argostatus import ManualOperation
+from gitops_ray.reconcile.argostatus import ManualOperation, requested_operation
 from gitops_ray.reconcile.autosync import (
     Action,
     AutoSyncSettings,
@@ -297,9 +297,8 @@ class Controller:
                 self._argocd.terminating(app.name):
             self._end(app.name, running, "Operation terminated", Reason.TERMINATED)
             return None  # its `.operation` is cleared with the status, not run again
-        if running is not None and running.extra.get("trigger") == "operation" and \
-                running.revision != comparison.revision:  # e.g. a rollback's revision
-            comparison = self.pipeline.compare(app, revision=running.revision)
+        if running is not None and running.extra.get("trigger") == "operation":
+            app, comparison = self._resumed(app, comparison, running)
         if running is not None and running.revision == comparison.revision:
             return self._sync(app, comparison, observed, _continuing(running), log,
                               resume=running)
@@ -499,6 +498,16 @@ class Controller:
                 self._after_operation.add(app.name)
             self._requeue(app.name, AFTER_OPERATION_SECONDS)
         return result
+
+    def _resumed(self, app: Application, comparison: Comparison, running: OperationState
+                 ) -> tuple[Application, Comparison]:
+        """A requested operation's next step: its sync options and revision again."""
+        op = requested_operation(running.extra.get("argocdOperation"))
+        options = op.sync_options if op is not None and not op.error else ()
+        if not options and running.revision == comparison.revision:
+            return app, comparison
+        app = with_sync_options(app, options)
+        return app, self.pipeline.compare(app, revision=running.revision)
 
     def _dry_run(self, app: Application, before: Comparison, decision: Decision,
                  extra: dict[str, Any], log: FilteringBoundLogger) -> SyncResult:

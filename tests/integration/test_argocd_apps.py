@@ -24,6 +24,7 @@ from gitops_ray.reconcile.argostatus import (
 )
 from tests.conftest import GitRepo
 from tests.integration.test_controller import Controller, start_controller  # noqa: F401
+from tests.integration.test_sync_waves import report
 from tests.samples import raycluster
 from tests.waiting import eventually
 
@@ -360,3 +361,29 @@ def test_terminate_op_ends_a_sync_waiting_for_a_wave(
     state = obj["status"]["operationState"]
     assert (state["phase"], state["message"]) == ("Failed", "Operation terminated")
     assert kube.get("v1", "ConfigMap", name="later", namespace=namespace) is None
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_a_requested_operations_sync_options_hold_for_every_wave(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """``argocd app sync --sync-option Replace=true``: wave 1, applied by the step after the
+    wait for wave 0, is written with Replace too (a PUT/POST, not a server-side apply)."""
+    rc = raycluster("demo", namespace)
+    rc["metadata"]["annotations"] = {"argocd.argoproj.io/sync-wave": "0"}
+    later = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "later", "namespace": namespace,
+                          "annotations": {"argocd.argoproj.io/sync-wave": "1"}}}
+    sha = git_repo.commit({"manifests/rc.yaml": rc, "manifests/cm.yaml": later})
+    kube.create(application("opts", git_repo, namespace, annotations=OURS, automated=False),
+                field_manager="tests")
+    start(start_controller, kube, namespace)
+    request(kube, namespace, "opts", {"sync": {"syncOptions": ["Replace=true"]}})
+    status_when(kube, namespace, "opts",
+                lambda o: ((o.get("status") or {}).get("operationState") or {}).get("phase")
+                == "Running", "the sync waiting for wave 0")
+    report(kube, namespace, "demo", "ready")
+    status_when(kube, namespace, "opts", _done(sha), "the operation finished")
+    cm = kube.get("v1", "ConfigMap", name="later", namespace=namespace)
+    assert cm is not None
+    assert [(m["manager"], m["operation"]) for m in cm["metadata"]["managedFields"]] == [
+        ("gitops-ray", "Update")]
