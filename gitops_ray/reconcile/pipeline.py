@@ -429,6 +429,10 @@ class Pipeline:
                           {o.key: h for o, h in zip(desired, healths, strict=True)
                            if h is not None})
 
+    def project(self, app: Application) -> Project | None:
+        """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
+        return self._project(app, False)[0]
+
     def _project(self, app: Application, local: bool
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
         """The app's AppProject and its conditions (none when projects are not enforced)."""

@@ -75,6 +75,14 @@ class Reconciler:
         self.pipeline = pipeline
         self.syncer = syncer
 
+    def protection(self, app: Application) -> Callable[[ResourceKey], str] | None:
+        """What deleting ``app`` must leave alone: objects its AppProject forbids.
+
+        Argo CD's resources finalizer deletes only what the project permits
+        (``finalizeApplicationDeletion``); the rest is orphaned, as for prune.
+        """
+        return _protection(self.pipeline.project(app))
+
     def sync(self, app: Application, *, revision: str | None = None, local: Path | None = None,
              prune: bool = False, dry_run: bool = False,
              only: frozenset[ResourceKey] | None = None,

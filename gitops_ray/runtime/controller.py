@@ -570,7 +570,8 @@ class Controller:
                 return
             try:
                 teardown = delete_app(self.store.kube, self.store, app.name,
-                                      policy=cascade_policy(app))
+                                      policy=cascade_policy(app),
+                                      protected=self.reconciler.protection(app))
             except KubeError as e:
                 teardown = None
                 log.warning("app_delete_failed", error=str(e))

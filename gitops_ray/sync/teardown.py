@@ -11,13 +11,14 @@ is left (and the error), so nothing is lost track of and the deletion can be ret
 Cascade deletion is prune with the same safety: only objects in the app's inventory
 *and* carrying a tracking id that names this app and themselves, with a ``uid``
 precondition; ``argocd.argoproj.io/sync-options: Delete=false`` keeps an object, as in
-Argo CD.
+Argo CD, and so does the app's AppProject when it forbids the object's kind or namespace
+(Argo CD's finalizer deletes only what the project permits).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import structlog
@@ -29,9 +30,10 @@ from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by
-from gitops_ray.types import Manifest, ResourceAction, SyncStatus
+from gitops_ray.types import Manifest, ResourceAction, ResourceKey, SyncStatus
 
 log = structlog.get_logger(__name__)
+Protected = Callable[[ResourceKey], str]
 _DELETED = (ResourceAction.DELETED, ResourceAction.DELETING)
 RESOURCES_FINALIZER = "resources-finalizer.argocd.argoproj.io"
 _POLICIES = {RESOURCES_FINALIZER: "Foreground", f"{RESOURCES_FINALIZER}/foreground":
@@ -64,12 +66,17 @@ class Teardown:
         return "; ".join(r.message for r in self.resources if r.action == ResourceAction.FAILED)
 
 
-def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) -> Teardown:
-    """Delete (``policy`` set) or orphan (``None``) the app's objects, then its record."""
+def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None,
+               protected: Protected | None = None) -> Teardown:
+    """Delete (``policy`` set) or orphan (``None``) the app's objects, then its record.
+
+    ``protected``: why an object must not be deleted (``""``: it may), e.g. its kind is
+    one the app's AppProject forbids; such an object is orphaned.
+    """
     record = store.read(app)  # the watch cache may not have the last sync's inventory
     teardown = Teardown(app)
     if policy is not None:
-        _delete_objects(kube, record, teardown, policy)
+        _delete_objects(kube, record, teardown, policy, protected)
     if teardown.ok:
         store.delete(app)
     else:
@@ -79,10 +86,13 @@ def delete_app(kube: Kube, store: RecordStore, app: str, *, policy: str | None) 
     return teardown
 
 
-def _delete_objects(kube: Kube, record: AppRecord, teardown: Teardown, policy: str) -> None:
+def _delete_objects(kube: Kube, record: AppRecord, teardown: Teardown, policy: str,
+                    protected: Protected | None) -> None:
     for stub in prune_order([_stub(e) for e in record.inventory]):
         entry = InventoryEntry.of(stub)
-        outcome = _delete_one(kube, teardown.app, entry, policy)
+        why = protected(entry.key) if protected is not None else ""
+        outcome = ResourceResult(entry.key, ResourceAction.ORPHANED, f"not deleted: {why}") \
+            if why else _delete_one(kube, teardown.app, entry, policy)
         if outcome.action != ResourceAction.GONE:
             teardown.resources.append(outcome)
         if outcome.action == ResourceAction.FAILED:

@@ -387,3 +387,26 @@ def test_a_requested_operations_sync_options_hold_for_every_wave(
     assert cm is not None
     assert [(m["manager"], m["operation"]) for m in cm["metadata"]["managedFields"]] == [
         ("gitops-ray", "Update")]
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_deleting_an_application_leaves_what_its_project_forbids(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """As Argo CD's resources finalizer: only objects the AppProject permits are deleted."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "settings", "namespace": namespace}}
+    git_repo.commit({**rayclusters("2.9.0", namespace), "manifests/cm.yaml": cm})
+    kube.create(application("mixed", git_repo, namespace, annotations=OURS, finalizer=True),
+                field_manager="tests")
+    start(start_controller, kube, namespace)
+    eventually(lambda: kube.get("v1", "ConfigMap", name="settings", namespace=namespace),
+               message="ConfigMap applied")
+    appproject(kube, namespace, "default", {
+        **OPEN, "namespaceResourceBlacklist": [{"group": "", "kind": "ConfigMap"}]})
+    kube.delete(APP_API, "Application", name="mixed", namespace=namespace)
+    eventually(lambda: kube.get(APP_API, "Application", name="mixed",
+                                namespace=namespace) is None, message="the Application gone")
+    eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None,
+               message="its RayCluster deleted")
+    kept = kube.get("v1", "ConfigMap", name="settings", namespace=namespace)
+    assert kept is not None and "deletionTimestamp" not in kept["metadata"]
