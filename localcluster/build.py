@@ -110,15 +110,14 @@ def ensure_controlplane() -> Path:
         if all((target / b).exists() for b in BINARIES):
             return target
         _log(f"building kube-apiserver {K8S_VERSION} and etcd from Go modules (first run only)")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             subprocess.run(
                 [_go(), "build", "-trimpath", "-ldflags", _version_ldflags(), "-o", tmp + "/",
                  *(f"./cmd/{b}" for b in BINARIES)],
                 cwd=MODULE_DIR, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
-            shutil.rmtree(target, ignore_errors=True)
-            os.rename(tmp, target)
-            os.chmod(target, 0o755)
+            for binary in BINARIES:  # one by one: kube-scheduler, built beside, stays
+                os.rename(Path(tmp) / binary, target / binary)
     return target
 
 
