@@ -52,8 +52,9 @@ from typing import Any
 
 import yaml
 
-from gitops_ray.errors import ConfigError
+from gitops_ray.errors import ConfigError, LimitExceeded
 from gitops_ray.kube.leader import LeaseSettings
+from gitops_ray.limits import MAX_FILE_BYTES
 from gitops_ray.reconcile.autosync import (
     RETRY_BACKOFF,
     RETRY_LIMIT,
@@ -61,6 +62,7 @@ from gitops_ray.reconcile.autosync import (
     AutoSyncSettings,
     Backoff,
 )
+from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.tools import HELM_BIN
 from gitops_ray.types import Manifest
 
@@ -474,10 +476,19 @@ def load_settings(path: Path | str | None = None, *, env: Mapping[str, str] | No
 
 
 def _read_file(path: Path) -> dict[str, Any]:
+    """The settings file, measured before it is built (as config-repo files are)."""
     try:
-        doc = yaml.safe_load(path.read_text())
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+        text = raw.decode()
+        check_yaml(text, origin=f"settings file {path}")
+        doc = yaml.safe_load(text)
     except OSError as e:
         raise ConfigError(f"cannot read settings file {path}: {e.strerror}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text") from e
+    except LimitExceeded as e:
+        raise ConfigError(str(e)) from e
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
     if doc is None:

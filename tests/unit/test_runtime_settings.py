@@ -164,3 +164,20 @@ def test_pod_shape_configmaps_from_file_env_and_flags(tmp_path: Path) -> None:
     assert s.pod_shapes == PodShapes("gr-instance-types", "env-patches")
     with pytest.raises(ConfigError, match=r"podShapes\.instanceTypesConfigMap"):
         load_settings(env={}, flags={"podShapes.instanceTypesConfigMap": "Not_A_Name"})
+
+
+def test_a_hostile_settings_file_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """The settings file is measured like config-repo files: an alias bomb, a huge file and
+    bytes that are not text are clear errors, not a hung or killed controller."""
+    bomb = tmp_path / "bomb.yaml"
+    levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"] + [
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 7)]
+    bomb.write_text("\n".join(levels) + "\n")
+    huge = tmp_path / "huge.yaml"
+    huge.write_text("interval: 2m\n" + "#" * (9 * 1024 * 1024) + "\n")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00interval")
+    for path, expected in ((bomb, "settings file"), (huge, "settings file"),
+                           (binary, "not UTF-8")):
+        with pytest.raises(ConfigError, match=expected):
+            load_settings(path, env={})
