@@ -336,24 +336,34 @@ def test_applications_in_any_namespace_need_the_projects_source_namespaces(
         obj["status"]["conditions"][0]["message"]
 
 
-@pytest.mark.usefixtures("argocd_crds")
-def test_terminate_op_ends_a_sync_waiting_for_a_wave(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
-    """``argocd app terminate-op`` sets ``operationState.phase: Terminating``: the sync that
-    waits for wave 0 (a RayCluster no operator makes ready) ends, wave 1 is never applied."""
+def waiting_for_wave_0(kube: Kube, namespace: str, git_repo: GitRepo,
+                       start_controller: Start, name: str,  # noqa: F811
+                       operation: dict[str, Any]) -> str:
+    """App ``name``: a RayCluster in wave 0 (no operator makes it ready) and a ConfigMap in
+    wave 1; ``operation`` requested and waiting for wave 0. The commit's SHA."""
     rc = raycluster("demo", namespace)
     rc["metadata"]["annotations"] = {"argocd.argoproj.io/sync-wave": "0"}
     later = {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": "later", "namespace": namespace,
                           "annotations": {"argocd.argoproj.io/sync-wave": "1"}}}
     sha = git_repo.commit({"manifests/rc.yaml": rc, "manifests/cm.yaml": later})
-    kube.create(application("waves", git_repo, namespace, annotations=OURS, automated=False),
+    kube.create(application(name, git_repo, namespace, annotations=OURS, automated=False),
                 field_manager="tests")
     start(start_controller, kube, namespace)
-    request(kube, namespace, "waves", {"sync": {}, "initiatedBy": {"username": "amy"}})
-    status_when(kube, namespace, "waves",
+    request(kube, namespace, name, operation)
+    status_when(kube, namespace, name,
                 lambda o: ((o.get("status") or {}).get("operationState") or {}).get("phase")
                 == "Running", "the sync waiting for wave 0")
+    return sha
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_terminate_op_ends_a_sync_waiting_for_a_wave(
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+    """``argocd app terminate-op`` sets ``operationState.phase: Terminating``: the sync that
+    waits for wave 0 (a RayCluster no operator makes ready) ends, wave 1 is never applied."""
+    sha = waiting_for_wave_0(kube, namespace, git_repo, start_controller, "waves",
+                             {"sync": {}, "initiatedBy": {"username": "amy"}})
     kube.patch(APP_API, "Application", name="waves", namespace=namespace,
                patch={"status": {"operationState": {"phase": "Terminating"}}},
                content_type="application/merge-patch+json")
@@ -368,19 +378,8 @@ def test_a_requested_operations_sync_options_hold_for_every_wave(
         kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
     """``argocd app sync --sync-option Replace=true``: wave 1, applied by the step after the
     wait for wave 0, is written with Replace too (a PUT/POST, not a server-side apply)."""
-    rc = raycluster("demo", namespace)
-    rc["metadata"]["annotations"] = {"argocd.argoproj.io/sync-wave": "0"}
-    later = {"apiVersion": "v1", "kind": "ConfigMap",
-             "metadata": {"name": "later", "namespace": namespace,
-                          "annotations": {"argocd.argoproj.io/sync-wave": "1"}}}
-    sha = git_repo.commit({"manifests/rc.yaml": rc, "manifests/cm.yaml": later})
-    kube.create(application("opts", git_repo, namespace, annotations=OURS, automated=False),
-                field_manager="tests")
-    start(start_controller, kube, namespace)
-    request(kube, namespace, "opts", {"sync": {"syncOptions": ["Replace=true"]}})
-    status_when(kube, namespace, "opts",
-                lambda o: ((o.get("status") or {}).get("operationState") or {}).get("phase")
-                == "Running", "the sync waiting for wave 0")
+    sha = waiting_for_wave_0(kube, namespace, git_repo, start_controller, "opts",
+                             {"sync": {"syncOptions": ["Replace=true"]}})
     report(kube, namespace, "demo", "ready")
     status_when(kube, namespace, "opts", _done(sha), "the operation finished")
     cm = kube.get("v1", "ConfigMap", name="later", namespace=namespace)
