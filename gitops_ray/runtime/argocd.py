@@ -280,6 +280,8 @@ class StatusWriter:
         self.kube, self.apps = kube, apps
         self._clock = clock
         self._deployed: dict[str, float] = {}  # app -> startedAt last added to its history
+        self._current: dict[str, tuple[Mapping[str, Any], str]] = {}
+        """app -> (the record, the Application's resourceVersion) its status is current for."""
 
     def publish(self, name: str, record: Mapping[str, Any], app: Application | None, *,
                 refreshed: bool = False) -> bool:
@@ -290,10 +292,16 @@ class StatusWriter:
         """
         obj = self.apps.object(name)
         if obj is None:
+            self._current.pop(name, None)
+            return False
+        seen = self._current.get(name)
+        if not refreshed and seen is not None and seen[0] is record and \
+                seen[1] == _version(obj):  # a no-op refresh: nothing to project again
             return False
         for _ in range(WRITE_ATTEMPTS):
             ops = self._patch(name, obj, record, app, refreshed)
             if not ops:
+                self._current[name] = (record, _version(obj))
                 return False
             try:
                 written = self._write(obj, ops)
@@ -304,6 +312,7 @@ class StatusWriter:
                 continue
             self.apps.remember(name, written)
             self._remember_deploy(name, record)
+            self._current[name] = (record, _version(written))
             return True
         raise Conflict(f"Application of app {name!r} kept changing; gave up after "
                        f"{WRITE_ATTEMPTS} tries")
@@ -373,6 +382,10 @@ class StatusWriter:
                 continue
             log.info("application_finalizer_removed", app=app.name)
             return
+
+
+def _version(obj: Manifest) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _terminating(obj: Manifest) -> bool:

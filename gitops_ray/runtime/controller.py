@@ -393,7 +393,8 @@ class Controller:
             return None
         self._unwritable.discard(name)
         self._written[name] = fingerprint(record.status)
-        self._statuses[name] = record.status
+        if self._argocd is not None:  # what its Application's status is projected from
+            self._statuses[name] = record.status
         return record
 
     def _not_written(self, name: str, error: GitOpsRayError) -> None:
