@@ -38,7 +38,7 @@ import yaml
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
-from tests.e2e.raycluster import POOL_LABEL, conditions, node_pool, wait
+from tests.e2e.raycluster import POOL_LABEL, conditions, node_pool, pods, wait
 from tests.integration.test_controller import RC_API, Controller, application, eventually
 from tests.samples import pod_template, worker_group
 
@@ -99,6 +99,13 @@ def child_ready(kube: Kube, namespace: str, cluster: str) -> bool:
             and conditions(status).get("HeadPodReady") == "True")
 
 
+def worker_unscheduled(kube: Kube, namespace: str, cluster: str) -> bool:
+    """The cluster has a worker Pod, and none of its workers is bound to a node."""
+    workers = [p for p in pods(kube, namespace, cluster)
+               if (p["metadata"].get("labels") or {}).get("ray.io/node-type") == "worker"]
+    return bool(workers) and not any(p["spec"].get("nodeName") for p in workers)
+
+
 def record(kube: Kube, namespace: str, kind: str, name: str, label: str) -> None:
     """Save the live object as ``$GITOPS_RAY_RECORD/<kind>-<label>.yaml`` when that is set.
 
@@ -130,7 +137,11 @@ def test_rayjob_runs_until_the_operator_needs_the_dashboard(
          lambda: (health(ctl), job()), TIMEOUT, "Progressing while Initializing")
     assert job()["jobDeploymentStatus"] == "Initializing"
     cluster = str(job().get("rayClusterName", ""))
-    assert cluster and not child_ready(kube, namespace, cluster)
+    # The worker is what has no node. (Not "the child is not ready": KubeRay can set the
+    # sticky RayClusterProvisioned from an informer cache that has not seen the worker pod
+    # yet, which a loaded machine showed once.)
+    eventually(lambda: worker_unscheduled(kube, namespace, cluster), TIMEOUT,
+               "the child's worker Pod created and waiting for a node")
     assert "jobStatus" not in job()
     record(kube, namespace, "RayJob", "train", "initializing")
 
