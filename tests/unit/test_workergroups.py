@@ -1,0 +1,74 @@
+"""The worker-group view (pure): git next to live, the replicas' manager, Pod counts."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gitops_ray.health.workergroups import has_worker_groups, worker_groups
+
+
+def _cluster(groups: list[dict[str, Any]], managed: list[dict[str, Any]] | None = None,
+             kind: str = "RayCluster") -> dict[str, Any]:
+    spec: dict[str, Any] = {"headGroupSpec": {"template": {"spec": {"containers": []}}},
+                            "workerGroupSpecs": groups}
+    if kind == "RayJob":
+        spec = {"rayClusterSpec": spec}
+    return {"apiVersion": "ray.io/v1", "kind": kind,
+            "metadata": {"name": "rc", "namespace": "ns", "managedFields": managed or []},
+            "spec": spec}
+
+
+def _group(name: str, replicas: int, **extra: Any) -> dict[str, Any]:
+    return {"groupName": name, "replicas": replicas, "minReplicas": 0, "maxReplicas": 10,
+            "template": {"spec": {"containers": [{"name": "ray", "image": "ray:1"}]}}, **extra}
+
+
+def _pod(group: str, *, ready: bool = True, image: str = "ray:1", cluster: str = "rc",
+         head: bool = False) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "labels": {
+                "ray.io/cluster": cluster, "ray.io/group": group,
+                "ray.io/node-type": "head" if head else "worker"}},
+            "spec": {"containers": [{"name": "ray", "image": image}]},
+            "status": {"phase": "Running" if ready else "Pending",
+                       "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+ATOMIC = {"f:spec": {"f:workerGroupSpecs": {}}}
+
+
+def test_git_and_live_side_by_side_with_the_autoscaler_as_the_writer() -> None:
+    desired = _cluster([_group("cpu", 1), _group("gpu", 0)])
+    live = _cluster([_group("cpu", 4, scaleStrategy={"workersToDelete": ["w-1"]}),
+                     _group("gpu", 0)],
+                    managed=[{"manager": "gitops-ray", "operation": "Apply",
+                              "time": "2026-01-01T00:00:00Z", "fieldsV1": {"f:spec": {}}},
+                             {"manager": "python-requests", "operation": "Update",
+                              "time": "2026-01-02T00:00:00Z", "fieldsV1": ATOMIC}])
+    pods = [_pod("cpu"), _pod("cpu", ready=False), _pod("cpu", image="ray:0"),
+            _pod("cpu", cluster="other"), _pod("headgroup", head=True)]
+    cpu, gpu = worker_groups(desired, live, pods)
+    assert (cpu.group, cpu.git_replicas, cpu.live_replicas) == ("cpu", 1, 4)
+    assert cpu.replicas_manager == "python-requests" and cpu.drifted
+    assert (cpu.ready_pods, cpu.total_pods, cpu.stale_pods) == (2, 3, 1)
+    assert cpu.workers_to_delete == ("w-1",)
+    assert (gpu.min_replicas, gpu.max_replicas, gpu.total_pods) == (0, 10, 0)
+    assert cpu.as_dict()["replicasManager"] == "python-requests"
+
+
+def test_a_keyed_list_names_the_manager_per_group_and_git_only_groups_come_last() -> None:
+    keyed = {"f:spec": {"f:workerGroupSpecs": {
+        f"k:{json.dumps({'groupName': 'cpu'})}": {"f:replicas": {}}}}}
+    live = _cluster([_group("cpu", 2)],
+                    managed=[{"manager": "kubectl-edit", "time": "t", "fieldsV1": keyed}])
+    views = worker_groups(_cluster([_group("new", 1), _group("cpu", 2)]), live, [])
+    assert [(v.group, v.in_git, v.live, v.replicas_manager) for v in views] == [
+        ("cpu", True, True, "kubectl-edit"), ("new", True, False, "")]
+
+
+def test_embedded_cluster_specs_and_garbage_are_total() -> None:
+    job = _cluster([_group("w", 3)], kind="RayJob")
+    assert has_worker_groups(job) and [v.group for v in worker_groups(job, None)] == ["w"]
+    assert worker_groups(None, None) == []
+    assert worker_groups({"spec": "nonsense"}, {"kind": "RayCluster", "spec": []}) == []
+    assert not has_worker_groups({"apiVersion": "v1", "kind": "ConfigMap"})
