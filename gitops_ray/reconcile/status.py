@@ -43,6 +43,8 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "targetRevision": comparison.app.source.target_revision,
+        "syncPolicy": comparison.app.sync_policy.summary,
+        "selfHeal": comparison.app.sync_policy.self_heal,
         "destinationNamespace": comparison.app.destination.namespace,
         "comparedAt": time.time(),
         "error": "",

@@ -84,6 +84,13 @@ class SyncPolicy:
     def has_option(self, option: str) -> bool:
         return option in self.sync_options
 
+    @property
+    def summary(self) -> str:
+        """The SYNCPOLICY column of ``argocd app list``: Manual, Auto or Auto-Prune."""
+        if not self.automated:
+            return "Manual"
+        return "Auto-Prune" if self.prune else "Auto"
+
 
 @dataclass(frozen=True)
 class Application:
