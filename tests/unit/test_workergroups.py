@@ -72,3 +72,33 @@ def test_embedded_cluster_specs_and_garbage_are_total() -> None:
     assert worker_groups(None, None) == []
     assert worker_groups({"spec": "nonsense"}, {"kind": "RayCluster", "spec": []}) == []
     assert not has_worker_groups({"apiVersion": "v1", "kind": "ConfigMap"})
+
+
+def _owned(obj: dict[str, Any], uid: str, owner: str) -> dict[str, Any]:
+    obj["metadata"]["uid"] = uid
+    obj["metadata"]["ownerReferences"] = [{"uid": owner, "kind": "X", "name": "x"}]
+    return obj
+
+
+def test_the_tree_finds_children_by_owner_uid_and_shows_a_rayjobs_cluster_groups() -> None:
+    from gitops_ray.reconcile.tree import resource_tree
+    from gitops_ray.types import ResourceKey
+
+    job = _cluster([_group("w", 2)], kind="RayJob")
+    job["metadata"] |= {"name": "job", "uid": "job-uid"}
+    child = _owned(_cluster([_group("w", 5)]), "rc-uid", "job-uid")
+    pod = _owned(_pod("w"), "p1", "rc-uid")
+    pod["apiVersion"], pod["kind"], pod["metadata"]["name"] = "v1", "Pod", "rc-w-1"
+    stray = _owned(_pod("w"), "p2", "someone-else")
+    key = ResourceKey("ray.io", "RayJob", "ns", "job")
+    rows = [{"group": "ray.io", "kind": "RayJob", "namespace": "ns", "name": "job",
+             "status": "Synced", "health": {"status": "Progressing", "message": "m"}}]
+    (node,) = resource_tree(rows, {key: job}, {key: job}, [child, pod, stray])
+    assert (node.sync, node.health, node.message) == ("Synced", "Progressing", "m")
+    assert [(d, n.kind, n.name) for d, n in node.walk()] == [
+        (0, "RayJob", "job"), (1, "RayCluster", "rc"), (2, "Pod", "rc-w-1")]
+    (w,) = node.worker_groups
+    assert (w.git_replicas, w.live_replicas, w.total_pods) == (2, 5, 1)
+    assert node.as_dict()["children"][0]["children"][0]["health"] == "Healthy"
+    (missing,) = resource_tree(rows, {}, {key: job}, [child])
+    assert missing.children == () and missing.worker_groups[0].live is False
