@@ -45,6 +45,7 @@ from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
     Project,
     Projects,
+    cluster_conditions,
     forbidden_resources,
     live_permitted,
     load,
@@ -437,7 +438,7 @@ class Pipeline:
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
         """The app's AppProject and its conditions (none when projects are not enforced)."""
         if self.projects is None:
-            return None, ()
+            return None, cluster_conditions(app)
         return load(app, self.projects, check_source=not local)
 
     def _forbidden(self, project: Project | None, desired: list[DesiredObject]

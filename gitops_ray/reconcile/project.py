@@ -187,7 +187,12 @@ def app_conditions(app: Application, project: Project | None, *, argocd_namespac
     return (*out, *_destination_conditions(app, project))
 
 
-def _destination_conditions(app: Application, project: Project) -> tuple[AppCondition, ...]:
+def cluster_conditions(app: Application) -> tuple[AppCondition, ...]:
+    """Why ``app``'s destination cluster is not the one gitops-ray syncs to (``()``: it is).
+
+    Checked with or without AppProjects: an app meant for another cluster synced into
+    this one is worse than an app not synced at all.
+    """
     dest = app.destination
     if dest.server and dest.name:  # the parser refuses it; a hand-built app may not
         return (_invalid("application destination can't have both name and server defined: "
@@ -197,6 +202,14 @@ def _destination_conditions(app: Application, project: Project) -> tuple[AppCond
         return (_invalid(f"application destination {named} is not the cluster gitops-ray "
                          f"syncs to (server '{IN_CLUSTER_SERVER}', name "
                          f"'{IN_CLUSTER_NAME}'): not synced"),)
+    return ()
+
+
+def _destination_conditions(app: Application, project: Project) -> tuple[AppCondition, ...]:
+    dest = app.destination
+    remote = cluster_conditions(app)
+    if remote:
+        return remote
     if destination_permitted(project, dest.namespace):
         return ()
     server = dest.name or IN_CLUSTER_SERVER  # Argo CD names the cluster as it was given

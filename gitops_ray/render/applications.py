@@ -372,8 +372,8 @@ def _destination(raw: object, ctx: _Context) -> Destination:
     if dest.server and dest.name:
         raise ctx.error("spec.destination can't have both name and server defined")
     if dest.server not in ("", IN_CLUSTER_SERVER) or dest.name not in ("", "in-cluster"):
-        ctx.warn(f"spec.destination {dest.server or dest.name!r} is ignored: gitops-ray "
-                 "deploys to the cluster it is connected to")
+        ctx.warn(f"spec.destination {dest.server or dest.name!r} is another cluster: gitops-ray "
+                 "syncs only the cluster it is connected to, so this app is not synced")
     return dest
 
 

@@ -64,7 +64,7 @@ class AppSource:
 
 @dataclass(frozen=True)
 class Destination:
-    """``spec.destination``; ``server``/``name`` are recorded, we deploy to our own cluster."""
+    """``spec.destination``; an app for another ``server``/``name`` is refused, not synced."""
 
     namespace: str = ""
     server: str = ""
