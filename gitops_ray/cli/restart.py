@@ -1,0 +1,110 @@
+"""``gitops-ray restart``: restart an app's Ray Pods without a git commit.
+
+The old Ray operator's "add an annotation and re-apply" becomes one command that needs no
+git access: the app's RayClusters come from its record's inventory (in
+``--control-namespace``, as ``status`` reads it), the chosen Pods are deleted and the
+KubeRay operator recreates them (see :mod:`gitops_ray.sync.restart` for why that is the
+mechanism and why the controller never reverts it). All selected Pods of a RayCluster go
+at once, head first, as KubeRay's own ``upgradeStrategy: Recreate`` deletes them; there
+is no rolling mode, because a Ray worker group is not a set of interchangeable replicas:
+the tasks and actors of a deleted worker fail whenever it goes.
+
+Exit 0 when every chosen Pod was deleted (or was already gone), 2 otherwise; a name that
+matches no app, RayCluster or worker group is a one-line error (exit 2) suggesting the
+closest one.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, connect, kube_options
+from gitops_ray.kube import Kube
+from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.restart import (
+    RestartResult,
+    cluster_pods,
+    dry_run,
+    load_clusters,
+    restart,
+)
+from gitops_ray.sync.restartplan import check_groups, plan_restart, select_clusters
+from gitops_ray.types import Manifest
+
+HELP = """Restart the Ray Pods of APP's RayClusters (all of them, or the RAYCLUSTERs named).
+
+\b
+How: the chosen Pods are deleted and the KubeRay operator creates them again from
+the group's current template, to the same replicas. Nothing in git or in the
+RayCluster's spec changes (no commit, no replicas change, so the autoscaler is not
+fought); the request is recorded as the annotation gitops-ray.io/restartedAt
+(field manager gitops-ray-restart), which gitops-ray never treats as drift, and as an
+Event on the RayCluster.
+
+\b
+Without --group every worker group and the head restart; --group G (repeatable)
+restarts only those groups' workers, --head adds the head. The head goes first, then
+the workers, all at once (no rolling restart). Pods the autoscaler is already
+removing (workersToDelete) are left alone. RayJobs and RayServices own their
+RayClusters and are refused.
+
+Needs: pods list and delete, rayclusters get and patch, events create (in the
+RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
+"""
+
+
+@click.command("restart", cls=CliCommand, help=HELP)
+@kube_options
+@click.option("--group", "groups", multiple=True, metavar="G",
+              help="Only this worker group's Pods (repeatable).")
+@click.option("--head/--no-head", default=None,
+              help="Restart the head Pod too  [default: --head without --group, "
+                   "--no-head with it].")
+@click.option("--dry-run", is_flag=True, help="Print the Pods that would be deleted; "
+                                              "change nothing.")
+@click.argument("app")
+@click.argument("clusters", nargs=-1, metavar="[RAYCLUSTER]...")
+def restart_command(app: str, clusters: tuple[str, ...], groups: tuple[str, ...],
+                    head: bool | None, dry_run: bool, **opts: Any) -> None:
+    kube = connect(opts)
+    records = RecordStore(kube, opts["control_namespace"]).list_apps()
+    check_known([app], records)
+    entries = select_clusters(app, records[app].inventory, clusters)
+    live = load_clusters(kube, app, entries)
+    check_groups(groups, live)
+    with_head = head if head is not None else not groups
+    failed = False
+    for cluster in live:
+        result = _restart_one(kube, cluster, groups=groups, head=with_head, dry=dry_run)
+        _report(app, result, dry=dry_run)
+        failed |= not result.ok
+    sys.exit(EXIT_ERROR if failed else 0)
+
+
+def _restart_one(kube: Kube, cluster: Manifest, *, groups: tuple[str, ...], head: bool,
+                 dry: bool) -> RestartResult:
+    plan = plan_restart(cluster, cluster_pods(kube, cluster), groups=groups, head=head)
+    return dry_run(plan) if dry else restart(kube, plan, cluster)
+
+
+def _report(app: str, result: RestartResult, *, dry: bool) -> None:
+    key = result.plan.cluster
+    where = f"RayCluster {key.namespace}/{key.name}"
+    for outcome in result.outcomes:
+        click.echo("\t".join([app, f"{key.namespace}/{key.name}", outcome.pod.group,
+                              outcome.pod.name, outcome.action.value,
+                              *([outcome.message] if outcome.message else [])]))
+    if result.error:
+        click.secho(f"{where}: not restarted: {result.error}", fg="red", err=True)
+    elif not result.ok:
+        click.secho(f"{where}: restart incomplete: {result.plan.summary()}", fg="red",
+                    err=True)
+    else:
+        done = "would restart" if dry else "restarted"
+        click.secho(f"{where}: {done} {result.plan.summary()}", fg="green", err=True)
+
+
+COMMANDS = [restart_command]
