@@ -9,7 +9,11 @@ at once, head first, as KubeRay's own ``upgradeStrategy: Recreate`` deletes them
 is no rolling mode, because a Ray worker group is not a set of interchangeable replicas:
 the tasks and actors of a deleted worker fail whenever it goes.
 
-Exit 0 when every chosen Pod was deleted (or was already gone), 2 otherwise; a name that
+``--wait`` then waits until every restarted group is back (none of the deleted Pods left,
+as many Ready Pods as KubeRay wants; :func:`gitops_ray.sync.restartplan.replaced`).
+
+Exit 0 when every chosen Pod was deleted (or was already gone) and, with ``--wait``, came
+back within ``--timeout``; 2 otherwise; a name that
 matches no app, RayCluster or worker group is a one-line error (exit 2) suggesting the
 closest one.
 """
@@ -17,6 +21,8 @@ closest one.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -28,12 +34,14 @@ from gitops_ray.sync.restart import (
     RestartResult,
     cluster_pods,
     dry_run,
+    is_replaced,
     load_clusters,
     restart,
 )
 from gitops_ray.sync.restartplan import check_groups, plan_restart, select_clusters
 from gitops_ray.types import Manifest
 
+POLL_SECONDS = 1.0
 HELP = """Restart the Ray Pods of APP's RayClusters (all of them, or the RAYCLUSTERs named).
 
 \b
@@ -49,7 +57,8 @@ Without --group every worker group and the head restart; --group G (repeatable)
 restarts only those groups' workers, --head adds the head. The head goes first, then
 the workers, all at once (no rolling restart). Pods the autoscaler is already
 removing (workersToDelete) are left alone. RayJobs and RayServices own their
-RayClusters and are refused.
+RayClusters and are refused. --wait waits until the restarted groups have their
+Ready Pods again (as many as KubeRay wants now).
 
 Needs: pods list and delete, rayclusters get and patch, events create (in the
 RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
@@ -65,10 +74,15 @@ RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
                    "--no-head with it].")
 @click.option("--dry-run", is_flag=True, help="Print the Pods that would be deleted; "
                                               "change nothing.")
+@click.option("--wait", is_flag=True, help="Wait until the restarted groups have their Ready "
+                                           "Pods again.")
+@click.option("--timeout", default=300.0, show_default=True, type=float,
+              help="Seconds to --wait.")
 @click.argument("app")
 @click.argument("clusters", nargs=-1, metavar="[RAYCLUSTER]...")
-def restart_command(app: str, clusters: tuple[str, ...], groups: tuple[str, ...],
-                    head: bool | None, dry_run: bool, **opts: Any) -> None:
+def restart_command(app: str, clusters: tuple[str, ...], *, groups: tuple[str, ...],
+                    head: bool | None, dry_run: bool, wait: bool, timeout: float,
+                    **opts: Any) -> None:
     kube = connect(opts)
     records = RecordStore(kube, opts["control_namespace"]).list_apps()
     check_known([app], records)
@@ -76,11 +90,13 @@ def restart_command(app: str, clusters: tuple[str, ...], groups: tuple[str, ...]
     live = load_clusters(kube, app, entries)
     check_groups(groups, live)
     with_head = head if head is not None else not groups
-    failed = False
-    for cluster in live:
-        result = _restart_one(kube, cluster, groups=groups, head=with_head, dry=dry_run)
+    results = [_restart_one(kube, cluster, groups=groups, head=with_head, dry=dry_run)
+               for cluster in live]
+    for result in results:
         _report(app, result, dry=dry_run)
-        failed |= not result.ok
+    failed = not all(r.ok for r in results)
+    if wait and not dry_run and not failed:
+        failed = not _wait(kube, results, timeout)
     sys.exit(EXIT_ERROR if failed else 0)
 
 
@@ -88,6 +104,22 @@ def _restart_one(kube: Kube, cluster: Manifest, *, groups: tuple[str, ...], head
                  dry: bool) -> RestartResult:
     plan = plan_restart(cluster, cluster_pods(kube, cluster), groups=groups, head=head)
     return dry_run(plan) if dry else restart(kube, plan, cluster)
+
+
+def _wait(kube: Kube, results: Sequence[RestartResult], timeout: float) -> bool:
+    """Poll until every restart is over; ``False`` (and a message) on timeout."""
+    deadline = time.monotonic() + timeout
+    pending = list(results)
+    while pending := [r for r in pending if not is_replaced(kube, r.plan)]:
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{r.plan.cluster.namespace}/{r.plan.cluster.name}"
+                              for r in pending)
+            click.secho(f"timed out after {timeout:.0f}s waiting for RayCluster {names} "
+                        "to have its Ready Pods again", fg="red", err=True)
+            return False
+        time.sleep(POLL_SECONDS)
+    click.secho("every restarted group has its Ready Pods again", fg="green", err=True)
+    return True
 
 
 def _report(app: str, result: RestartResult, *, dry: bool) -> None:

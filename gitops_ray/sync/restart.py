@@ -14,8 +14,8 @@ is live; a sync leaves it too. The annotation does not change the spec (nor
 ``metadata.generation``), so neither the operator's ``Recreate`` hash nor the autoscaler
 sees anything.
 
-Each delete carries the Pod's ``uid`` as a precondition, so a Pod that the operator already
-replaced under the same name (multi-host groups reuse names) is not deleted a second time.
+Each delete carries the Pod's ``uid`` as a precondition, so a Pod that was replaced by
+one of the same name since it was chosen is not deleted a second time.
 An Event on the RayCluster says what was restarted (no values from the spec).
 """
 
@@ -35,6 +35,7 @@ from gitops_ray.sync.restartplan import (
     RESTARTED_AT,
     PodRef,
     RestartPlan,
+    replaced,
 )
 from gitops_ray.sync.tracking import is_tracked_by
 from gitops_ray.types import Manifest
@@ -148,6 +149,13 @@ def delete_pod(kube: Kube, namespace: str, pod: PodRef) -> PodOutcome:
     except KubeError as e:
         return PodOutcome(pod, PodAction.FAILED, str(e))
     return PodOutcome(pod, PodAction.DELETED if deleted else PodAction.GONE)
+
+
+def is_replaced(kube: Kube, plan: RestartPlan) -> bool:
+    """Whether ``plan``'s restart is over, read live now (two requests)."""
+    key = plan.cluster
+    live = kube.get(plan.api_version, "RayCluster", name=key.name, namespace=key.namespace)
+    return live is not None and replaced(live, cluster_pods(kube, live), plan)
 
 
 def event_message(result: RestartResult) -> str:

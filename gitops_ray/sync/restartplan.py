@@ -21,6 +21,12 @@ What is chosen, so nothing is deleted that the operator would not bring back:
   ``ray.io/disable-provisioned-head-restart: "true"`` (KubeRay does not create a new head
   for a provisioned cluster with it; a RayJob sets it on its own cluster).
 
+Done (``restart --wait``, :func:`replaced`): none of the deleted Pods is left, and every
+restarted group has as many Ready Pods as KubeRay wants now (``GetWorkerGroupDesiredReplicas``:
+``replicas`` clamped to ``[minReplicas, maxReplicas]``, times ``numOfHosts``; none for a
+suspended group; one head), read again on every look, so an autoscaler that scales the
+group meanwhile moves the goal with it.
+
 Order: the head first, then the workers in spec order. Worker Pods carry KubeRay's
 ``wait-gcs-ready`` init container, so workers created after the head was deleted wait for
 the new head instead of joining the old one just before it goes.
@@ -34,7 +40,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.health.fields import dig, mapping, objects, text
+from gitops_ray.health.fields import dig, mapping, number, objects, text
 from gitops_ray.health.rollout import CLUSTER_LABEL, GROUP_LABEL, HEAD_GROUP, NODE_TYPE_LABEL
 from gitops_ray.sync.records import InventoryEntry
 from gitops_ray.types import Manifest, ResourceKey
@@ -46,6 +52,7 @@ RESTART_FIELD_MANAGER = "gitops-ray-restart"
 NO_HEAD_RESTART = "ray.io/disable-provisioned-head-restart"
 """KubeRay's annotation: a provisioned cluster's deleted head is not recreated."""
 RAY_GROUP = "ray.io"
+RAY_CLUSTER_API = "ray.io/v1"
 
 
 class RayKind(StrEnum):
@@ -93,6 +100,7 @@ class RestartPlan:
     pods: tuple[PodRef, ...]
     groups: tuple[str, ...]  # the selected worker groups this cluster has
     head: bool
+    api_version: str = RAY_CLUSTER_API  # the RayCluster's, to read it again
 
     def summary(self) -> str:
         """``"head, group g1, group g2, 5 pods"`` (the Event's and the CLI's words)."""
@@ -182,7 +190,8 @@ def plan_restart(cluster: Manifest, pods: Sequence[Manifest], *, groups: Sequenc
     order += wanted
     chosen = [p for p in (_pod_ref(cluster, pod) for pod in pods) if p and p.group in order]
     chosen.sort(key=lambda p: (order.index(p.group), p.name))
-    return RestartPlan(key, tuple(chosen), tuple(wanted), head)
+    return RestartPlan(key, tuple(chosen), tuple(wanted), head,
+                       text(cluster.get("apiVersion")) or RAY_CLUSTER_API)
 
 
 def _pod_ref(cluster: Manifest, pod: Manifest) -> PodRef | None:
@@ -214,3 +223,36 @@ def _workers_to_delete(cluster: Manifest, group: str) -> set[str]:
             names = dig(spec, "scaleStrategy", "workersToDelete")
             return {n for n in names if isinstance(n, str)} if isinstance(names, list) else set()
     return set()
+
+
+def replaced(cluster: Manifest, pods: Sequence[Manifest], plan: RestartPlan) -> bool:
+    """Whether the restart of ``plan`` is over (see the module docstring)."""
+    old = {p.uid for p in plan.pods}
+    if any(text(dig(pod, "metadata", "uid")) in old for pod in pods):
+        return False
+    current = [(ref, pod) for pod in pods if (ref := _pod_ref(cluster, pod))]
+    groups = ([HEAD_GROUP] if plan.head else []) + list(plan.groups)
+    return all(sum(ref.group == group and _is_ready(pod) for ref, pod in current)
+               >= desired_pods(cluster, group) for group in groups)
+
+
+def desired_pods(cluster: Manifest, group: str) -> int:
+    """How many Pods KubeRay keeps in ``group`` (``HEAD_GROUP``: one)."""
+    if group == HEAD_GROUP:
+        return 1
+    spec = next((g for g in objects(dig(cluster, "spec", "workerGroupSpecs"))
+                 if text(g.get("groupName")) == group), {})
+    if spec.get("suspend") is True:
+        return 0
+    low, high = number(spec.get("minReplicas")) or 0, number(spec.get("maxReplicas"))
+    replicas = number(spec.get("replicas"))
+    if replicas is None or replicas < low:
+        replicas = low
+    elif high is not None and replicas > high:
+        replicas = high
+    return replicas * max(number(spec.get("numOfHosts")) or 1, 1)
+
+
+def _is_ready(pod: Manifest) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in objects(dig(pod, "status", "conditions")))

@@ -144,14 +144,16 @@ def test_restart_replaces_the_chosen_pods_and_is_never_reverted(
     assert kept["metadata"]["annotations"][RESTARTED_AT] == \
         restarted["metadata"]["annotations"][RESTARTED_AT]
 
-    # The whole cluster: the head first, then every worker.
-    shown = cli(APP)
+    # The whole cluster: the head first, then every worker; --wait returns once they are
+    # all back.
+    shown = cli(APP, "--wait", "--timeout", str(TIMEOUT))
     assert shown.exit_code == 0, shown.output
     assert [line.split("\t")[2] for line in shown.stdout.splitlines()] == [
         "headgroup", "g1", "g1", "g2"]
-    wait(lambda: (now := settled(kube, namespace)) and all(
-        not set(now[g].values()) & set(after[g].values()) for g in SIZES),
-         describe, TIMEOUT, "every Pod replaced")
+    back = uids(kube, namespace)
+    assert {g: len(back[g]) for g in SIZES} == SIZES
+    assert all(not set(back[g].values()) & set(after[g].values()) for g in SIZES)
+    wait(lambda: settled(kube, namespace), describe, TIMEOUT, "the operator says ready")
     eventually(lambda: "Restarted by gitops-ray restart: head, group g1, group g2, 4 pods"
                in restart_events(kube, namespace), TIMEOUT, "the Event")
     final = ctl.live(CLUSTER)

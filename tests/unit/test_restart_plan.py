@@ -14,7 +14,9 @@ from gitops_ray.sync.restartplan import (
     NO_HEAD_RESTART,
     PodRef,
     check_groups,
+    desired_pods,
     plan_restart,
+    replaced,
     select_clusters,
 )
 from tests.samples import raycluster, worker_group
@@ -135,3 +137,40 @@ def test_rfc3339_is_utc_seconds() -> None:
     moment = datetime.datetime(2026, 11, 23, 11, 0, 0, 500,
                                tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
     assert rfc3339(moment) == "2026-11-23T10:00:00Z"
+
+
+def ready(p: dict[str, Any], value: str = "True") -> dict[str, Any]:
+    return {**p, "status": {"phase": "Running",
+                            "conditions": [{"type": "Ready", "status": value}]}}
+
+
+def test_replaced_when_no_old_pod_is_left_and_the_groups_are_ready_again() -> None:
+    rc = cluster()
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 2
+    plan = plan_restart(rc, PODS, groups=["g1"], head=False)
+    new = [ready(pod("g1-c", "g1")), ready(pod("g1-d", "g1"))]
+    assert not replaced(rc, PODS, plan)  # nothing happened yet
+    assert not replaced(rc, [PODS[0], PODS[2], PODS[1], *new], plan)  # g1-b still there
+    assert not replaced(rc, [new[0], ready(pod("g1-d", "g1"), "False")], plan)
+    assert replaced(rc, new, plan)
+    rc["spec"]["workerGroupSpecs"][0]["replicas"] = 1  # the autoscaler scaled down meanwhile
+    assert replaced(rc, new[:1], plan)
+    whole = plan_restart(rc, PODS, groups=[], head=True)
+    assert not replaced(rc, new, whole)  # no head, no g2
+    assert replaced(rc, [*new, ready(pod("h2", "", head=True)), ready(pod("g2-b", "g2"))],
+                    whole)
+
+
+@pytest.mark.parametrize(("group", "want"), [
+    ({"replicas": 3, "minReplicas": 0, "maxReplicas": 5}, 3),
+    ({"replicas": 0, "minReplicas": 2, "maxReplicas": 5}, 2),
+    ({"minReplicas": 1}, 1),
+    ({"replicas": 9, "minReplicas": 0, "maxReplicas": 4}, 4),
+    ({"replicas": 2, "numOfHosts": 4}, 8),
+    ({"replicas": 2, "suspend": True}, 0),
+])
+def test_desired_pods_as_kuberay(group: dict[str, Any], want: int) -> None:
+    rc = cluster()
+    rc["spec"]["workerGroupSpecs"][0] = {"groupName": "g1", **group}
+    assert desired_pods(rc, "g1") == want
+    assert desired_pods(rc, "headgroup") == 1
