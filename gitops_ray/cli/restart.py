@@ -38,7 +38,12 @@ from gitops_ray.sync.restart import (
     load_clusters,
     restart,
 )
-from gitops_ray.sync.restartplan import check_groups, plan_restart, select_clusters
+from gitops_ray.sync.restartplan import (
+    RestartPlan,
+    check_groups,
+    plan_restart,
+    select_clusters,
+)
 from gitops_ray.types import Manifest
 
 POLL_SECONDS = 1.0
@@ -72,7 +77,7 @@ RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
 @click.option("--head/--no-head", default=None,
               help="Restart the head Pod too  [default: --head without --group, "
                    "--no-head with it].")
-@click.option("--dry-run", is_flag=True, help="Print the Pods that would be deleted; "
+@click.option("--dry-run", "dry", is_flag=True, help="Print the Pods that would be deleted; "
                                               "change nothing.")
 @click.option("--wait", is_flag=True, help="Wait until the restarted groups have their Ready "
                                            "Pods again.")
@@ -81,7 +86,7 @@ RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
 @click.argument("app")
 @click.argument("clusters", nargs=-1, metavar="[RAYCLUSTER]...")
 def restart_command(app: str, clusters: tuple[str, ...], *, groups: tuple[str, ...],
-                    head: bool | None, dry_run: bool, wait: bool, timeout: float,
+                    head: bool | None, dry: bool, wait: bool, timeout: float,
                     **opts: Any) -> None:
     kube = connect(opts)
     records = RecordStore(kube, opts["control_namespace"]).list_apps()
@@ -90,20 +95,27 @@ def restart_command(app: str, clusters: tuple[str, ...], *, groups: tuple[str, .
     live = load_clusters(kube, app, entries)
     check_groups(groups, live)
     with_head = head if head is not None else not groups
-    results = [_restart_one(kube, cluster, groups=groups, head=with_head, dry=dry_run)
-               for cluster in live]
-    for result in results:
-        _report(app, result, dry=dry_run)
+    plans = [p for p in (_plan(kube, c, groups=groups, head=with_head) for c in live) if p]
+    results: list[RestartResult] = []  # every refusal above came before the first write
+    for cluster, plan in plans:
+        results.append(dry_run(plan) if dry else restart(kube, plan, cluster))
+        _report(app, results[-1], dry=dry)
     failed = not all(r.ok for r in results)
-    if wait and not dry_run and not failed:
+    if wait and not dry and not failed:
         failed = not _wait(kube, results, timeout)
     sys.exit(EXIT_ERROR if failed else 0)
 
 
-def _restart_one(kube: Kube, cluster: Manifest, *, groups: tuple[str, ...], head: bool,
-                 dry: bool) -> RestartResult:
+def _plan(kube: Kube, cluster: Manifest, *, groups: tuple[str, ...],
+          head: bool) -> tuple[Manifest, RestartPlan] | None:
+    """One RayCluster's plan; ``None`` when it has none of the groups and no head was asked."""
     plan = plan_restart(cluster, cluster_pods(kube, cluster), groups=groups, head=head)
-    return dry_run(plan) if dry else restart(kube, plan, cluster)
+    if not plan.groups and not plan.head:
+        key = plan.cluster
+        click.secho(f"RayCluster {key.namespace}/{key.name}: none of the groups; skipped",
+                    err=True)
+        return None
+    return cluster, plan
 
 
 def _wait(kube: Kube, results: Sequence[RestartResult], timeout: float) -> bool:
