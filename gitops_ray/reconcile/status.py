@@ -13,14 +13,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gitops_ray.diff.ray import RAY_GROUP
 from gitops_ray.health import Health, HealthStatus, aggregate, assess
+from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
-from gitops_ray.types import Manifest, SyncStatus, split_api_version
+from gitops_ray.types import Manifest, ResourceKey, SyncStatus, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 MAX_IMAGES = 50
@@ -55,6 +57,7 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
 def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
     """Each resource's sync status and health, with what Argo CD's resource rows show."""
     versions = {o.key: o.api_version for o in comparison.desired}
+    replicas = git_replicas(comparison)
     rows = []
     for r in comparison.diff.resources:
         api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
@@ -65,8 +68,19 @@ def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
         health = comparison.resource_health.get(r.key)
         if health is not None:
             row["health"] = {"status": health.status.value, "message": health.message}
+        if r.key in replicas:
+            row["gitReplicas"] = replicas[r.key]
         rows.append(row)
     return rows
+
+
+def git_replicas(comparison: Comparison) -> dict[ResourceKey, dict[str, int | None]]:
+    """Git's ``replicas`` per worker group of each Ray object, for the worker-group view.
+
+    The record keeps no manifests, and ``get`` shows git's number next to live's.
+    """
+    return {o.key: replicas_of(o.manifest()) for o in comparison.desired
+            if o.key.group == RAY_GROUP and o.key.kind in CLUSTER_SPEC}
 
 
 def images_of(objects: list[Manifest]) -> list[str]:
