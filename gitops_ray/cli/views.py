@@ -15,11 +15,12 @@ writer of ``replicas`` or a worker group reads, so the commands cannot drift apa
 from __future__ import annotations
 
 import datetime
+import io
 import sys
 import time
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import IO
+from typing import IO, cast
 
 from rich.console import Console
 from rich.table import Table
@@ -57,8 +58,28 @@ def console(stream: IO[str] | None = None) -> Console:
     out = stream if stream is not None else sys.stdout
     if out.isatty():
         return Console(file=out, highlight=False)
-    return Console(file=out, width=PLAIN_WIDTH, no_color=True, highlight=False,
+    return Console(file=cast(IO[str], _Trimmed(out)), width=PLAIN_WIDTH, highlight=False,
                    color_system=None, soft_wrap=False)
+
+
+class _Trimmed(io.TextIOBase):
+    """Writes whole lines without the trailing spaces a table pads its cells with."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self.out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending.rstrip(" "))
+            self.pending = ""
+        self.out.flush()
 
 
 def stderr_console() -> Console:
