@@ -114,9 +114,11 @@ def human_time(epoch: object, now: float | None = None) -> str:
 
 
 def duration(seconds: float) -> str:
-    """``0.4s``, ``12s``, ``3m4s``, ``2h5m``, ``3d4h``: two units at most, like kubectl's AGE."""
+    """``<0.1s``, ``0.4s``, ``12s``, ``3m4s``, ``2h5m``, ``3d4h``: two units at most (kubectl)."""
+    if seconds < 0.1:
+        return "<0.1s"
     if seconds < 10:
-        return f"{max(seconds, 0.0):.1f}s"
+        return f"{seconds:.1f}s"
     whole = int(seconds)
     for size, unit, smaller, small_unit in ((86400, "d", 3600, "h"), (3600, "h", 60, "m"),
                                             (60, "m", 1, "s")):

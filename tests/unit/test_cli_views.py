@@ -18,8 +18,8 @@ def test_times_read_as_dates_and_ages_never_as_epoch_seconds() -> None:
     assert human_time(NOW - 0.25, now=NOW).endswith("(0.2s ago)")
     assert iso(NOW) == "2026-09-21T14:13:20Z"
     assert human_time(None) == iso("x") == iso(True) == iso(0) == ""
-    assert [duration(s) for s in (3, 59, 3600, 3 * 86400 + 7200)] == ["3.0s", "59s", "1h",
-                                                                      "3d2h"]
+    assert [duration(s) for s in (0.04, 3, 59, 3600, 3 * 86400 + 7200)] == [
+        "<0.1s", "3.0s", "59s", "1h", "3d2h"]
 
 
 def test_writers_are_named_with_what_they_are() -> None:
