@@ -48,7 +48,7 @@ from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
-from gitops_ray.types import SyncStatus
+from gitops_ray.types import ResourceKey, SyncStatus
 
 
 def diff_options(func: Any) -> Any:
@@ -150,8 +150,9 @@ def group_views(kube: Kube, comparison: Comparison) -> dict[str, TreeNode]:
                and worker_group_changes(r.desired_normalized, r.live_normalized)}
     if not changed:
         return {}
-    rows = [row for row in resources_of(comparison) if key_of(row) in changed]
-    desired = {o.key: o.manifest() for o in comparison.desired if o.key in changed}
+    manifests = comparison.manifests()
+    rows = [row for row in resources_of(comparison, manifests) if key_of(row) in changed]
+    desired = {key: m for m in manifests if (key := ResourceKey.of(m)) in changed}
     return {str(n.key): n for n in read_tree(kube, rows, desired).nodes if n.worker_groups}
 
 

@@ -31,16 +31,17 @@ MAX_IMAGES = 50
 def status_of(comparison: Comparison) -> dict[str, Any]:
     """The status fields a comparison determines."""
     health = comparison.health
+    manifests = comparison.manifests()  # unpacked once: images and git's replicas
     return {
         "revision": comparison.revision,
         "sync": comparison.diff.status.value,
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
-        "resources": resources_of(comparison),
+        "resources": resources_of(comparison, manifests),
         "conditions": [{"type": c.type.value, "message": c.message}
                        for c in comparison.conditions],
-        "images": images_of(comparison.manifests())[:MAX_IMAGES],
+        "images": images_of(manifests)[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
@@ -54,10 +55,15 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
-    """Each resource's sync status and health, with what Argo CD's resource rows show."""
+def resources_of(comparison: Comparison,
+                 manifests: list[Manifest] | None = None) -> list[dict[str, Any]]:
+    """Each resource's sync status and health, with what Argo CD's resource rows show.
+
+    Ray objects also keep git's ``replicas`` per worker group (``gitReplicas``), for the
+    worker-group view of ``get``. ``manifests``: git's objects, if already unpacked.
+    """
     versions = {o.key: o.api_version for o in comparison.desired}
-    replicas = git_replicas(comparison)
+    replicas = git_replicas(comparison.manifests() if manifests is None else manifests)
     rows = []
     for r in comparison.diff.resources:
         api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
@@ -74,13 +80,14 @@ def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
     return rows
 
 
-def git_replicas(comparison: Comparison) -> dict[ResourceKey, dict[str, int | None]]:
+def git_replicas(manifests: list[Manifest]) -> dict[ResourceKey, dict[str, int | None]]:
     """Git's ``replicas`` per worker group of each Ray object, for the worker-group view.
 
     The record keeps no manifests, and ``get`` shows git's number next to live's.
     """
-    return {o.key: replicas_of(o.manifest()) for o in comparison.desired
-            if o.key.group == RAY_GROUP and o.key.kind in CLUSTER_SPEC}
+    keys = [(ResourceKey.of(m), m) for m in manifests]
+    return {key: replicas_of(m) for key, m in keys
+            if key.group == RAY_GROUP and key.kind in CLUSTER_SPEC}
 
 
 def images_of(objects: list[Manifest]) -> list[str]:
