@@ -224,14 +224,14 @@ def tree_table(nodes: list[TreeNode], namespace: str, *, wide: bool = False) -> 
     """One row per object, children indented under their owner (``├─``, ``└─``)."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in TREE_COLUMNS[:1] + (("NAMESPACE",) if wide else ()) + TREE_COLUMNS[1:]:
-        table.add_column(column, no_wrap=column != "MESSAGE",
-                         overflow="fold" if wide else "ellipsis")
+        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold",
+                         min_width=len(column))  # MESSAGE gives way first
     for prefix, node in tree_rows(nodes):
         name = node.name if wide or node.namespace in ("", namespace) \
             else _where(node.namespace, node.name)
         cells: list[str | Text] = [prefix + node.kind, *([node.namespace] if wide else []),
                                    name, node.ray_group, _sync(node), _health(node),
-                                   node.message]
+                                   _message(node.message, wide=wide)]
         table.add_row(*cells)
     return table
 
@@ -253,6 +253,11 @@ def _children(node: TreeNode, indent: str) -> Iterator[tuple[str, TreeNode]]:
     if node.hidden_children:
         more = TreeNode("", f"… {node.hidden_children} more", "", "", "", "", "")
         yield base + "└─ ", more
+
+
+def _message(message: str, *, wide: bool) -> Text:
+    """One line cut to the column (``-o wide``: the whole message, wrapped)."""
+    return Text(message) if wide else Text(message, no_wrap=True, overflow="ellipsis")
 
 
 def _sync(node: TreeNode) -> Text:

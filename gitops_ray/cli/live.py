@@ -2,9 +2,11 @@
 
 ``get`` and ``diff`` show what KubeRay made from an app's Ray objects
 (:mod:`gitops_ray.reconcile.tree`). A tree is never built by walking owner references
-one GET at a time: the CLI reads each of the app's own objects once, then, per namespace
-holding a Ray object, lists the Pods and Services labelled ``ray.io/cluster`` and (when
-a RayJob or RayService is there) the RayClusters labelled ``ray.io/originated-from-crd``.
+one GET at a time: the CLI reads each of the app's Ray objects once (only they have
+children shown here; the other rows' sync and health are the record's, so no Secret is
+read for nothing), then, per namespace holding a Ray object, lists the Pods and Services
+labelled ``ray.io/cluster`` and (when a RayJob or RayService is there) the RayClusters
+labelled ``ray.io/originated-from-crd``.
 So a 2,000-worker cluster costs the same handful of requests as a small one, and
 children are then matched by owner uid, never by label alone.
 
@@ -65,7 +67,8 @@ def read_tree(kube: Kube, rows: Sequence[Row],
     """
     unreadable: list[str] = []
     read = _reader(kube, unreadable)
-    live = {key_of(r): obj for r in rows if (obj := read(api_version_of(r), r)) is not None}
+    live = {key_of(r): obj for r in rows
+            if is_ray(r) and (obj := read(api_version_of(r), r)) is not None}
     candidates = _candidates(kube, rows, unreadable)
     git = dict(desired) if desired is not None else recorded_desired(rows)
     return LiveTree(resource_tree(rows, live, git, candidates), unreadable)

@@ -131,6 +131,7 @@ def duration(seconds: float) -> str:
 # -- the worker-group view ------------------------------------------------------------------
 
 GROUP_COLUMNS = ("GROUP", "GIT", "LIVE", "SET BY", "MIN", "MAX", "READY", "TO DELETE", "STALE")
+WRAPPING = frozenset({"GROUP", "SET BY", "TO DELETE"})
 
 
 def _count(value: int | None) -> str:
@@ -154,8 +155,9 @@ def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[str | Text]:
 def groups_table(views: Sequence[WorkerGroupView], *, wide: bool = False) -> Table:
     """The worker-group view of one Ray object as a table."""
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in GROUP_COLUMNS:
-        table.add_column(column, no_wrap=column != "TO DELETE", overflow="fold")
+    for column in GROUP_COLUMNS:  # on a narrow terminal the long cells wrap, never headers
+        table.add_column(column, no_wrap=column not in WRAPPING, overflow="fold",
+                         min_width=len(column))
     for view in views:
         table.add_row(*group_row(view, wide=wide))
     return table
