@@ -125,12 +125,18 @@ def sync_reason(status: Status) -> str:
     return ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
 
 
-def last_operation(status: Status) -> dict[str, Any]:
+def current_operation(status: Status) -> dict[str, Any]:
     """The running operation (a sync waiting for a wave) or else the last finished one."""
     running = status.get(OPERATION_STATE)
-    op = running if isinstance(running, dict) and running.get("phase") == "Running" \
+    op = running if isinstance(running, dict) and running.get("phase") == OperationPhase.RUNNING \
         else status.get("operation")
-    if not isinstance(op, dict):
+    return op if isinstance(op, dict) else {}
+
+
+def last_operation(status: Status) -> dict[str, Any]:
+    """:func:`current_operation`, JSON-ready (times in RFC 3339)."""
+    op = current_operation(status)
+    if not op:
         return {}
     out = {"phase": op.get("phase", ""), "reason": op.get("reason", ""),
            "message": op.get("message", ""), "revision": op.get("revision", ""),
@@ -141,9 +147,8 @@ def last_operation(status: Status) -> dict[str, Any]:
 
 
 def _operation_text(status: Status) -> str:
-    op = status.get(OPERATION_STATE) if isinstance(status.get(OPERATION_STATE), dict) \
-        and status[OPERATION_STATE].get("phase") == "Running" else status.get("operation")
-    if not isinstance(op, dict) or not op.get("phase"):
+    op = current_operation(status)
+    if not op.get("phase"):
         return "none recorded"
     phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
     if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:

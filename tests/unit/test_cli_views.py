@@ -56,3 +56,25 @@ def test_sync_reason_counts_the_out_of_sync_resources_reasons() -> None:
     rows = [{"status": "OutOfSync", "reason": "missing"}, {"status": "Synced"},
             {"status": "OutOfSync", "reason": "modified"}, {"status": "OutOfSync"}]
     assert sync_reason({"resources": rows}) == "1 missing, 2 modified"
+
+
+def test_the_running_wave_and_wide_view_show_in_the_plain_text() -> None:
+    from gitops_ray.cli.get import print_app
+    from gitops_ray.cli.live import LiveTree
+    from gitops_ray.health.workergroups import WorkerGroupView
+
+    view = WorkerGroupView("small", True, True, 1, 3, "python-requests", 0, 2**31 - 1, 2, 3,
+                           1, ("rc-small-worker-abcde",))
+    node = TreeNode("ray.io", "RayCluster", "ns", "rc", "Synced", "Healthy", "",
+                    worker_groups=(view,))
+    status = {"sync": "Synced", "operationState": {"phase": "Running", "wave": 2,
+                                                   "startedAt": NOW - 60},
+              "operation": {"phase": "Succeeded", "finishedAt": NOW - 3600}}
+    buf = io.StringIO()
+    print_app(console(buf), "app", status, LiveTree([node]), wide=True)
+    text = buf.getvalue()
+    assert "Last Operation:  Running, waiting for wave 2, 2026-09-21 14:12:20 UTC (" in text
+    assert "RayCluster ns/rc worker groups:" in text
+    assert "small  1    3     python-requests (autoscaler)  0    unbounded  2/3    " \
+           "rc-small-worker-abcde  1" in text
+    assert "\x1b[" not in text and " \n" not in text
