@@ -8,6 +8,11 @@ so defaults filled by the API server never show up as drift. Nothing is written.
 An app that cannot be compared (bad source, render or ignore rule) is reported on its own,
 on stderr and as ``"error"`` in the JSON, and the others are still compared: one broken
 Application must not hide every other app's drift. Any such error makes the exit code 2.
+
+When a sync would change a Ray object's worker groups, the diff is followed by their
+worker-group view (git's ``replicas`` next to live's, who set them, ready and stale Pods),
+on stderr so stdout stays a diff; ``-o json`` carries it as ``workerGroupView`` next to
+the per-group changes (``workerGroups``).
 """
 
 from __future__ import annotations
@@ -31,13 +36,19 @@ from gitops_ray.cli.common import (
     select_apps,
     shapes_options,
 )
+from gitops_ray.cli.live import key_of, read_tree
+from gitops_ray.cli.views import print_groups, stderr_console
 from gitops_ray.diff.format import to_json, unified
+from gitops_ray.diff.groups import worker_group_changes
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.reconcile.project import format_conditions, stops_sync
+from gitops_ray.reconcile.status import resources_of
+from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
-from gitops_ray.types import SyncStatus
+from gitops_ray.types import ResourceKey, SyncStatus
 
 
 def diff_options(func: Any) -> Any:
@@ -110,19 +121,57 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
         _warn(comparison)
         failed |= _refused(comparison)
         changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
+        views = group_views(pipeline.kube, comparison)
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
                            "conditions": [{"type": c.type, "message": c.message}
                                           for c in comparison.conditions],
-                           "resources": to_json(comparison.diff)})
+                           "resources": _with_views(to_json(comparison.diff), views)})
             continue
         for resource in comparison.diff.resources:
             if resource.out_of_sync:
                 click.echo(unified(resource, color=use_color), nl=False)
+        _print_views(views)
     if output == "json":
         click.echo(json.dumps(report, indent=2))
     sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
+
+
+def group_views(kube: Kube, comparison: Comparison) -> dict[str, TreeNode]:
+    """The worker-group view of each Ray object whose worker groups a sync would change.
+
+    Only objects that exist on both sides (a new cluster has no live groups to show);
+    read live with a bounded number of requests (:mod:`gitops_ray.cli.live`).
+    """
+    changed = {r.key for r in comparison.diff.resources
+               if r.out_of_sync and r.desired_normalized is not None
+               and r.live_normalized is not None
+               and worker_group_changes(r.desired_normalized, r.live_normalized)}
+    if not changed:
+        return {}
+    manifests = comparison.manifests()
+    rows = [row for row in resources_of(comparison, manifests) if key_of(row) in changed]
+    desired = {key: m for m in manifests if (key := ResourceKey.of(m)) in changed}
+    return {str(n.key): n for n in read_tree(kube, rows, desired).nodes if n.worker_groups}
+
+
+def _with_views(records: list[dict[str, Any]],
+                views: dict[str, TreeNode]) -> list[dict[str, Any]]:
+    """``-o json``: ``workerGroupView`` next to ``workerGroups`` (the changes by group)."""
+    for record in records:
+        node = views.get(record["key"])
+        if node is not None:
+            record["workerGroupView"] = [g.as_dict() for g in node.worker_groups]
+    return records
+
+
+def _print_views(views: dict[str, TreeNode]) -> None:
+    """After the diff, on stderr (stdout is the diff alone): git's and live's groups."""
+    out = stderr_console()
+    for node in views.values():
+        print_groups(out, f"{node.kind} {node.namespace}/{node.name} worker groups "
+                          "(a sync changes them; replicas stay live's):", node.worker_groups)
 
 
 def _refused(comparison: Comparison) -> bool:

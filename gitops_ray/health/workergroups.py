@@ -123,6 +123,29 @@ def cluster_spec(obj: Manifest | None) -> Manifest:
     return mapping(dig(obj, "spec", *path)) if path is not None else {}
 
 
+def replicas_of(obj: Manifest | None) -> dict[str, int | None]:
+    """Git's ``replicas`` per group name (``None``: not set), what a record keeps of git.
+
+    A status record stores no manifests; this is enough for the view to show git's
+    number next to live's later (:func:`replicas_skeleton`).
+    """
+    return {name: number(group.get("replicas")) for name, group in _groups(obj).items()}
+
+
+def replicas_skeleton(api_version: str, kind: str,
+                      replicas: dict[str, int | None]) -> Manifest | None:
+    """A stand-in for git's object holding only its groups' ``replicas`` (see above)."""
+    path = CLUSTER_SPEC.get(kind)
+    if path is None or not isinstance(replicas, dict):
+        return None
+    groups = [{"groupName": name, **({"replicas": n} if number(n) is not None else {})}
+              for name, n in replicas.items() if isinstance(name, str)]
+    spec: Manifest = {"workerGroupSpecs": groups}
+    for key in reversed(path):
+        spec = {key: spec}
+    return {"apiVersion": api_version, "kind": kind, "spec": spec}
+
+
 def _groups(obj: Manifest | None) -> dict[str, Manifest]:
     out: dict[str, Manifest] = {}
     for group in objects(cluster_spec(obj).get("workerGroupSpecs")):

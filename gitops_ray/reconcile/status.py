@@ -13,14 +13,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from gitops_ray.diff.ray import RAY_GROUP
 from gitops_ray.health import Health, HealthStatus, aggregate, assess
+from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
-from gitops_ray.types import Manifest, SyncStatus, split_api_version
+from gitops_ray.types import Manifest, ResourceKey, SyncStatus, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 MAX_IMAGES = 50
@@ -29,16 +31,17 @@ MAX_IMAGES = 50
 def status_of(comparison: Comparison) -> dict[str, Any]:
     """The status fields a comparison determines."""
     health = comparison.health
+    manifests = comparison.manifests()  # unpacked once: images and git's replicas
     return {
         "revision": comparison.revision,
         "sync": comparison.diff.status.value,
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
-        "resources": resources_of(comparison),
+        "resources": resources_of(comparison, manifests),
         "conditions": [{"type": c.type.value, "message": c.message}
                        for c in comparison.conditions],
-        "images": images_of(comparison.manifests())[:MAX_IMAGES],
+        "images": images_of(manifests)[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
@@ -52,9 +55,15 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
     }
 
 
-def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
-    """Each resource's sync status and health, with what Argo CD's resource rows show."""
+def resources_of(comparison: Comparison,
+                 manifests: list[Manifest] | None = None) -> list[dict[str, Any]]:
+    """Each resource's sync status and health, with what Argo CD's resource rows show.
+
+    Ray objects also keep git's ``replicas`` per worker group (``gitReplicas``), for the
+    worker-group view of ``get``. ``manifests``: git's objects, if already unpacked.
+    """
     versions = {o.key: o.api_version for o in comparison.desired}
+    replicas = git_replicas(comparison.manifests() if manifests is None else manifests)
     rows = []
     for r in comparison.diff.resources:
         api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
@@ -65,8 +74,20 @@ def resources_of(comparison: Comparison) -> list[dict[str, Any]]:
         health = comparison.resource_health.get(r.key)
         if health is not None:
             row["health"] = {"status": health.status.value, "message": health.message}
+        if r.key in replicas:
+            row["gitReplicas"] = replicas[r.key]
         rows.append(row)
     return rows
+
+
+def git_replicas(manifests: list[Manifest]) -> dict[ResourceKey, dict[str, int | None]]:
+    """Git's ``replicas`` per worker group of each Ray object, for the worker-group view.
+
+    The record keeps no manifests, and ``get`` shows git's number next to live's.
+    """
+    keys = [(ResourceKey.of(m), m) for m in manifests]
+    return {key: replicas_of(m) for key, m in keys
+            if key.group == RAY_GROUP and key.kind in CLUSTER_SPEC}
 
 
 def images_of(objects: list[Manifest]) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from gitops_ray.health import assess
 from gitops_ray.health.fields import dig, mapping, objects, text
+from gitops_ray.health.rollout import GROUP_LABEL, NODE_TYPE_LABEL
 from gitops_ray.health.workergroups import WorkerGroupView, has_worker_groups, worker_groups
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -51,6 +52,8 @@ class TreeNode:
     children: tuple[TreeNode, ...] = ()
     hidden_children: int = 0  # children beyond MAX_CHILDREN, counted only
     worker_groups: tuple[WorkerGroupView, ...] = field(default=())
+    ray_group: str = ""  # a Ray Pod's group: "head" or its worker group's name
+
 
     @property
     def key(self) -> ResourceKey:
@@ -63,6 +66,8 @@ class TreeNode:
                                "health": self.health, "message": self.message}
         if self.sync:
             out["sync"] = self.sync
+        if self.ray_group:
+            out["rayGroup"] = self.ray_group
         if self.worker_groups:
             out["workerGroups"] = [g.as_dict() for g in self.worker_groups]
         if self.children:
@@ -134,7 +139,17 @@ def _child(obj: Manifest, by_owner: Mapping[str, list[Manifest]], depth: int) ->
     return TreeNode(group=key.group, kind=key.kind, namespace=key.namespace, name=key.name,
                     sync="", health=health.status.value if health else "",
                     message=health.message if health else "",
-                    children=children, hidden_children=hidden)
+                    children=children, hidden_children=hidden, ray_group=ray_group_of(obj))
+
+
+def ray_group_of(obj: Manifest) -> str:
+    """A Ray Pod's group (``head`` for the head), from KubeRay's labels; ``""`` otherwise."""
+    if text(obj.get("kind")) != "Pod":
+        return ""
+    labels = mapping(dig(obj, "metadata", "labels"))
+    if text(labels.get(NODE_TYPE_LABEL)) == "head":
+        return "head"
+    return text(labels.get(GROUP_LABEL))
 
 
 def _groups_of(desired: Manifest | None, live: Manifest | None,

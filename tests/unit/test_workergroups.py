@@ -102,3 +102,36 @@ def test_the_tree_finds_children_by_owner_uid_and_shows_a_rayjobs_cluster_groups
     assert node.as_dict()["children"][0]["children"][0]["health"] == "Healthy"
     (missing,) = resource_tree(rows, {}, {key: job}, [child])
     assert missing.children == () and missing.worker_groups[0].live is False
+
+
+def test_the_tree_names_each_pods_ray_group() -> None:
+    from gitops_ray.reconcile.tree import resource_tree
+    from gitops_ray.types import ResourceKey
+
+    rc = _cluster([_group("w", 1)])
+    rc["metadata"]["uid"] = "rc-uid"
+    head, worker = _owned(_pod("headgroup", head=True), "h", "rc-uid"), \
+        _owned(_pod("w"), "p", "rc-uid")
+    for pod, name in ((head, "rc-head"), (worker, "rc-w-1")):
+        pod["apiVersion"], pod["kind"], pod["metadata"]["name"] = "v1", "Pod", name
+    key = ResourceKey("ray.io", "RayCluster", "ns", "rc")
+    rows = [{"group": "ray.io", "kind": "RayCluster", "namespace": "ns", "name": "rc"}]
+    (node,) = resource_tree(rows, {key: rc}, {}, [head, worker])
+    assert [(c.name, c.ray_group) for c in node.children] == [("rc-head", "head"),
+                                                              ("rc-w-1", "w")]
+    assert node.as_dict()["children"][1]["rayGroup"] == "w"
+    assert "rayGroup" not in node.as_dict()
+
+
+def test_git_replicas_survive_a_record_as_a_skeleton() -> None:
+    from gitops_ray.health.workergroups import replicas_of, replicas_skeleton
+
+    job = _cluster([_group("a", 2), {"groupName": "b", "template": {}}], kind="RayJob")
+    kept = json.loads(json.dumps(replicas_of(job)))  # what the record stores
+    assert kept == {"a": 2, "b": None}
+    skeleton = replicas_skeleton("ray.io/v1", "RayJob", kept)
+    live = _cluster([_group("a", 5), _group("b", 1)])
+    views = {v.group: v for v in worker_groups(skeleton, live)}
+    assert (views["a"].git_replicas, views["a"].live_replicas) == (2, 5)
+    assert views["b"].in_git and views["b"].git_replicas is None
+    assert replicas_skeleton("v1", "ConfigMap", kept) is None

@@ -1,0 +1,280 @@
+"""``gitops-ray get APP``: one app in full, like ``argocd app get``, plus what KubeRay made.
+
+``status`` answers "which apps are not fine"; ``get`` answers "what is this one doing":
+where it comes from, its sync policy, why it is out of sync (the resources' reasons, the
+conditions, the error), its health and the last operation with human times, then the
+resource tree: every object of the app with its sync status and health, and under each
+RayCluster the Pods and Services the operator made (under a RayJob or RayService its
+RayCluster and that cluster's Pods), each Pod with its worker group. Each Ray object
+ends with its worker-group view (:mod:`gitops_ray.health.workergroups`): git's
+``replicas`` next to live's and who set them, which is what a Ray team asks first and
+what Argo CD, hiding ``replicas`` under ``ignoreDifferences``, never shows.
+
+The state comes from the app's record (what the controller or the last ``sync`` /
+``status --refresh`` compared); ``--refresh`` compares now and records it first (it needs
+the app options, as ``status --refresh`` does). The tree is read live with a bounded
+number of requests (:mod:`gitops_ray.cli.live`). Output: a table fitted to the terminal
+(plain text when piped), ``-o wide`` (namespaces, full messages, the workers to delete by
+name), ``-o json`` / ``-o yaml`` (the summary and the tree, times in RFC 3339).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gitops_ray.cli.common import (
+    CliCommand,
+    app_options,
+    build_pipeline,
+    check_known,
+    connect,
+    kube_options,
+    select_apps,
+    shapes_options,
+)
+from gitops_ray.cli.live import LiveTree, read_tree
+from gitops_ray.cli.sync import refresh
+from gitops_ray.cli.views import console, duration, human_time, iso, print_groups
+from gitops_ray.health import HealthStatus
+from gitops_ray.kube import Kube
+from gitops_ray.reconcile.tree import TreeNode
+from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.types import OperationPhase, SyncStatus
+
+Status = dict[str, Any]
+HEALTH_STYLES: dict[str, str] = {HealthStatus.HEALTHY: "green", HealthStatus.DEGRADED: "red",
+                 HealthStatus.PROGRESSING: "cyan", HealthStatus.MISSING: "yellow",
+                 HealthStatus.SUSPENDED: "magenta"}
+SYNC_STYLES: dict[str, str] = {SyncStatus.SYNCED: "green", SyncStatus.OUT_OF_SYNC: "yellow"}
+
+
+@click.command("get", cls=CliCommand)
+@kube_options
+@app_options
+@shapes_options
+@click.option("--refresh", "refresh_now", is_flag=True,
+              help="Compare with git and the cluster now (needs --repo/--apps or --local) "
+                   "and record the result before showing it.")
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]),
+              default="table", show_default=True)
+@click.argument("app")
+def get_command(refresh_now: bool, output: str, app: str, **opts: Any) -> None:
+    """Show one app: summary, resource tree and each Ray object's worker groups."""
+    kube, record = _load(app, refresh_now, opts)
+    tree = read_tree(kube, record.status.get("resources") or [])
+    for what in tree.unreadable:
+        click.secho(f"warning: not shown, no right to read {what}", fg="yellow", err=True)
+    if output in ("json", "yaml"):
+        doc = {**summary(app, record.status), "tree": [n.as_dict() for n in tree.nodes]}
+        click.echo(json.dumps(doc, indent=2) if output == "json"
+                   else yaml.safe_dump(doc, sort_keys=False), nl=output == "json")
+        return
+    print_app(console(), app, record.status, tree, wide=output == "wide")
+
+
+def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppRecord]:
+    """The app's record, compared now first with ``--refresh``; fails on an unknown app."""
+    if refresh_now:
+        pipeline, store = build_pipeline(opts)
+        selection = select_apps(pipeline.source, {**opts, "app_names": (app,)})
+        refresh(pipeline, store, selection, record=True)
+        return pipeline.kube, store.read(app)
+    kube = connect(opts)
+    records = RecordStore(kube, opts["control_namespace"]).list_apps()
+    check_known((app,), records)
+    return kube, records[app]
+
+
+# -- the summary ----------------------------------------------------------------------------
+
+def summary(name: str, status: Status) -> dict[str, Any]:
+    """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds)."""
+    return {"name": name, "repoURL": status.get("repoURL", ""),
+            "path": status.get("path", ""), "targetRevision": status.get("targetRevision", ""),
+            "revision": status.get("revision", ""),
+            "destinationNamespace": status.get("destinationNamespace", ""),
+            "syncPolicy": status.get("syncPolicy", ""),
+            "selfHeal": bool(status.get("selfHeal")),
+            "sync": status.get("sync", SyncStatus.UNKNOWN.value),
+            "syncReason": sync_reason(status),
+            "conditions": list(status.get("conditions") or []),
+            "error": status.get("error", ""),
+            "health": status.get("health", HealthStatus.UNKNOWN.value),
+            "healthMessage": status.get("healthMessage", ""),
+            "rolloutPending": list(status.get("rolloutPending") or []),
+            "renderWarnings": list(status.get("renderWarnings") or []),
+            "lastOperation": last_operation(status),
+            "comparedAt": iso(status.get("comparedAt"))}
+
+
+def sync_reason(status: Status) -> str:
+    """Why the app is not Synced, from its resources: ``1 modified, 2 missing``."""
+    reasons = Counter(str(r.get("reason") or "modified")
+                      for r in status.get("resources") or []
+                      if r.get("status") == SyncStatus.OUT_OF_SYNC)
+    return ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+
+
+def current_operation(status: Status) -> dict[str, Any]:
+    """The running operation (a sync waiting for a wave) or else the last finished one."""
+    running = status.get(OPERATION_STATE)
+    op = running if isinstance(running, dict) and running.get("phase") == OperationPhase.RUNNING \
+        else status.get("operation")
+    return op if isinstance(op, dict) else {}
+
+
+def last_operation(status: Status) -> dict[str, Any]:
+    """:func:`current_operation`, JSON-ready (times in RFC 3339)."""
+    op = current_operation(status)
+    if not op:
+        return {}
+    out = {"phase": op.get("phase", ""), "reason": op.get("reason", ""),
+           "message": op.get("message", ""), "revision": op.get("revision", ""),
+           "startedAt": iso(op.get("startedAt")), "finishedAt": iso(op.get("finishedAt"))}
+    if op.get("wave") is not None:
+        out["wave"] = op["wave"]
+    return out
+
+
+def _operation_text(status: Status) -> str:
+    op = current_operation(status)
+    if not op.get("phase"):
+        return "none recorded"
+    phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
+    if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:
+        phase += f", waiting for wave {op['wave']}"
+    at = f" at {str(op.get('revision', ''))[:12]}" if op.get("revision") else ""
+    when = human_time(op.get("finishedAt") or op.get("startedAt"))
+    took = _took(op)
+    return (f"{phase}{at}" + (f", {when}" if when else "") + (f", took {took}" if took else "")
+            + (f": {op['message']}" if op.get("message") else ""))
+
+
+def _took(op: dict[str, Any]) -> str:
+    start, end = op.get("startedAt"), op.get("finishedAt")
+    if not (isinstance(start, int | float) and isinstance(end, int | float)) or end < start:
+        return ""
+    return duration(float(end) - float(start))
+
+
+def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]:
+    """(label, value) pairs of the human summary, in ``argocd app get``'s order."""
+    info = summary(name, status)
+    yield "Name", name
+    yield "Repo", info["repoURL"] or "-"
+    yield "Path", info["path"] or "-"
+    yield "Target", info["targetRevision"] or "-"
+    yield "Revision", info["revision"][:12] or "-"
+    yield "Namespace", info["destinationNamespace"] or "-"
+    yield "Sync Policy", (info["syncPolicy"] or "-") + (" (self-heal)" if info["selfHeal"]
+                                                          else "")
+    sync = Text(info["sync"], style=SYNC_STYLES.get(info["sync"], "red"))
+    yield "Sync Status", sync + (f" ({info['syncReason']})" if info["syncReason"] else "")
+    for condition in info["conditions"]:
+        yield "Condition", f"{condition.get('type', '')}: {condition.get('message', '')}"
+    if info["error"]:
+        yield "Error", Text(info["error"], style="red")
+    health = Text(info["health"], style=HEALTH_STYLES.get(info["health"], ""))
+    yield "Health Status", health + (f": {info['healthMessage']}" if info["healthMessage"]
+                                     else "")
+    yield "Last Operation", _operation_text(status)
+    yield "Compared", human_time(status.get("comparedAt")) or "never"
+    if info["renderWarnings"]:
+        yield "Render Warnings", f"{len(info['renderWarnings'])} (-o yaml lists them)"
+
+
+def print_app(out: Console, name: str, status: Status, tree: LiveTree, *,
+              wide: bool = False) -> None:
+    """Summary, resource tree, then the worker-group view of each Ray object."""
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in summary_lines(name, status):
+        table.add_row(f"{label}:", value)
+    out.print(table)
+    out.print()
+    if not tree.nodes:
+        out.print("No resources recorded (never compared: try --refresh).")
+        return
+    out.print(tree_table(tree.nodes, str(status.get("destinationNamespace") or ""),
+                         wide=wide))
+    for node in tree.nodes:
+        if node.worker_groups:
+            out.print()
+            print_groups(out, _groups_title(node), node.worker_groups, wide=wide)
+
+
+def _groups_title(node: TreeNode) -> str:
+    made = next((c for c in node.children if c.kind == "RayCluster"), None)
+    via = f" (RayCluster {made.name})" if node.kind != "RayCluster" and made else ""
+    return f"{node.kind} {_where(node.namespace, node.name)} worker groups{via}:"
+
+
+# -- the tree -------------------------------------------------------------------------------
+
+TREE_COLUMNS = ("KIND", "NAME", "GROUP", "SYNC", "HEALTH", "MESSAGE")
+
+
+def tree_table(nodes: list[TreeNode], namespace: str, *, wide: bool = False) -> Table:
+    """One row per object, children indented under their owner (``├─``, ``└─``)."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in TREE_COLUMNS[:1] + (("NAMESPACE",) if wide else ()) + TREE_COLUMNS[1:]:
+        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold",
+                         min_width=len(column))  # MESSAGE gives way first
+    for prefix, node in tree_rows(nodes):
+        name = node.name if wide or node.namespace in ("", namespace) \
+            else _where(node.namespace, node.name)
+        cells: list[str | Text] = [prefix + node.kind, *([node.namespace] if wide else []),
+                                   name, node.ray_group, _sync(node), _health(node),
+                                   _message(node.message, wide=wide)]
+        table.add_row(*cells)
+    return table
+
+
+def tree_rows(nodes: tuple[TreeNode, ...] | list[TreeNode],
+              indent: str = "") -> Iterator[tuple[str, TreeNode]]:
+    """(prefix, node) depth first: top nodes bare, children with tree connectors."""
+    for node in nodes:
+        yield indent, node
+        yield from _children(node, indent)
+
+
+def _children(node: TreeNode, indent: str) -> Iterator[tuple[str, TreeNode]]:
+    base = indent.replace("├─ ", "│  ").replace("└─ ", "   ")
+    children = list(node.children)
+    for i, child in enumerate(children):
+        last = i == len(children) - 1 and not node.hidden_children
+        yield from tree_rows([child], base + ("└─ " if last else "├─ "))
+    if node.hidden_children:
+        more = TreeNode("", f"… {node.hidden_children} more", "", "", "", "", "")
+        yield base + "└─ ", more
+
+
+def _message(message: str, *, wide: bool) -> Text:
+    """One line cut to the column (``-o wide``: the whole message, wrapped)."""
+    return Text(message) if wide else Text(message, no_wrap=True, overflow="ellipsis")
+
+
+def _sync(node: TreeNode) -> Text:
+    return Text(node.sync, style=SYNC_STYLES.get(node.sync, "red") if node.sync else "")
+
+
+def _health(node: TreeNode) -> Text:
+    return Text(node.health, style=HEALTH_STYLES.get(node.health, ""))
+
+
+def _where(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}" if namespace else name
+
+
+COMMANDS = [get_command]

@@ -1,0 +1,170 @@
+"""How the read-only commands show things to people: times, consoles, worker-group tables.
+
+Shared by ``get`` and ``diff`` (and free for ``status``): one place decides how a time, a
+writer of ``replicas`` or a worker group reads, so the commands cannot drift apart.
+
+* Times are recorded as epoch seconds; people read ``2026-08-20 10:15:03 UTC (3m ago)``
+  and machines RFC 3339 (:func:`iso`), never a float.
+* A table fits the terminal it is printed on; piped into a file or ``grep`` it is plain
+  text (no colour, no wrapping at 80 columns), as ``kubectl get`` prints.
+* The live ``replicas``' writer is named as the API server records it, with what it is
+  when we know (``python-requests`` is the Ray autoscaler: it patches without a
+  ``fieldManager``, see :mod:`gitops_ray.health.workergroups`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import sys
+import time
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import IO, cast
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gitops_ray.health.workergroups import WorkerGroupView
+
+PLAIN_WIDTH = 1000
+"""Columns of output that is not a terminal: wide enough that no table row wraps."""
+UNBOUNDED = 2**31 - 1
+"""KubeRay's default ``maxReplicas`` (int32 max): no upper bound."""
+
+
+class Writer(StrEnum):
+    """Field managers the worker-group view explains (as the API server names them)."""
+
+    AUTOSCALER = "python-requests"  # the Ray autoscaler's KubeRay provider (no fieldManager)
+    KUBECTL = "kubectl"  # kubectl-edit, kubectl-patch, kubectl-scale, kubectl-client-side-apply
+
+
+WRITER_LABELS = {Writer.AUTOSCALER: "autoscaler", Writer.KUBECTL: "by hand"}
+
+
+def writer_label(manager: str) -> str:
+    """``python-requests (autoscaler)``, ``kubectl-edit (by hand)``, ``gitops-ray``."""
+    if not manager:
+        return "-"
+    known = next((w for w in (Writer.AUTOSCALER, Writer.KUBECTL)
+                  if manager == w or manager.startswith(f"{w.value}-")), None)
+    return f"{manager} ({WRITER_LABELS[known]})" if known is not None else manager
+
+
+def console(stream: IO[str] | None = None) -> Console:
+    """A console for ``stream`` (stdout): the terminal's width, else plain and unwrapped."""
+    out = stream if stream is not None else sys.stdout
+    if out.isatty():
+        return Console(file=out, highlight=False)
+    return Console(file=cast(IO[str], _Trimmed(out)), width=PLAIN_WIDTH, highlight=False,
+                   color_system=None, soft_wrap=False)
+
+
+class _Trimmed(io.TextIOBase):
+    """Writes whole lines without the trailing spaces a table pads its cells with."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out, self.pending = out, ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self.out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.out.write(self.pending.rstrip(" "))
+            self.pending = ""
+        self.out.flush()
+
+
+def stderr_console() -> Console:
+    return console(sys.stderr)
+
+
+# -- times --------------------------------------------------------------------------------
+
+def _moment(epoch: object) -> float | None:
+    return float(epoch) if isinstance(epoch, int | float) and not isinstance(epoch, bool) \
+        and epoch > 0 else None
+
+
+def iso(epoch: object) -> str:
+    """RFC 3339 in UTC (``2026-08-20T10:15:03Z``), ``""`` when not a time."""
+    moment = _moment(epoch)
+    if moment is None:
+        return ""
+    stamp = datetime.datetime.fromtimestamp(moment, datetime.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def human_time(epoch: object, now: float | None = None) -> str:
+    """``2026-08-20 10:15:03 UTC (3m ago)``, ``""`` when not a time."""
+    moment = _moment(epoch)
+    if moment is None:
+        return ""
+    stamp = datetime.datetime.fromtimestamp(moment, datetime.UTC)
+    elapsed = (time.time() if now is None else now) - moment
+    when = f"{duration(elapsed)} ago" if elapsed >= 0 else f"in {duration(-elapsed)}"
+    return f"{stamp:%Y-%m-%d %H:%M:%S} UTC ({when})"
+
+
+def duration(seconds: float) -> str:
+    """``<0.1s``, ``0.4s``, ``12s``, ``3m4s``, ``2h5m``, ``3d4h``: two units at most (kubectl)."""
+    if seconds < 0.1:
+        return "<0.1s"
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    for size, unit, smaller, small_unit in ((86400, "d", 3600, "h"), (3600, "h", 60, "m"),
+                                            (60, "m", 1, "s")):
+        if whole >= size:
+            rest = (whole % size) // smaller
+            return f"{whole // size}{unit}" + (f"{rest}{small_unit}" if rest else "")
+    return f"{whole}s"
+
+
+# -- the worker-group view ------------------------------------------------------------------
+
+GROUP_COLUMNS = ("GROUP", "GIT", "LIVE", "SET BY", "MIN", "MAX", "READY", "TO DELETE", "STALE")
+WRAPPING = frozenset({"GROUP", "SET BY", "TO DELETE"})
+
+
+def _count(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return "unbounded" if value >= UNBOUNDED else str(value)
+
+
+def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[str | Text]:
+    """One table row of the view (see :data:`GROUP_COLUMNS`)."""
+    live = Text(_count(view.live_replicas), style="yellow" if view.drifted else "")
+    deleting = ",".join(view.workers_to_delete) if wide else str(len(view.workers_to_delete))
+    name = view.group + ("" if view.live else " (not live yet)") \
+        + ("" if view.in_git else " (not in git)")
+    return [name, _count(view.git_replicas), live, writer_label(view.replicas_manager),
+            _count(view.min_replicas), _count(view.max_replicas),
+            f"{view.ready_pods}/{view.total_pods}" if view.live else "-",
+            deleting or "0", str(view.stale_pods)]
+
+
+def groups_table(views: Sequence[WorkerGroupView], *, wide: bool = False) -> Table:
+    """The worker-group view of one Ray object as a table."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in GROUP_COLUMNS:  # on a narrow terminal the long cells wrap, never headers
+        table.add_column(column, no_wrap=column not in WRAPPING, overflow="fold",
+                         min_width=len(column))
+    for view in views:
+        table.add_row(*group_row(view, wide=wide))
+    return table
+
+
+def print_groups(out: Console, title: str, views: Sequence[WorkerGroupView], *,
+                 wide: bool = False) -> None:
+    """``title`` (e.g. ``RayCluster ray/prod worker groups:``) and its table."""
+    out.print(Text(title, style="bold"))
+    out.print(groups_table(views, wide=wide))
