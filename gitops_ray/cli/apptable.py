@@ -46,20 +46,20 @@ class Output(StrEnum):
 # shrink: the order in which columns give up width in a narrow terminal (see .table)
 COLUMNS = (
     Column("NAME", shrink=7, minimum=16),
-    Column("NAMESPACE", shrink=6, minimum=12),
-    Column("REPO", shrink=2, minimum=16, keep_end=True),
-    Column("PATH", shrink=3, minimum=12),
+    Column("NAMESPACE", shrink=6, minimum=10),
+    Column("REPO", shrink=2, minimum=8, keep_end=True),
+    Column("PATH", shrink=3, minimum=8, keep_end=True),  # the end names the app's directory
     Column("SYNC"),
     Column("HEALTH"),
     Column("REVISION"),
     Column("SYNCPOLICY"),
-    Column("CONDITIONS", shrink=4, minimum=14),
+    Column("CONDITIONS", shrink=4),
 )
 WIDE_COLUMNS = (
     *COLUMNS,
-    Column("TARGET", shrink=5, minimum=8),
-    Column("LAST SYNC"),
-    Column("MESSAGE", shrink=1, minimum=30, wrap=True),  # wraps: loses nothing
+    Column("TARGET", shrink=5, minimum=8, detail=True),
+    Column("LAST SYNC", detail=True),
+    Column("MESSAGE", shrink=1, minimum=30, wrap=True, detail=True),
 )
 
 
@@ -80,8 +80,8 @@ def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> 
            str(status.get("revision") or "")[:SHORT_SHA], str(status.get("syncPolicy") or ""),
            conditions_summary(status)]
     if wide:
-        row += [str(status.get("targetRevision") or ""), last_sync(status, now), message(status)]
-    return [cell or NONE for cell in row]
+        row += [str(status.get("targetRevision") or ""), last_sync(status, now)]
+    return [cell or NONE for cell in row] + ([message(status)] if wide else [])
 
 
 def health(status: Status) -> str:
