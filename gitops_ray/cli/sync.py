@@ -3,14 +3,13 @@
 ``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
 left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
 render or sync fails is reported and the others carry on. Each app's results (a line per
-object, then the app's outcome) are printed on stdout as soon as it finishes, while a
-live display on stderr shows the apps still syncing (:mod:`gitops_ray.cli.progress`);
-a summary line on stderr ends it. An app with sync waves is
-synced wave by wave: the command waits in-process (polling every second) for each wave
-but the last to become healthy, up to ``--timeout`` seconds per app, then records the
-sync as failed (reason ``WaveTimeout``). Every sync that is not a dry
-run is recorded as the controller records its own, failures included, so ``status`` never
-shows the Synced of an earlier sync after a failed one.
+object, then the app's outcome) are printed on stdout as soon as it finishes, while a live
+display on stderr shows the apps still syncing (:mod:`gitops_ray.cli.progress`); a summary
+line on stderr ends it. An app with sync waves is synced wave by wave: the command waits
+in-process (polling every second) for each wave but the last to become healthy, up to
+``--timeout`` seconds per app, then records the sync as failed (reason ``WaveTimeout``).
+Every sync that is not a dry run is recorded as the controller records its own, failures
+included, so ``status`` never shows the Synced of an earlier sync after a failed one.
 
 An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
 record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``

@@ -27,13 +27,16 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
+from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_cli_truth import app_yaml
-from tests.integration.test_sync_waves import config_map, in_wave, report
+from tests.integration.test_sync import Env
+from tests.integration.test_sync_waves import config_map, env, in_wave, report
 from tests.samples import raycluster
 from tests.waiting import eventually
 
+FIXTURES = (env,)  # imported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = 120
 SPINNER = re.compile("[\u2800-\u28ff]")  # rich's "dots" spinner: braille patterns
@@ -262,3 +265,46 @@ def test_sync_in_a_terminal_shows_progress_apart_from_the_results(
                for line in results), shown
     assert shown[-1].startswith("4 app(s): 4 synced, 0 failed, 0 unchanged in "), shown
     assert not any(SPINNER.search(line) for line in shown), shown  # the display went away
+
+
+
+class Heard:
+    """A :class:`~gitops_ray.sync.engine.SyncProgress` that writes down what it is told."""
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self.objects: list[tuple[str, str]] = []
+
+    def planned(self, count: int) -> None:
+        self.counts.append(count)
+
+    def done(self, key: ResourceKey, action: ResourceAction) -> None:
+        self.objects.append((key.name, action.value))
+
+
+def test_the_engine_tells_its_progress_object_by_object(env: Env, git_repo: GitRepo) -> None:
+    git_repo.commit({"manifests/a.yaml": [config_map("one"), config_map("two")]})
+    app = env.app(git_repo, name="heard")
+    first = Heard()
+    assert env.reconciler.sync(app, progress=first).result.ok
+    assert first.counts == [2]
+    assert sorted(first.objects) == [("one", "created"), ("two", "created")]
+
+    git_repo.commit({"manifests/a.yaml": [config_map("one")]}, "two leaves git")
+    second = Heard()
+    assert env.reconciler.sync(app, prune=True, progress=second).result.ok
+    assert second.counts == [2]  # one to apply, one to examine for pruning
+    assert second.objects == [("one", "unchanged"), ("two", "pruned")]
+
+
+def test_a_resumed_step_plans_only_the_waves_left(env: Env, git_repo: GitRepo) -> None:
+    git_repo.commit({"manifests/a.yaml": [raycluster("head"), in_wave(config_map("after"), 1)]})
+    app = env.app(git_repo, name="waves")
+    heard = Heard()
+    first = env.reconciler.sync(app, progress=heard)
+    assert first.result.running and heard.counts == [2]
+    assert heard.objects == [("head", "created")]
+    report(env.kube, env.namespace, "head", "ready")
+    done = env.reconciler.sync(app, resume=first.result.continuation(), progress=heard)
+    assert done.result.ok, done.result.message
+    assert heard.counts == [2, 1] and heard.objects[-1] == ("after", "created")
