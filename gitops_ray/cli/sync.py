@@ -2,12 +2,14 @@
 
 ``sync`` applies the selected apps once, several at a time (``--prune`` to delete what
 left git, ``--dry-run`` to send everything with ``dryRun=All``); an app whose source,
-render or sync fails is reported and the others carry on. An app with sync waves is
-synced wave by wave: the command waits in-process (polling every second) for each wave
-but the last to become healthy, up to ``--timeout`` seconds per app, then records the
-sync as failed (reason ``WaveTimeout``). Every sync that is not a dry
-run is recorded as the controller records its own, failures included, so ``status`` never
-shows the Synced of an earlier sync after a failed one.
+render or sync fails is reported and the others carry on. Each app's results (a line per
+object, then the app's outcome) are printed on stdout as soon as it finishes, while a live
+display on stderr shows the apps still syncing (:mod:`gitops_ray.cli.progress`); a summary
+line on stderr ends it. An app with sync waves is synced wave by wave: the command waits
+in-process (polling every second) for each wave but the last to become healthy, up to
+``--timeout`` seconds per app, then records the sync as failed (reason ``WaveTimeout``).
+Every sync that is not a dry run is recorded as the controller records its own, failures
+included, so ``status`` never shows the Synced of an earlier sync after a failed one.
 
 An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
 record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``
@@ -15,32 +17,35 @@ as the controller does (objects too with Argo CD's resources finalizer, else orp
 the record goes). Only with ``--prune``, only for a complete directory (no ``--app``),
 and only after the directory loaded.
 
-``status`` lists the apps' recorded state like ``argocd app list``; ``--refresh`` (like
-``argocd app get --refresh``) compares the selected apps with git and the cluster now and
-records the result. ``wait`` blocks until apps are Synced and/or Healthy and needs no
-controller: health is read from the live objects, sync status from the record, or from a
-live comparison when the apps are selected (``--repo``/``--apps``/``--local``). An app
-whose prune is still deleting objects is not Synced yet; from the record, ``wait`` checks
-those objects itself (:mod:`gitops_ray.reconcile.deletions`). Both fail fast on an app
-name nobody knows, suggesting the closest one. Results go to stdout,
-progress and warnings to stderr.
+``status`` lists the apps' recorded state like ``argocd app list``
+(:mod:`gitops_ray.cli.apptable`, fitted to a terminal by :mod:`gitops_ray.cli.table`);
+``--refresh`` (like ``argocd app get --refresh``) compares the selected apps with git and
+the cluster now and records the result. ``wait`` blocks until apps are Synced and/or
+Healthy and needs no controller: health is read from the live objects, sync status from
+the record, or from a live comparison when the apps are selected
+(``--repo``/``--apps``/``--local``). An app whose prune is still deleting objects is not
+Synced yet; from the record, ``wait`` checks those objects itself
+(:mod:`gitops_ray.reconcile.deletions`). Both fail fast on an app name nobody knows,
+suggesting the closest one. Results go to stdout, progress and warnings to stderr.
 """
 
 from __future__ import annotations
 
 import json
 import posixpath
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from typing import Any
 
 import click
 import yaml
-from rich.console import Console
-from rich.table import Table
 
+from gitops_ray.cli.apptable import Output, last_phase, table
 from gitops_ray.cli.common import (
     EXIT_ERROR,
     CliCommand,
@@ -55,6 +60,7 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.delete import report_teardown
 from gitops_ray.cli.diff import diff_options, error_text
+from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
@@ -64,11 +70,10 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import Syncer, SyncResult
-from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
-from gitops_ray.types import SyncStatus
+from gitops_ray.types import ResourceAction, SyncStatus
 
 POLL_SECONDS = 1.0
 Status = dict[str, Any]
@@ -82,43 +87,50 @@ Status = dict[str, Any]
 @click.option("--prune", is_flag=True, help="Delete objects of the app that left git.")
 @click.option("--dry-run", is_flag=True, help="Send every write with dryRun=All.")
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
-              help="Apps synced at the same time (results are printed in app order).")
+              help="Apps synced at the same time (each app's results are printed as it "
+                   "finishes).")
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for sync waves (argocd.argoproj.io/sync-wave) to become "
                    "healthy before giving up; the sync then fails.")
 def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
                  **opts: Any) -> None:
     """Apply the selected apps once."""
+    began = time.monotonic()
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
     reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
-
     origin = _origin(opts)
 
-    def sync_one(app: Application) -> SyncResult:
+    def sync_one(app: Application, display: SyncDisplay) -> SyncResult:
+        progress = display.start(app.name)
         try:
             outcome = reconciler.sync_until_done(
                 app, revision=selection.revision, local=selection.local, prune=prune,
-                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS)
+                dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS, progress=progress)
             result = outcome.result
             if outcome.unrecorded is not None:
-                _warn_unrecorded(app.name, outcome.unrecorded)
+                display.warn(_unrecorded(app.name, outcome.unrecorded))
         except GitOpsRayError as e:  # this app's input is bad: the others go on
             result = SyncResult(app.name, selection.revision or "").fail(
                 error_text(e), reason_of(e), cause=e)
             if not dry_run:
-                _record_failure(store, result)
+                _record_failure(store, result, display)
         if origin and not dry_run:
-            _remember_origin(store, app, origin)
+            _remember_origin(store, app, origin, display)
         return result
 
-    failed = False
-    with Console(stderr=True).status(f"syncing {len(selection.apps)} app(s)", spinner="dots"), \
+    tally = Tally()
+    with SyncDisplay(len(selection.apps)) as display, \
             ThreadPoolExecutor(parallel, thread_name_prefix="sync") as pool:
-        for app, result in zip(selection.apps, pool.map(sync_one, selection.apps),
-                               strict=True):
-            _report(app.name, result, dry_run=dry_run)
-            failed |= not result.ok
+        futures = [pool.submit(sync_one, app, display) for app in selection.apps]
+        for future in as_completed(futures):  # each app's results as soon as it is done
+            result = future.result()
+            tally.add(result)
+            display.finish(result.app, report_lines(result, dry_run=dry_run),
+                           failed=tally.failed)
+    click.secho(tally.summary(time.monotonic() - began, dry_run=dry_run),
+                fg="red" if tally.failed else "green", err=True)
+    failed = bool(tally.failed)
     if origin and prune and not dry_run and not opts.get("app_names"):
         failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
     sys.exit(EXIT_ERROR if failed else 0)
@@ -131,13 +143,13 @@ def _origin(opts: dict[str, Any]) -> dict[str, str] | None:
     return {"repo": opts["repo"], "path": posixpath.normpath(opts["apps_dir"])}
 
 
-def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str]) -> None:
+def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str],
+                     display: SyncDisplay) -> None:
     fields = {**origin, "finalizers": list(app.finalizers)}
     try:
         store.update(app.name, lambda r: r.status.update({"appSource": fields}))
     except GitOpsRayError as e:
-        click.secho(f"warning: app {app.name}: origin not recorded: {e}", fg="yellow",
-                    err=True)
+        display.warn(f"warning: app {app.name}: origin not recorded: {e}")
 
 
 def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str]) -> bool:
@@ -154,26 +166,60 @@ def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str
     return ok
 
 
-def _record_failure(store: RecordStore, result: SyncResult) -> None:
+def _record_failure(store: RecordStore, result: SyncResult, display: SyncDisplay) -> None:
     try:
         save_failed_sync(store, result, result.message)
     except GitOpsRayError as e:  # the cluster is unreachable too: say so, keep the result
-        _warn_unrecorded(result.app, e)
+        display.warn(_unrecorded(result.app, e))
 
 
-def _warn_unrecorded(app: str, error: GitOpsRayError) -> None:
-    click.secho(f"warning: app {app}: sync not recorded: {error}", fg="yellow", err=True)
+def _unrecorded(app: str, error: GitOpsRayError) -> str:
+    return f"warning: app {app}: sync not recorded: {error}"
 
 
-def _report(name: str, result: SyncResult, *, dry_run: bool) -> None:
-    for res in result.resources:
-        click.echo(f"{name}\t{res.key}\t{res.action}"
-                   + (f"\t{res.message}" if res.message else ""))
+def report_lines(result: SyncResult, *, dry_run: bool) -> list[Line]:
+    """An app's results: a line per object (earlier waves' too), then the app's outcome."""
+    objects = [(str(r.get("key", "")), str(r.get("action", "")), str(r.get("message") or ""))
+               for r in result.earlier]
+    objects += [(str(r.key), r.action.value, r.message) for r in result.resources]
+    lines = [Line("\t".join([result.app, key, action] + ([message] if message else [])))
+             for key, action, message in objects]
     suffix = " (dry run)" if dry_run else ""
     phase = f"{result.phase} ({result.reason})" if result.reason else result.phase
-    click.secho(f"app {name}: {phase}{suffix} at {result.revision[:12]}"
-                + (f": {result.message}" if result.message else ""),
-                fg="green" if result.ok else "red", err=True)
+    lines.append(Line(f"app {result.app}: {phase}{suffix} at {result.revision[:12]}"
+                      + (f": {result.message}" if result.message else ""),
+                      "green" if result.ok else "red"))
+    return lines
+
+
+CHANGES = frozenset({ResourceAction.CREATED, ResourceAction.CONFIGURED,
+                     ResourceAction.PRUNED, ResourceAction.DELETING})
+"""What counts as a change for the summary (an app with none is "unchanged")."""
+
+
+@dataclass
+class Tally:
+    """How the apps of one ``sync`` went, for its summary line."""
+
+    synced: int = 0
+    failed: int = 0
+    unchanged: int = 0
+
+    def add(self, result: SyncResult) -> None:
+        actions = [r.action for r in result.resources] + [
+            str(r.get("action")) for r in result.earlier]
+        if not result.ok:
+            self.failed += 1
+        elif any(a in CHANGES for a in actions):
+            self.synced += 1
+        else:
+            self.unchanged += 1
+
+    def summary(self, elapsed: float, *, dry_run: bool) -> str:
+        total = self.synced + self.failed + self.unchanged
+        return (f"{total} app(s): {self.synced} synced, {self.failed} failed, "
+                f"{self.unchanged} unchanged in {elapsed:.1f}s"
+                + (" (dry run)" if dry_run else ""))
 
 
 # -- status -------------------------------------------------------------------------------
@@ -186,17 +232,9 @@ def _row(name: str, status: Status) -> dict[str, Any]:
             "revision": status.get("revision", ""),
             "error": status.get("error", ""),
             "warnings": status.get("renderWarnings", []),
-            "lastSync": _last_sync(status),
+            "lastSync": last_phase(status),
             "reason": (status.get("operation") or {}).get("reason", ""),
             "history": status.get("history", [])}
-
-
-def _last_sync(status: Status) -> str:
-    """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
-    running = status.get(OPERATION_STATE)
-    if isinstance(running, dict) and running.get("phase") == "Running":
-        return f"Running (wave {running.get('wave')})"
-    return str((status.get("operation") or {}).get("phase", ""))
 
 
 def _selected(opts: dict[str, Any]) -> bool:
@@ -241,12 +279,17 @@ def _save(store: RecordStore, name: str, fields: Status) -> Status:
 @click.option("--refresh", "refresh_now", is_flag=True,
               help="Compare with git and the cluster now (needs --repo/--apps or --local) "
                    "and record the result, instead of showing the last recorded state.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]),
-              default="table", show_default=True)
+@click.option("-o", "--output", type=click.Choice([o.value for o in Output]),
+              default=Output.TABLE.value, show_default=True,
+              help="wide: also the target revision, the last sync and why the app is in "
+                   "its state; json/yaml: the recorded rows, for programs.")
 @click.argument("apps", nargs=-1)
 def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
                    **opts: Any) -> None:
-    """List apps with their sync status, health and revision."""
+    """List apps like argocd app list: sync status, health, revision, policy, conditions.
+
+    On a terminal the table fits its width; piped, each app is one full line.
+    """
     names = tuple(apps) + tuple(opts.get("app_names") or ())
     if refresh_now:
         pipeline, store = build_pipeline(opts)
@@ -256,32 +299,33 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
         records = RecordStore(connect(opts), opts["control_namespace"]).list_apps()
         check_known(names, records)
         statuses = {n: r.status for n, r in records.items() if not names or n in names}
-    _print_status([_row(n, s) for n, s in sorted(statuses.items())], output)
+    _print_status(statuses, Output(output))
 
 
-def _print_status(rows: list[dict[str, Any]], output: str) -> None:
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
-    else:
-        table = Table(box=None, header_style="bold")
-        for column in ("NAME", "SYNC STATUS", "HEALTH STATUS", "REVISION", "LAST SYNC"):
-            table.add_column(column)
-        for row in rows:
-            health = row["health"] + (" (rollout pending)" if row["rolloutPending"] else "")
-            table.add_row(row["name"], row["sync"], health, row["revision"][:12],
-                          row["error"] or _with_warnings(row))
-        Console(width=200).print(table)
-        for row in rows:  # KubeRay rolls no Pods on a template change unless told to
-            for pending in row["rolloutPending"]:
-                click.echo(f"{row['name']}: rollout pending: {pending}")
+def _print_status(statuses: dict[str, Status], output: Output) -> None:
+    if output in (Output.JSON, Output.YAML):
+        rows = [_row(n, s) for n, s in sorted(statuses.items())]
+        click.echo(json.dumps(rows, indent=2) if output == Output.JSON
+                   else yaml.safe_dump(rows, sort_keys=False), nl=output == Output.JSON)
+        return
+    width = _terminal_width()
+    wide = output == Output.WIDE
+    for line in table(statuses, wide=wide, width=width, now=time.time()):
+        click.echo(line)
+    if not wide:  # wide says it in MESSAGE; KubeRay rolls no Pods on a template change
+        for name, status in sorted(statuses.items()):
+            for pending in status.get("rolloutPending") or ():
+                _echo_note(f"{name}: rollout pending: {pending}", width)
 
 
-def _with_warnings(row: dict[str, Any]) -> str:
-    count = len(row["warnings"])
-    last = f"{row['lastSync']} ({row['reason']})" if row["reason"] else str(row["lastSync"])
-    return f"{last} ({count} render warning(s): -o yaml)" if count else last
+def _terminal_width() -> int | None:
+    """The width of stdout if it is a terminal (``$COLUMNS`` first), else None: no fitting."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def _echo_note(text: str, width: int | None) -> None:
+    for line in textwrap.wrap(text, width, subsequent_indent="  ") if width else [text]:
+        click.echo(line)
 
 
 # -- wait ---------------------------------------------------------------------------------

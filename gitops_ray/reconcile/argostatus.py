@@ -296,9 +296,13 @@ def _resource(row: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v != "" or k in ("group", "namespace")}
 
 
-def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
-                now: float) -> list[dict[str, Any]]:
-    """Conditions now, keeping ``lastTransitionTime`` of those that were already there."""
+def app_conditions(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The app's conditions as ``(type, message)``, as Argo CD would have them.
+
+    The comparison's own, plus the recorded error (``ComparisonError``, or
+    ``InvalidSpecError`` for a configuration error) and a ``SyncError`` for a failed last
+    sync. Also what ``gitops-ray status`` summarises, so both tell the same story.
+    """
     wanted = [(str(c.get("type")), str(c.get("message"))) for c in record.get("conditions") or ()]
     error = str(record.get("error") or "")
     if error:
@@ -310,6 +314,13 @@ def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
         revision = str(last.get("revision") or "")[:7]
         wanted.append((ConditionType.SYNC.value, f"Failed sync attempt to {revision}: "
                        f"{last.get('message') or 'one or more objects failed to apply'}"))
+    return wanted
+
+
+def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
+                now: float) -> list[dict[str, Any]]:
+    """Conditions now, keeping ``lastTransitionTime`` of those that were already there."""
+    wanted = app_conditions(record)
     since = {(str(c.get("type")), str(c.get("message"))): c.get("lastTransitionTime")
              for c in old if isinstance(c, Mapping)}
     return [{"type": t, "message": m[:MAX_MESSAGE],

@@ -52,7 +52,13 @@ from gitops_ray.reconcile.project import (
 )
 from gitops_ray.reconcile.status import save_failed_sync, save_operation, save_status
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.engine import ResourceResult, Syncer, SyncRequest, SyncResult
+from gitops_ray.sync.engine import (
+    ResourceResult,
+    Syncer,
+    SyncProgress,
+    SyncRequest,
+    SyncResult,
+)
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.types import ResourceAction, ResourceKey
@@ -87,11 +93,13 @@ class Reconciler:
              prune: bool = False, dry_run: bool = False,
              only: frozenset[ResourceKey] | None = None,
              before: Comparison | None = None,
-             resume: OperationState | None = None) -> SyncOutcome:
+             resume: OperationState | None = None,
+             progress: SyncProgress | None = None) -> SyncOutcome:
         """Sync one app (``only``: just these resources, as self-heal does).
 
         ``resume``: run the next step of a sync that waited for a wave; its revision,
-        prune flag and selection win over the arguments.
+        prune flag and selection win over the arguments. ``progress`` hears each object
+        as it is applied or pruned (the CLI's display).
         """
         if resume is not None:
             revision, prune, only = resume.revision, resume.prune, resume.only
@@ -103,7 +111,7 @@ class Reconciler:
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
                               out_of_sync=before.out_of_sync, resume=resume,
-                              protected=_protection(before.project))
+                              protected=_protection(before.project), progress=progress)
         result = self._sync(request)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
@@ -160,7 +168,8 @@ class Reconciler:
     def sync_until_done(self, app: Application, *, timeout: float, poll: float,
                         revision: str | None = None, local: Path | None = None,
                         prune: bool = False, dry_run: bool = False,
-                        sleep: Callable[[float], None] = time.sleep) -> SyncOutcome:
+                        sleep: Callable[[float], None] = time.sleep,
+                        progress: SyncProgress | None = None) -> SyncOutcome:
         """Sync, and while a wave is not healthy, poll and continue, up to ``timeout``.
 
         For ``gitops-ray sync``: a one-shot command may hold its thread, the controller
@@ -169,12 +178,14 @@ class Reconciler:
         controller to pick up unannounced.
         """
         deadline = time.monotonic() + timeout
-        outcome = self.sync(app, revision=revision, local=local, prune=prune, dry_run=dry_run)
+        outcome = self.sync(app, revision=revision, local=local, prune=prune, dry_run=dry_run,
+                            progress=progress)
         while outcome.result.running:
             if time.monotonic() >= deadline:
                 return self._give_up(outcome, timeout)
             sleep(poll)
-            outcome = self.sync(app, local=local, resume=outcome.result.continuation())
+            outcome = self.sync(app, local=local, resume=outcome.result.continuation(),
+                                progress=progress)
         return outcome
 
     def _give_up(self, outcome: SyncOutcome, timeout: float) -> SyncOutcome:

@@ -25,6 +25,11 @@ health of the wave just applied; if it is not healthy yet the step ends ``Runnin
 that wave, and the next step (``SyncRequest.resume``) starts by re-checking it rather than
 re-applying it. Pruning runs only once every wave is applied, as Argo CD's ``PruneLast``.
 
+**Progress** (:class:`SyncProgress`): a one-shot ``gitops-ray sync`` of many objects shows
+how far each app got, so a request may carry a watcher that hears how many objects a step
+will handle and each one as it is done. It is told, never asked: it cannot change the
+sync, and the controller passes none.
+
 **A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
 failure, whichever step it happens in, is returned as a ``Failed`` result with a
 :class:`~gitops_ray.sync.reasons.Reason`, so it is recorded as an operation and
@@ -87,6 +92,19 @@ class IgnoreRules(Protocol):
     """What sync needs from the diff stage's compiled ignore rules."""
 
     def ignored_paths(self, obj: Manifest, *, live: Manifest | None = None) -> list[Path]: ...
+
+
+class SyncProgress(Protocol):
+    """Hears a sync step as it goes (the CLI's progress display); see the module docstring.
+
+    Called from the syncing thread; it must be quick and must not raise.
+    """
+
+    def planned(self, count: int) -> None:
+        """Say that the step will apply or examine for pruning ``count`` more objects."""
+
+    def done(self, key: ResourceKey, action: ResourceAction) -> None:
+        """One object was applied or examined for pruning, with what happened to it."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +204,8 @@ class SyncRequest:
     resume: OperationState | None = None  # continue a sync that waited for a wave
     protected: Callable[[ResourceKey], str] | None = None
     """Why an object may not be pruned (``""``: it may), e.g. its AppProject forbids it."""
+    progress: SyncProgress | None = field(default=None, compare=False)
+    """Told as objects are applied and pruned (the CLI's display); the controller has none."""
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -230,6 +250,8 @@ class Syncer:
             return
         with failing_as(Reason.INVENTORY_FAILED):
             record = self.store.load(app.name)
+        if request.progress is not None:
+            request.progress.planned(self._planned(request, objs, record))
         if request.resume is not None:
             result.started_at = request.resume.started_at
             result.earlier = [dict(r) for r in request.resume.resources]
@@ -246,6 +268,15 @@ class Syncer:
         if not request.dry_run:
             with failing_as(Reason.INVENTORY_FAILED):
                 self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
+
+    def _planned(self, request: SyncRequest, objs: list[Manifest], record: AppRecord) -> int:
+        """How many objects this step applies (waves not applied yet) or examines to prune."""
+        resumed = request.resume.wave if request.resume is not None else None
+        applied = sum(1 for number, members in waves(objs)
+                      if resumed is None or number > resumed
+                      for obj in members if not self._skipped(request, ResourceKey.of(obj)))
+        wanted = {ResourceKey.of(o) for o in objs}
+        return applied + sum(1 for e in record.inventory if e.key not in wanted)
 
     # -- waves -----------------------------------------------------------------------
 
@@ -302,11 +333,12 @@ class Syncer:
             if self._skipped(request, key):
                 continue
             try:
-                result.resources.append(self._apply(request, obj, rules))
+                result.resources.append(_told(request, self._apply(request, obj, rules)))
             except LeaseExpired:
                 raise  # not leading any more: stop now, record nothing (kube.fence)
             except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
-                result.resources.append(ResourceResult(key, ResourceAction.FAILED, str(e)))
+                result.resources.append(
+                    _told(request, ResourceResult(key, ResourceAction.FAILED, str(e))))
                 if not request.dry_run:
                     post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
                 result.fail(f"{key}: {e}", Reason.APPLY_FAILED, cause=e)
@@ -397,7 +429,7 @@ class Syncer:
         stale = [e for e in record.inventory if e.key not in wanted]
         kept: list[InventoryEntry] = []
         for entry in prune_order([_stub(e) for e in stale]):
-            outcome = self._prune_one(request, InventoryEntry.of(entry))
+            outcome = _told(request, self._prune_one(request, InventoryEntry.of(entry)))
             if outcome.action in KEPT_IN_INVENTORY:
                 kept.append(InventoryEntry.of(entry))
             if outcome.action != ResourceAction.GONE:
@@ -490,6 +522,13 @@ def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
 def is_deleting(obj: Manifest) -> bool:
     """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _told(request: SyncRequest, outcome: ResourceResult) -> ResourceResult:
+    """``outcome``, after telling the request's progress watcher about it (if any)."""
+    if request.progress is not None:
+        request.progress.done(outcome.key, outcome.action)
+    return outcome
 
 
 def _said(health: Health) -> str:

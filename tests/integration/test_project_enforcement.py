@@ -165,7 +165,7 @@ def test_the_cli_enforces_projects_with_argocd_namespace(
     diff = cli("diff", *args, "--argocd-namespace", env.namespace)
     assert diff.exit_code == 2 and forbidden in diff.stderr
     sync = cli("sync", *args, "--argocd-namespace", env.namespace)
-    assert sync.exit_code == 2 and forbidden in sync.stderr and "ProjectForbidden" in sync.stderr
+    assert sync.exit_code == 2 and forbidden in sync.stdout and "ProjectForbidden" in sync.stdout
     assert env.kube.get("v1", "ConfigMap", name="a", namespace=env.namespace) is None
     free = cli("sync", *args)  # without the flag: no project rules
     assert free.exit_code == 0, free.output
