@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -81,6 +82,7 @@ from gitops_ray.reconcile.autosync import (
     operation_fields,
     source_key,
 )
+from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
 from gitops_ray.reconcile.status import status_of
@@ -93,12 +95,20 @@ from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
+from gitops_ray.sync.history import revise_newest
 from gitops_ray.sync.operation import OPERATION_STATE, OperationState
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
-from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncStatus
+from gitops_ray.types import (
+    ConditionType,
+    Manifest,
+    OperationPhase,
+    ResourceAction,
+    ResourceKey,
+    SyncStatus,
+)
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
@@ -168,6 +178,8 @@ class Controller:
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
         self._op_attempts: dict[str, int] = {}  # requested operations retried so far
         self._after_operation: set[str] = set()  # refresh once more after an operation
+        self._pauses: dict[str, Pause] = {}  # automated sync paused (a rollback), by app
+        self._seen_pauses: dict[str, Pause | None] = {}  # in the last record event, by app
 
     # -- leadership ------------------------------------------------------------------
 
@@ -228,9 +240,32 @@ class Controller:
     # -- triggers --------------------------------------------------------------------
 
     def app_for_event(self, obj: Manifest) -> str | None:
-        """The managed app a watch event is about, or ``None``."""
-        app = app_of_event(obj)
+        """The managed app a watch event is about, or ``None``.
+
+        Besides objects the app manages: its record, when the pause of automated sync in
+        it changed (a rollback set it, ``gitops-ray resume`` removed it), so a pause and
+        a resume take effect at once rather than at the next poll.
+        """
+        app = app_of_event(obj) or self._pause_changed(obj)
         return app if app is not None and self.catalog.get(app) is not None else None
+
+    def _pause_changed(self, obj: Manifest) -> str | None:
+        """The app of a record whose pause differs from the last record event's."""
+        meta, data = obj.get("metadata") or {}, obj.get("data") or {}
+        name = str(data.get("app") or "")
+        if obj.get("kind") != "ConfigMap" or meta.get("namespace") != self.store.namespace \
+                or not name or meta.get("name") != record_name(name):
+            return None
+        text = str(data.get("status") or "")
+        if PAUSE_KEY not in text and self._seen_pauses.get(name) is None:
+            return None
+        try:
+            pause = Pause.of(json.loads(text)) if PAUSE_KEY in text else None
+        except ValueError:
+            pause = None
+        changed = pause != self._seen_pauses.get(name)
+        self._seen_pauses[name] = pause
+        return name if changed else None
 
     # -- one refresh -----------------------------------------------------------------
 
@@ -307,10 +342,12 @@ class Controller:
         requested = self._argocd.operation(app.name) if self._argocd else None
         if requested is not None:
             return self._operate(app, comparison, requested, log)
+        self._observe_pause(app.name)
         decision = self._decide(app, observed)
         if decision.action is Action.SYNC:
             return self._sync(app, comparison, observed, decision, log)
-        if decision.action is Action.WAIT:
+        if decision.action is Action.WAIT or (decision.action is Action.PAUSED
+                                              and decision.wait > 0):
             log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
             self._requeue(app.name, decision.wait)
         self._save(app.name, status_of(comparison), decision)
@@ -318,7 +355,31 @@ class Controller:
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
         return decide(app.sync_policy, observed, self._last_ops.get(app.name),
-                      now=self._clock(), settings=self.autosync)
+                      now=self._clock(), settings=self.autosync,
+                      pause=self._pauses.get(app.name))
+
+    def _observe_pause(self, name: str) -> None:
+        """Read the app's pause from its record (watch cache); end it once its time is up.
+
+        While a pause is (or was) recorded, the last operation is taken from the record
+        too when it is newer than the one in memory: the rollback was recorded by another
+        process (the CLI), and once the pause ends auto-sync must compare git's revision
+        with the rollback's, not with this controller's last sync.
+        """
+        status = self.store.load(name).status
+        pause = Pause.of(status)
+        if pause is None and name not in self._pauses:
+            return
+        recorded, known = LastOperation.from_status(status), self._last_ops.get(name)
+        if recorded is not None and (known is None or recorded.finished_at > known.finished_at):
+            self._last_ops[name] = recorded
+        if pause is not None and not pause.active(self._clock()):
+            self._update(name, lambda r: r.status.pop(PAUSE_KEY, None))
+            pause = None
+        if pause is None:
+            self._pauses.pop(name, None)
+        else:
+            self._pauses[name] = pause
 
     def _publish(self, name: str, comparison: Comparison) -> None:
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
@@ -374,10 +435,11 @@ class Controller:
     def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
                           running: bool = False) -> None:
         def change(record: AppRecord) -> None:
-            finished = (record.status.get("operation"), *record.status.get("history", [])[:1])
-            for op in (record.status.get(OPERATION_STATE),) if running else finished:
-                if isinstance(op, dict):
-                    op.update(fields)
+            running_op = record.status.get(OPERATION_STATE)
+            if running and isinstance(running_op, dict):
+                running_op.update(fields)
+            elif not running:  # may make it a deployment, or not one (sync.history)
+                revise_newest(record.status, fields)
             record.status["autoSync"] = _auto_sync_status(decision)
 
         self._update(name, change)
@@ -580,6 +642,7 @@ class Controller:
                 self._written.pop(app.name, None)
                 self._last_ops.pop(app.name, None)
                 self._statuses.pop(app.name, None)
+                self._pauses.pop(app.name, None)
                 if self._argocd is not None:
                     self._argocd.release(app)
                 return
@@ -591,6 +654,9 @@ class Controller:
     def _save(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
         """Write the status record if what it says changed."""
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
+        if decision.action is Action.PAUSED:  # Argo CD shows it as a condition too
+            fields["conditions"] = [*fields.get("conditions", []), {
+                "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
         if self._written.get(name) == fingerprint(fields):
             return
         self._update(name, lambda r: r.status.update(fields))
