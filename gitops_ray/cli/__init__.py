@@ -40,9 +40,9 @@ def main(**global_flags: Any) -> None:
 
 
 def _register() -> None:
-    from gitops_ray.cli import delete, diff, render, run, sync
+    from gitops_ray.cli import delete, diff, history, render, run, sync
 
-    for module in (render, diff, sync, delete, run):
+    for module in (render, diff, sync, history, delete, run):
         for command in module.COMMANDS:
             name_envvars(command)
             main.add_command(command)
