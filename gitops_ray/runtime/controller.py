@@ -142,6 +142,32 @@ def app_of_event(obj: Manifest) -> str | None:
     return parsed.app
 
 
+def record_app(obj: Manifest, namespace: str) -> str | None:
+    """The app whose record ConfigMap ``obj`` is (in the control ``namespace``), or ``None``."""
+    meta, data = obj.get("metadata") or {}, obj.get("data") or {}
+    name = str(data.get("app") or "")
+    if obj.get("kind") != "ConfigMap" or meta.get("namespace") != namespace or not name \
+            or meta.get("name") != record_name(name):
+        return None
+    return name
+
+
+def record_pause(obj: Manifest, *, quick: bool = False) -> Pause | None:
+    """The pause in a record ConfigMap (``quick``: only decoded if the text names one).
+
+    Every status write of every app is a record event: most carry no pause, and the
+    substring test saves decoding their status.
+    """
+    text = str((obj.get("data") or {}).get("status") or "")
+    if quick and PAUSE_KEY not in text:
+        return None
+    try:
+        status = json.loads(text or "{}")
+    except ValueError:
+        return None
+    return Pause.of(status) if isinstance(status, dict) else None
+
+
 class Controller:
     """Refreshes apps; syncs and records only while leading."""
 
@@ -251,21 +277,14 @@ class Controller:
 
     def _pause_changed(self, obj: Manifest) -> str | None:
         """The app of a record whose pause differs from the last record event's."""
-        meta, data = obj.get("metadata") or {}, obj.get("data") or {}
-        name = str(data.get("app") or "")
-        if obj.get("kind") != "ConfigMap" or meta.get("namespace") != self.store.namespace \
-                or not name or meta.get("name") != record_name(name):
+        app = record_app(obj, self.store.namespace)
+        if app is None:
             return None
-        text = str(data.get("status") or "")
-        if PAUSE_KEY not in text and self._seen_pauses.get(name) is None:
-            return None
-        try:
-            pause = Pause.of(json.loads(text)) if PAUSE_KEY in text else None
-        except ValueError:
-            pause = None
-        changed = pause != self._seen_pauses.get(name)
-        self._seen_pauses[name] = pause
-        return name if changed else None
+        pause = record_pause(obj) if self._seen_pauses.get(app) is not None else \
+            record_pause(obj, quick=True)
+        changed = pause != self._seen_pauses.get(app)
+        self._seen_pauses[app] = pause
+        return app if changed else None
 
     # -- one refresh -----------------------------------------------------------------
 
