@@ -152,8 +152,8 @@ def record_app(obj: Manifest, namespace: str) -> str | None:
     return name
 
 
-def record_pause(obj: Manifest, *, quick: bool = False) -> Pause | None:
-    """The pause in a record ConfigMap (``quick``: only decoded if the text names one).
+def record_status(obj: Manifest, *, quick: bool = False) -> dict[str, Any] | None:
+    """The status in a record ConfigMap (``quick``: ``None`` unless it names a pause).
 
     Every status write of every app is a record event: most carry no pause, and the
     substring test saves decoding their status.
@@ -165,7 +165,13 @@ def record_pause(obj: Manifest, *, quick: bool = False) -> Pause | None:
         status = json.loads(text or "{}")
     except ValueError:
         return None
-    return Pause.of(status) if isinstance(status, dict) else None
+    return status if isinstance(status, dict) else None
+
+
+def record_pause(obj: Manifest) -> Pause | None:
+    """The pause of automated sync in a record ConfigMap, if any."""
+    status = record_status(obj)
+    return Pause.of(status) if status is not None else None
 
 
 class Controller:
@@ -276,15 +282,22 @@ class Controller:
         return app if app is not None and self.catalog.get(app) is not None else None
 
     def _pause_changed(self, obj: Manifest) -> str | None:
-        """The app of a record whose pause differs from the last record event's."""
+        """The app of a record whose pause differs from the last record event's.
+
+        Also, on the leader, of a paused app's record that someone else wrote (the
+        rollback records its sync after its pause): its status is compared and written
+        again, so it goes on saying what git's revision is and that the app is paused.
+        """
         app = record_app(obj, self.store.namespace)
         if app is None:
             return None
-        pause = record_pause(obj) if self._seen_pauses.get(app) is not None else \
-            record_pause(obj, quick=True)
-        changed = pause != self._seen_pauses.get(app)
+        seen = self._seen_pauses.get(app)
+        status = record_status(obj, quick=seen is None)
+        pause = Pause.of(status) if status is not None else None
         self._seen_pauses[app] = pause
-        return app if changed else None
+        foreign = pause is not None and status is not None and self._leading \
+            and fingerprint(status) != self._written.get(app)
+        return app if pause != seen or foreign else None
 
     # -- one refresh -----------------------------------------------------------------
 
@@ -383,12 +396,16 @@ class Controller:
         While a pause is (or was) recorded, the last operation is taken from the record
         too when it is newer than the one in memory: the rollback was recorded by another
         process (the CLI), and once the pause ends auto-sync must compare git's revision
-        with the rollback's, not with this controller's last sync.
+        with the rollback's, not with this controller's last sync. For the same reason
+        the status this controller last wrote is forgotten when the record says
+        otherwise, so the paused comparison is written even if it equals that one.
         """
         status = self.store.load(name).status
         pause = Pause.of(status)
         if pause is None and name not in self._pauses:
             return
+        if fingerprint(status) != self._written.get(name):  # the rollback wrote it
+            self._written.pop(name, None)  # so the paused status is written over it
         recorded, known = LastOperation.from_status(status), self._last_ops.get(name)
         if recorded is not None and (known is None or recorded.finished_at > known.finished_at):
             self._last_ops[name] = recorded
