@@ -44,8 +44,7 @@ class Pause:
     @property
     def message(self) -> str:
         """``automated sync paused until … (rollback to #ID)``: status, condition, Event."""
-        until = human_time(self.until) if self.until is not None else "resumed " \
-            "(gitops-ray resume)"
+        until = human_time(self.until) if self.until is not None else "resumed"
         why = f" (rollback to #{self.rollback_id})" if self.rollback_id is not None else ""
         return f"automated sync paused until {until}{why}"
 

@@ -43,6 +43,14 @@ objects with it when the Application carried Argo CD's resources finalizer, else
 orphaned; its record goes either way (:mod:`gitops_ray.sync.teardown`). A deletion that
 failed is retried; an app that comes back before its turn is simply refreshed.
 
+**A rollback's pause** (:mod:`gitops_ray.reconcile.pause`): ``gitops-ray rollback``
+records a pause of automated sync in the app's record before it syncs the old revision.
+Each pass reads it from the watch cache and auto-sync stays off while it lasts (status
+``autoSync: paused`` and an ``AutoSyncPaused`` condition); a pass after its end removes
+it. A record event whose pause changed (set, resumed) refreshes the app at once, as does
+one that another writer made to a paused app's record, so the status always shows git's
+revision and the pause, not the rollback's own comparison.
+
 Followers compare too, so their render and dry-run caches are warm when they take over,
 but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
 a running write to finish before it returns, so the lease is not given up mid-sync.

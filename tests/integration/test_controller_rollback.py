@@ -49,8 +49,9 @@ def test_rollback_pauses_auto_sync_until_resumed_then_git_wins_again(
     # The controller compares git's revision with the rolled-back cluster and holds off.
     status = eventually(lambda: _paused_at(ctl, second), message="the pause seen")
     assert status["sync"] == "OutOfSync"
-    assert {"type": "AutoSyncPaused", "message": "automated sync paused until resumed "
-            "(gitops-ray resume) (rollback to #0)"} in status["conditions"]
+    assert {"type": "AutoSyncPaused",
+            "message": "automated sync paused until resumed (rollback to #0)"} \
+        in status["conditions"]
 
     # A pass that would have synced a new commit (auto-sync) does not.
     third = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.54.0")}, "ray 2.54")
