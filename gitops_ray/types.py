@@ -68,6 +68,10 @@ class ConditionType(StrEnum):
     SHARED_RESOURCE = "SharedResourceWarning"
     ORPHANED_RESOURCE = "OrphanedResourceWarning"
     REPEATED_RESOURCE = "RepeatedResourceWarning"
+    AUTO_SYNC_PAUSED = "AutoSyncPaused"
+    """gitops-ray's own: a rollback paused automated sync (Argo CD refuses such a
+    rollback instead). Argo CD's UI shows a type ending neither in Error nor in Warning
+    as information."""
 
     @property
     def is_error(self) -> bool:

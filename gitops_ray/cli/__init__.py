@@ -40,9 +40,9 @@ def main(**global_flags: Any) -> None:
 
 
 def _register() -> None:
-    from gitops_ray.cli import delete, diff, get, render, restart, run, sync
+    from gitops_ray.cli import delete, diff, get, history, render, restart, run, sync
 
-    for module in (render, diff, sync, get, delete, restart, run):
+    for module in (render, diff, sync, get, history, delete, restart, run):
         for command in module.COMMANDS:
             name_envvars(command)
             main.add_command(command)

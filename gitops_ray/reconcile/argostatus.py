@@ -32,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.render.apps import Application
+from gitops_ray.sync.history import entry_id, is_deployment
 from gitops_ray.types import ConditionType, OperationPhase, ResourceAction, ResourceKey
 
 MANAGED_ANNOTATION = "gitops-ray.io/managed"
@@ -404,20 +405,25 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
             deployed: float | None = None) -> list[dict[str, Any]]:
     """``status.history``: one entry per successful sync of the whole app, newest last.
 
-    Dry runs and partial syncs (``sync.resources``) add none. As Argo CD: ids increase
-    by one, the oldest entries go beyond ``limit``. An operation is added once:
-    ``deployed`` is the ``startedAt`` of the last one added by this process; without it
-    (after a restart) an entry equal in :data:`_SAME_DEPLOY` is taken to be the
-    operation's own.
+    Dry runs and partial syncs (``sync.resources``) add none. The id is the one the
+    record gave the deployment (:mod:`gitops_ray.sync.history`), so ``argocd app
+    rollback APP ID`` and ``gitops-ray rollback APP ID`` name the same deployment; an
+    operation recorded before ids (or an id not above the Application's newest, from a
+    record that was re-created) gets the next one, as Argo CD numbers. The oldest
+    entries go beyond ``limit``. An operation is added once: ``deployed`` is the
+    ``startedAt`` of the last one added by this process; without it (after a restart)
+    an entry equal in :data:`_SAME_DEPLOY` is taken to be the operation's own.
     """
     entries = [dict(e) for e in old if isinstance(e, Mapping)]
     op = record.get("operation")
-    if not _deployed(op):
+    if not is_deployment(op):
         return entries[-limit:] if limit else []
     assert isinstance(op, Mapping)
     requested = op.get("argocdOperation") or {}
     source = (requested.get("sync") or {}).get("source") or spec.get("source") or {}
-    entry = {"id": max((int(e.get("id") or 0) for e in entries), default=-1) + 1,
+    newest = max((int(e.get("id") or 0) for e in entries), default=-1)
+    recorded = entry_id(op)
+    entry = {"id": recorded if recorded is not None and recorded > newest else newest + 1,
              "revision": str(op.get("revision") or ""),
              "deployStartedAt": timestamp(float(op["startedAt"])),
              "deployedAt": timestamp(float(op.get("finishedAt") or op["startedAt"])),
@@ -439,18 +445,3 @@ def _initiator(requested: Mapping[str, Any]) -> dict[str, Any]:
 
 _SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
 """An entry with these equal is the same operation (times are whole seconds, as Argo's)."""
-
-
-def _deployed(op: object) -> bool:
-    """A successful sync of the whole app, not a dry run: a deployment for the history.
-
-    Argo CD records no partial sync (``controller/sync.go``: ``len(syncOp.Resources) == 0``).
-    """
-    return (isinstance(op, Mapping) and op.get("phase") == OperationPhase.SUCCEEDED
-            and bool(op.get("startedAt")) and not op.get("dryRun") and not _partial(op))
-
-
-def _partial(op: Mapping[str, Any]) -> bool:
-    requested = op.get("argocdOperation")
-    sync = requested.get("sync") if isinstance(requested, Mapping) else None
-    return isinstance(sync, Mapping) and bool(sync.get("resources"))

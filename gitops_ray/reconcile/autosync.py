@@ -30,6 +30,9 @@ Where Argo CD was not a fit we chose, and say so:
   Argo CD (which stops after a failed operation to the same revision).
 * A last operation that does not record its source spec (a ``gitops-ray sync`` from the
   command line) counts as being for the current spec.
+* **A rollback pauses automation** (:mod:`gitops_ray.reconcile.pause`) where Argo CD
+  refuses the rollback: while the pause is active the app is ``PAUSED`` (no sync, no
+  self-heal, no retry), whatever its sync status.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from gitops_ray.reconcile.pause import Pause
 from gitops_ray.render.apps import Application, SyncPolicy
 from gitops_ray.types import OperationPhase, ResourceKey, SyncStatus
 
@@ -133,6 +137,7 @@ class Action(StrEnum):
     SYNC = "sync"  # sync now (all resources, or ``only`` for self-heal)
     WAIT = "wait"  # in backoff: refresh again after ``wait`` seconds
     BLOCKED = "blocked"  # will not sync until the revision or source spec changes
+    PAUSED = "paused"  # a rollback paused automation: refresh again when it ends (``wait``)
 
 
 @dataclass(frozen=True)
@@ -166,8 +171,11 @@ def source_key(app: Application, shapes: str = "") -> str:
 
 
 def decide(policy: SyncPolicy, observed: Observed, last: LastOperation | None, *,
-           now: float, settings: AutoSyncSettings = AutoSyncSettings()) -> Decision:
+           now: float, settings: AutoSyncSettings = AutoSyncSettings(),
+           pause: Pause | None = None) -> Decision:
     """Decide whether a refresh that observed ``observed`` should sync (see module doc)."""
+    if policy.automated and pause is not None and pause.active(now):
+        return Decision(Action.PAUSED, pause.message, wait=pause.remaining(now))
     skip = _precondition(policy, observed)
     if skip is not None:
         return skip

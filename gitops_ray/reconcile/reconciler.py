@@ -113,6 +113,7 @@ class Reconciler:
                               out_of_sync=before.out_of_sync, resume=resume,
                               protected=_protection(before.project), progress=progress)
         result = self._sync(request)
+        result.subject = self.subject(app, result.revision, local=local)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
         if dry_run:
@@ -121,6 +122,16 @@ class Reconciler:
         unrecorded = self._record(result, after)
         return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
                            unrecorded)
+
+    def subject(self, app: Application, revision: str, *, local: Path | None = None) -> str:
+        """The commit subject of ``revision`` for the history ("" for a local render).
+
+        Read once per commit from the local mirror the render came from, so the history
+        never needs git to be shown.
+        """
+        if local is not None or not revision:
+            return ""
+        return self.pipeline.source.subject(app.source.repo_url, revision)
 
     def _refused(self, before: Comparison, result: SyncResult, *, dry_run: bool
                  ) -> SyncOutcome:

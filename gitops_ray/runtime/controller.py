@@ -43,6 +43,14 @@ objects with it when the Application carried Argo CD's resources finalizer, else
 orphaned; its record goes either way (:mod:`gitops_ray.sync.teardown`). A deletion that
 failed is retried; an app that comes back before its turn is simply refreshed.
 
+**A rollback's pause** (:mod:`gitops_ray.reconcile.pause`): ``gitops-ray rollback``
+records a pause of automated sync in the app's record before it syncs the old revision.
+Each pass reads it from the watch cache and auto-sync stays off while it lasts (status
+``autoSync: paused`` and an ``AutoSyncPaused`` condition); a pass after its end removes
+it. A record event whose pause changed (set, resumed) refreshes the app at once, as does
+one that another writer made to a paused app's record, so the status always shows git's
+revision and the pause, not the rollback's own comparison.
+
 Followers compare too, so their render and dry-run caches are warm when they take over,
 but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
 a running write to finish before it returns, so the lease is not given up mid-sync.
@@ -58,6 +66,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -81,6 +90,7 @@ from gitops_ray.reconcile.autosync import (
     operation_fields,
     source_key,
 )
+from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
 from gitops_ray.reconcile.status import status_of
@@ -93,12 +103,20 @@ from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
+from gitops_ray.sync.history import revise_newest
 from gitops_ray.sync.operation import OPERATION_STATE, OperationState
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord, push_history, record_name
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
-from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncStatus
+from gitops_ray.types import (
+    ConditionType,
+    Manifest,
+    OperationPhase,
+    ResourceAction,
+    ResourceKey,
+    SyncStatus,
+)
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
@@ -130,6 +148,38 @@ def app_of_event(obj: Manifest) -> str | None:
     if parsed is None or parsed.key.name != ResourceKey.of(obj).name:
         return None
     return parsed.app
+
+
+def record_app(obj: Manifest, namespace: str) -> str | None:
+    """The app whose record ConfigMap ``obj`` is (in the control ``namespace``), or ``None``."""
+    meta, data = obj.get("metadata") or {}, obj.get("data") or {}
+    name = str(data.get("app") or "")
+    if obj.get("kind") != "ConfigMap" or meta.get("namespace") != namespace or not name \
+            or meta.get("name") != record_name(name):
+        return None
+    return name
+
+
+def record_status(obj: Manifest, *, quick: bool = False) -> dict[str, Any] | None:
+    """The status in a record ConfigMap (``quick``: ``None`` unless it names a pause).
+
+    Every status write of every app is a record event: most carry no pause, and the
+    substring test saves decoding their status.
+    """
+    text = str((obj.get("data") or {}).get("status") or "")
+    if quick and PAUSE_KEY not in text:
+        return None
+    try:
+        status = json.loads(text or "{}")
+    except ValueError:
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def record_pause(obj: Manifest) -> Pause | None:
+    """The pause of automated sync in a record ConfigMap, if any."""
+    status = record_status(obj)
+    return Pause.of(status) if status is not None else None
 
 
 class Controller:
@@ -168,6 +218,8 @@ class Controller:
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
         self._op_attempts: dict[str, int] = {}  # requested operations retried so far
         self._after_operation: set[str] = set()  # refresh once more after an operation
+        self._pauses: dict[str, Pause] = {}  # automated sync paused (a rollback), by app
+        self._seen_pauses: dict[str, Pause | None] = {}  # in the last record event, by app
 
     # -- leadership ------------------------------------------------------------------
 
@@ -228,9 +280,32 @@ class Controller:
     # -- triggers --------------------------------------------------------------------
 
     def app_for_event(self, obj: Manifest) -> str | None:
-        """The managed app a watch event is about, or ``None``."""
-        app = app_of_event(obj)
+        """The managed app a watch event is about, or ``None``.
+
+        Besides objects the app manages: its record, when the pause of automated sync in
+        it changed (a rollback set it, ``gitops-ray resume`` removed it), so a pause and
+        a resume take effect at once rather than at the next poll.
+        """
+        app = app_of_event(obj) or self._pause_changed(obj)
         return app if app is not None and self.catalog.get(app) is not None else None
+
+    def _pause_changed(self, obj: Manifest) -> str | None:
+        """The app of a record whose pause differs from the last record event's.
+
+        Also, on the leader, of a paused app's record that someone else wrote (the
+        rollback records its sync after its pause): its status is compared and written
+        again, so it goes on saying what git's revision is and that the app is paused.
+        """
+        app = record_app(obj, self.store.namespace)
+        if app is None:
+            return None
+        seen = self._seen_pauses.get(app)
+        status = record_status(obj, quick=seen is None)
+        pause = Pause.of(status) if status is not None else None
+        self._seen_pauses[app] = pause
+        foreign = pause is not None and status is not None and self._leading \
+            and fingerprint(status) != self._written.get(app)
+        return app if pause != seen or foreign else None
 
     # -- one refresh -----------------------------------------------------------------
 
@@ -307,10 +382,12 @@ class Controller:
         requested = self._argocd.operation(app.name) if self._argocd else None
         if requested is not None:
             return self._operate(app, comparison, requested, log)
+        self._observe_pause(app.name)
         decision = self._decide(app, observed)
         if decision.action is Action.SYNC:
             return self._sync(app, comparison, observed, decision, log)
-        if decision.action is Action.WAIT:
+        if decision.action is Action.WAIT or (decision.action is Action.PAUSED
+                                              and decision.wait > 0):
             log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
             self._requeue(app.name, decision.wait)
         self._save(app.name, status_of(comparison), decision)
@@ -318,7 +395,35 @@ class Controller:
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
         return decide(app.sync_policy, observed, self._last_ops.get(app.name),
-                      now=self._clock(), settings=self.autosync)
+                      now=self._clock(), settings=self.autosync,
+                      pause=self._pauses.get(app.name))
+
+    def _observe_pause(self, name: str) -> None:
+        """Read the app's pause from its record (watch cache); end it once its time is up.
+
+        While a pause is (or was) recorded, the last operation is taken from the record
+        too when it is newer than the one in memory: the rollback was recorded by another
+        process (the CLI), and once the pause ends auto-sync must compare git's revision
+        with the rollback's, not with this controller's last sync. For the same reason
+        the status this controller last wrote is forgotten when the record says
+        otherwise, so the paused comparison is written even if it equals that one.
+        """
+        status = self.store.load(name).status
+        pause = Pause.of(status)
+        if pause is None and name not in self._pauses:
+            return
+        if fingerprint(status) != self._written.get(name):  # the rollback wrote it
+            self._written.pop(name, None)  # so the paused status is written over it
+        recorded, known = LastOperation.from_status(status), self._last_ops.get(name)
+        if recorded is not None and (known is None or recorded.finished_at > known.finished_at):
+            self._last_ops[name] = recorded
+        if pause is not None and not pause.active(self._clock()):
+            self._update(name, lambda r: r.status.pop(PAUSE_KEY, None))
+            pause = None
+        if pause is None:
+            self._pauses.pop(name, None)
+        else:
+            self._pauses[name] = pause
 
     def _publish(self, name: str, comparison: Comparison) -> None:
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
@@ -374,10 +479,11 @@ class Controller:
     def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
                           running: bool = False) -> None:
         def change(record: AppRecord) -> None:
-            finished = (record.status.get("operation"), *record.status.get("history", [])[:1])
-            for op in (record.status.get(OPERATION_STATE),) if running else finished:
-                if isinstance(op, dict):
-                    op.update(fields)
+            running_op = record.status.get(OPERATION_STATE)
+            if running and isinstance(running_op, dict):
+                running_op.update(fields)
+            elif not running:  # may make it a deployment, or not one (sync.history)
+                revise_newest(record.status, fields)
             record.status["autoSync"] = _auto_sync_status(decision)
 
         self._update(name, change)
@@ -580,6 +686,7 @@ class Controller:
                 self._written.pop(app.name, None)
                 self._last_ops.pop(app.name, None)
                 self._statuses.pop(app.name, None)
+                self._pauses.pop(app.name, None)
                 if self._argocd is not None:
                     self._argocd.release(app)
                 return
@@ -591,6 +698,9 @@ class Controller:
     def _save(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
         """Write the status record if what it says changed."""
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
+        if decision.action is Action.PAUSED:  # Argo CD shows it as a condition too
+            fields["conditions"] = [*fields.get("conditions", []), {
+                "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
         if self._written.get(name) == fingerprint(fields):
             return
         self._update(name, lambda r: r.status.update(fields))

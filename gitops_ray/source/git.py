@@ -49,6 +49,10 @@ _KILLED = "Timeout: the command"  # GitPython's stderr when kill_after_timeout f
 # Make `git archive` write the commit's files as committed: a repository's own
 # .gitattributes must not drop files (export-ignore) or rewrite them (export-subst).
 _ARCHIVE_ATTRIBUTES = "* -export-ignore -export-subst\n"
+SUBJECT_LIMIT = 120
+"""Characters of a commit subject kept (it is recorded in every history entry)."""
+_SUBJECTS_KEPT = 1024
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class SourceAuthError(SourceError):
@@ -118,6 +122,8 @@ class GitSource:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.fetches: Counter[str] = Counter()
+        self._subjects: dict[tuple[str, str], str] = {}
+        self._subjects_guard = threading.Lock()
 
     # -- public ----------------------------------------------------------------------
 
@@ -154,6 +160,38 @@ class GitSource:
                                           f"in {redact(repo_url)}")
                 root = tree(mirror, sha)
         return Checkout(repo_url, revision, sha, root)
+
+    def subject(self, repo_url: str, sha: str) -> str:
+        """The subject line of commit ``sha`` (one line, at most :data:`SUBJECT_LIMIT`).
+
+        Read from the local mirror, which has the commit once it was checked out; "" when
+        it does not (nothing is fetched for it). Remembered per commit: a commit's
+        message never changes.
+        """
+        key = (str(self.repo_dir(repo_url)), sha)
+        with self._subjects_guard:
+            known = self._subjects.get(key)
+        if known is not None:
+            return known
+        found = self._read_subject(self.repo_dir(repo_url) / "mirror.git", sha)
+        if found is None:
+            return ""
+        with self._subjects_guard:
+            if len(self._subjects) >= _SUBJECTS_KEPT:
+                self._subjects.pop(next(iter(self._subjects)))
+            self._subjects[key] = found
+        return found
+
+    @staticmethod
+    def _read_subject(mirror: Path, sha: str) -> str | None:
+        if not _FULL_SHA.match(sha) or not (mirror / "HEAD").exists():
+            return None
+        try:
+            with git.Repo(mirror) as repo:
+                summary = repo.commit(sha).summary
+        except (ValueError, git.GitError):
+            return None
+        return one_line(summary if isinstance(summary, str) else summary.decode(errors="replace"))
 
     def repo_dir(self, repo_url: str) -> Path:
         """Where the mirror and trees of ``repo_url`` live (keyed without credentials)."""
@@ -230,6 +268,12 @@ class GitSource:
         if sha is None:
             raise UnknownRevision(f"revision {prefix!r} not found in {redact(repo_url)}")
         return sha
+
+
+def one_line(text: str, limit: int = SUBJECT_LIMIT) -> str:
+    """``text``'s first line without control characters, cut to ``limit`` (with an ellipsis)."""
+    line = _CONTROL.sub(" ", text.strip().splitlines()[0] if text.strip() else "").strip()
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def _has_commit(mirror: Path, sha: str) -> bool:

@@ -136,6 +136,7 @@ class SyncResult:
     """The error behind the failure, if any (not recorded: e.g. readiness asks if it is a 403)."""
     state: dict[str, Any] = field(default_factory=dict)  # Running: what the next step needs
     earlier: list[dict[str, Any]] = field(default_factory=list)  # earlier steps' resources
+    subject: str = ""  # the revision's commit subject, for the history (one bounded line)
 
     @property
     def ok(self) -> bool:
@@ -180,7 +181,8 @@ class SyncResult:
             self.message = f"{self.message}; {message}" if self.message else message
 
     def as_operation(self) -> dict[str, Any]:
-        op = {"revision": self.revision, "phase": self.phase.value, "message": self.message,
+        op = {"revision": self.revision, **({"subject": self.subject} if self.subject else {}),
+              "phase": self.phase.value, "message": self.message,
               "reason": self.reason.value if self.reason else "",
               "startedAt": self.started_at, "finishedAt": self.finished_at,
               "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,

@@ -6,9 +6,12 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   works from this list, never from a label query, so an object is only ever deleted if
   *this* app applied it (Flux's inventory model; Argo CD's tracking-id check is added on
   top at prune time).
-* ``status``: revision, sync status, health, the last operation and the last 10 syncs,
-  as shown by ``gitops-ray status``, and the running operation of a sync that waits
-  for a sync wave to become healthy (``operationState``).
+* ``status``: revision, sync status, health, the last operation and the history of
+  operations (at least 50, within a byte budget, deployments numbered:
+  :mod:`gitops_ray.sync.history`), as shown by ``gitops-ray status`` and ``history``,
+  the running operation of a sync that waits for a sync wave to become healthy
+  (``operationState``), and a pause of automated sync after a rollback
+  (:mod:`gitops_ray.reconcile.pause`).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
 writers (a CLI sync during a controller run) cannot lose each other's update. Reads that
@@ -30,11 +33,11 @@ from typing import Any
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
+from gitops_ray.sync import history
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
-HISTORY_LIMIT = 10
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,200}[a-z0-9])?$")
 
 
@@ -171,10 +174,9 @@ def _decode(cm: Manifest) -> AppRecord:
 
 
 def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:
-    """Record ``operation`` as the last one and keep the newest ``HISTORY_LIMIT``.
+    """Record ``operation`` as the last one, numbered and bounded (:mod:`.history`).
 
     A finished operation ends the running one, if any (see :mod:`gitops_ray.sync.operation`).
     """
     status.pop(OPERATION_STATE, None)
-    status["operation"] = operation
-    status["history"] = ([operation, *status.get("history", [])])[:HISTORY_LIMIT]
+    history.push(status, operation)

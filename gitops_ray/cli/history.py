@@ -1,0 +1,255 @@
+"""``gitops-ray history``, ``rollback`` and ``resume``: see what was deployed, go back to it.
+
+``history APP`` lists the app's recorded operations, newest first, as ``argocd app
+history`` does but with the failures too: the deployment id (``-`` for an operation that
+deployed nothing: failed, dry run, partial), when it finished, the revision, the phase,
+the commit's subject (recorded at sync time: showing the history needs no git) and the
+message. ``-o json|yaml`` gives RFC 3339 times, not the record's epoch seconds.
+
+``rollback APP ID`` syncs the revision of deployment ``ID`` with the same app options as
+``sync`` (:mod:`gitops_ray.reconcile.rollback`); an app with automated sync is paused
+until ``--pause-until``/``--pause-for`` or ``resume APP``. ``resume APP`` ends the pause;
+the controller then syncs git's revision again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import json
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from gitops_ray.cli.common import (
+    EXIT_ERROR,
+    CliCommand,
+    app_options,
+    build_pipeline,
+    check_known,
+    connect,
+    kube_options,
+    select_apps,
+    shapes_options,
+)
+from gitops_ray.cli.diff import diff_options
+from gitops_ray.errors import ConfigError
+from gitops_ray.reconcile.argostatus import timestamp
+from gitops_ray.reconcile.pause import Pause, human_time
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
+from gitops_ray.runtime.settings import parse_duration
+from gitops_ray.sync.engine import Syncer
+from gitops_ray.sync.history import entry_id
+from gitops_ray.sync.records import AppRecord, RecordStore
+
+POLL_SECONDS = 1.0
+MESSAGE_WIDTH = 80  # characters of a message in the table (all of it with -o json)
+_FIELDS = ("id", "revision", "subject", "phase", "reason", "message", "trigger",
+           "rollbackOf", "automated", "initiatedBy", "dryRun")
+
+
+# -- history ------------------------------------------------------------------------------
+
+@click.command("history", cls=CliCommand)
+@kube_options
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]),
+              default="table", show_default=True)
+@click.argument("app")
+def history_command(app: str, output: str, **opts: Any) -> None:
+    """Show the app's sync history, newest first, with deployment ids for rollback."""
+    store = RecordStore(connect(opts), opts["control_namespace"])
+    record = _record(store, app)
+    rows = [entry_view(e) for e in record.status.get("history") or ()
+            if isinstance(e, Mapping)]
+    if output == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif output == "yaml":
+        click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
+    else:
+        _print_table(rows, now=time.time())
+    _say_paused(app, Pause.of(record.status))
+
+
+def _record(store: RecordStore, app: str) -> AppRecord:
+    """The app's record; an error suggesting the closest app when it has none."""
+    record = store.read(app)
+    if not record.status and not record.inventory:
+        check_known([app], store.list_apps())
+    return record
+
+
+def entry_view(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A history entry as shown: its fields with RFC 3339 times, and its resources."""
+    view: dict[str, Any] = {k: entry[k] for k in _FIELDS if entry.get(k) not in (None, "")}
+    view["id"] = entry_id(entry)
+    for key in ("startedAt", "finishedAt"):
+        if entry.get(key):
+            view[key] = timestamp(float(entry[key]))
+    if isinstance(entry.get("resources"), list):
+        view["resources"] = [{k: r.get(k, "") for k in ("key", "action", "message")}
+                             for r in entry["resources"] if isinstance(r, Mapping)]
+    elif "resourceCount" in entry:
+        view["resourceCount"] = entry["resourceCount"]
+    return view
+
+
+def _print_table(rows: list[dict[str, Any]], *, now: float) -> None:
+    table = Table(box=None, header_style="bold")
+    for column in ("ID", "DATE", "REVISION", "PHASE", "SUBJECT", "MESSAGE"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        phase = f"{row.get('phase', '')}" + (f" ({row['reason']})" if row.get("reason") else "")
+        table.add_row("-" if row["id"] is None else str(row["id"]), _date(row, now),
+                      str(row.get("revision", ""))[:12], phase, str(row.get("subject", "")),
+                      _message(row))
+    Console(width=200).print(table)
+
+
+def _date(row: Mapping[str, Any], now: float) -> str:
+    """``2026-05-01 12:00:00 UTC (3h ago)``."""
+    when = row.get("finishedAt") or row.get("startedAt")
+    if not when:
+        return ""
+    seconds = datetime.datetime.fromisoformat(str(when)).timestamp()
+    return f"{human_time(seconds)} ({ago(now - seconds)})"
+
+
+def ago(seconds: float) -> str:
+    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{max(int(seconds), 0)}s ago"
+
+
+def _message(row: Mapping[str, Any]) -> str:
+    text = str(row.get("message") or "")
+    if row.get("rollbackOf") is not None:
+        text = f"rollback to #{row['rollbackOf']}" + (f": {text}" if text else "")
+    return text if len(text) <= MESSAGE_WIDTH else text[:MESSAGE_WIDTH - 1] + "…"
+
+
+def _say_paused(app: str, pause: Pause | None) -> None:
+    if pause is not None and pause.active(time.time()):
+        click.secho(f"app {app}: {pause.message}; gitops-ray resume {app} resumes it now",
+                    fg="yellow", err=True)
+
+
+# -- rollback -----------------------------------------------------------------------------
+
+@click.command("rollback", cls=CliCommand)
+@kube_options
+@app_options
+@shapes_options
+@diff_options
+@click.option("--prune", is_flag=True, help="Delete objects of the app that the old "
+                                            "revision does not have.")
+@click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds to wait for sync waves to become healthy, as for sync.")
+@click.option("--pause-until", help="With automated sync: pause it until this time "
+                                    "(RFC 3339, e.g. 2026-05-01T18:00:00Z) instead of "
+                                    "until gitops-ray resume.")
+@click.option("--pause-for", help="With automated sync: pause it for this long (e.g. 2h, "
+                                  "30m) instead of until gitops-ray resume.")
+@click.argument("app")
+@click.argument("history_id", metavar="ID", type=int)
+def rollback_command(app: str, history_id: int, **opts: Any) -> None:
+    """Sync APP at the revision of its history entry ID (see gitops-ray history).
+
+    An app with automated sync is paused, so the controller does not sync git's revision
+    again: until resumed (gitops-ray resume APP), or --pause-until / --pause-for.
+    """
+    pause_until, pause_for = opts.pop("pause_until"), opts.pop("pause_for")
+    prune, timeout = bool(opts.pop("prune")), float(opts.pop("timeout"))
+    if opts.get("local_dir") is not None:
+        raise ConfigError("rollback syncs a revision of the app's repository: use --repo "
+                          "(with --apps or --path), not --local")
+    now = time.time()
+    until = pause_end(pause_until, pause_for, now=now)
+    pipeline, store = build_pipeline(opts)
+    [application] = select_apps(pipeline.source, {**opts, "app_names": (app,)}).apps
+    if until is not None and not application.sync_policy.automated:
+        click.secho(f"warning: app {app} has no automated sync: there is nothing to pause",
+                    fg="yellow", err=True)
+    request = RollbackRequest(history_id, now, pause_until=until, prune=prune,
+                              timeout=timeout, poll=POLL_SECONDS, by=_user())
+    done = rollback(Reconciler(pipeline, Syncer(pipeline.kube, store)), application, request)
+    _report(app, history_id, done)
+    sys.exit(0 if done.result.ok else EXIT_ERROR)
+
+
+def pause_end(until: str | None, duration: str | None, *, now: float) -> float | None:
+    """When the pause ends (``None``: when resumed), from ``--pause-until``/``--pause-for``."""
+    if until and duration:
+        raise ConfigError("give --pause-until or --pause-for, not both")
+    if duration:
+        try:
+            seconds = parse_duration(duration)
+        except ValueError as e:
+            raise ConfigError(f"--pause-for: {e}") from None
+        if seconds <= 0:
+            raise ConfigError("--pause-for: give a positive duration, e.g. 2h")
+        return now + seconds
+    if not until:
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(until)
+    except ValueError:
+        raise ConfigError(f"--pause-until: not an RFC 3339 time: {until!r} "
+                          "(e.g. 2026-05-01T18:00:00Z)") from None
+    if moment.tzinfo is None:
+        raise ConfigError("--pause-until: give a time zone, e.g. 2026-05-01T18:00:00Z")
+    if moment.timestamp() <= now:
+        raise ConfigError(f"--pause-until: {until} is not in the future")
+    return moment.timestamp()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without a passwd entry)
+        return ""
+
+
+def _report(app: str, wanted: int, done: RollbackOutcome) -> None:
+    result = done.result
+    for res in result.resources:
+        click.echo(f"{app}\t{res.key}\t{res.action}" + (f"\t{res.message}" if res.message
+                                                         else ""))
+    subject = f" ({done.entry['subject']})" if done.entry.get("subject") else ""
+    phase = f"{result.phase} ({result.reason})" if result.reason else str(result.phase)
+    click.secho(f"app {app}: rollback to #{wanted} at {result.revision[:12]}{subject}: "
+                f"{phase}" + (f": {result.message}" if result.message else ""),
+                fg="green" if result.ok else "red", err=True)
+    if done.outcome.unrecorded is not None:
+        click.secho(f"warning: app {app}: rollback not recorded: {done.outcome.unrecorded}",
+                    fg="yellow", err=True)
+    if done.pause is not None:
+        click.secho(f"app {app}: {done.pause.message}; gitops-ray resume {app} resumes it",
+                    fg="yellow", err=True)
+
+
+# -- resume -------------------------------------------------------------------------------
+
+@click.command("resume", cls=CliCommand)
+@kube_options
+@click.argument("app")
+def resume_command(app: str, **opts: Any) -> None:
+    """End the pause of automated sync a rollback set: the controller syncs git again."""
+    store = RecordStore(connect(opts), opts["control_namespace"])
+    _record(store, app)
+    ended = resume(store, app)
+    if ended is None:
+        click.echo(f"app {app}: automated sync was not paused")
+    else:
+        click.echo(f"app {app}: automated sync resumed ({ended.message} before)")
+
+
+COMMANDS = [history_command, rollback_command, resume_command]
