@@ -26,6 +26,7 @@ from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
+RESOURCES_PAGE = 50  # an app's own resources per page of the app page (with their children)
 MAX_QUERY = 200  # characters of a name filter
 SHORT_SHA = 12
 
@@ -115,6 +116,34 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Slice:
+    """Which of an app's resources one page shows (in the record's order)."""
+
+    rows: tuple[Mapping[str, Any], ...] = ()
+    number: int = 1
+    pages: int = 1
+    total: int = 0
+    previous: str = ""
+    next: str = ""
+    size: int = RESOURCES_PAGE
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * self.size + 1 if self.rows else 0
+
+
+def resource_slice(status: Mapping[str, Any], *, number: int,
+                   size: int = RESOURCES_PAGE) -> Slice:
+    """Page ``number`` (from 1) of the record's resource rows; links are ``?page=N``."""
+    rows = [r for r in status.get("resources") or [] if isinstance(r, dict)]
+    pages = max(1, math.ceil(len(rows) / size))
+    number = min(max(1, number), pages)
+    return Slice(tuple(rows[(number - 1) * size:number * size]), number, pages, len(rows),
+                 previous=f"?page={number - 1}" if number > 1 else "",
+                 next=f"?page={number + 1}" if number < pages else "", size=size)
+
+
+@dataclass(frozen=True)
 class AppPage:
     """Everything the app page prints."""
 
@@ -124,6 +153,7 @@ class AppPage:
     tree: tuple[TreeRow, ...]
     groups: tuple[GroupTable, ...]
     diffs: Diffs
+    resources: Slice
     operation: HistoryEntry | None
     history: tuple[HistoryEntry, ...]
     error: str = ""
@@ -201,11 +231,18 @@ def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
     initiated = op.get("initiatedBy")
     user = text(mapping(initiated).get("username")) if isinstance(initiated, dict) \
         else text(initiated)
-    return HistoryEntry(id=text(op.get("id")), revision=text(op.get("revision"))[:SHORT_SHA],
+    return HistoryEntry(id=_id(op.get("id")), revision=text(op.get("revision"))[:SHORT_SHA],
                         phase=text(op.get("phase")), message=text(op.get("message")),
                         subject=text(op.get("subject")),
                         finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),
                         initiated_by=user, trigger=text(op.get("trigger")))
+
+
+def _id(value: object) -> str:
+    """A history id: Argo CD's are integers, a string is shown as it is."""
+    if isinstance(value, bool):
+        return ""
+    return str(value) if isinstance(value, int | str) else ""
 
 
 def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], ...]:
@@ -232,12 +269,12 @@ def _yes_no(value: object) -> str:
     return "" if value is None else ("yes" if value is True else "no")
 
 
-def app_page(name: str, status: Mapping[str, Any], *, live: Mapping[ResourceKey, Manifest],
-             desired: Mapping[ResourceKey, Manifest], candidates: Sequence[Manifest],
-             diffs: Diffs, now: float, error: str = "") -> AppPage:
-    """The app page's data (see the module docstring)."""
-    rows = [r for r in status.get("resources") or [] if isinstance(r, dict)]
-    nodes = resource_tree(rows, live, desired, candidates)
+def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
+             live: Mapping[ResourceKey, Manifest], desired: Mapping[ResourceKey, Manifest],
+             candidates: Sequence[Manifest], diffs: Diffs, now: float, error: str = ""
+             ) -> AppPage:
+    """The app page's data for one :class:`Slice` of its resources (see the module doc)."""
+    nodes = resource_tree(resources.rows, live, desired, candidates)
     history = [h for h in status.get("history") or [] if isinstance(h, dict)]
     op = status.get("operation")
     return AppPage(
@@ -247,19 +284,17 @@ def app_page(name: str, status: Mapping[str, Any], *, live: Mapping[ResourceKey,
         tree=tuple(TreeRow(d, n) for node in nodes for d, n in node.walk()),
         groups=tuple(GroupTable(f"{n.kind} {n.namespace}/{n.name}", n.worker_groups)
                      for n in nodes if n.worker_groups),
-        diffs=diffs,
+        diffs=diffs, resources=resources,
         operation=history_entry(op, now=now) if isinstance(op, dict) else None,
         history=tuple(history_entry(h, now=now) for h in history),
         error=error or text(status.get("error")),
         warnings=tuple(text(w) for w in status.get("warnings") or []))
 
 
-def live_keys(status: Mapping[str, Any]) -> list[tuple[ResourceKey, str]]:
+def live_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[ResourceKey, str]]:
     """Each resource row's key and apiVersion (to look the live object up)."""
     out = []
-    for row in status.get("resources") or []:
-        if not isinstance(row, dict):
-            continue
+    for row in rows:
         group, version = text(row.get("group")), text(row.get("version"))
         key = ResourceKey(group, text(row.get("kind")), text(row.get("namespace")),
                           text(row.get("name")))

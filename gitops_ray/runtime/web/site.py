@@ -24,7 +24,7 @@ revision resolved again), a sync is executed as Argo CD's Sync button is
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
@@ -57,6 +57,7 @@ from gitops_ray.runtime.web.pages import (
     app_row,
     live_keys,
     page_of,
+    resource_slice,
 )
 from gitops_ray.runtime.web.render import render
 from gitops_ray.sync.records import RecordStore, record_name
@@ -126,23 +127,24 @@ class WebSite:
         name, rest = _app_path(request.path)
         if name is None or rest or not self._known(name):
             return _not_found("No such app.")
-        notice = (parse_qs(request.query, max_num_fields=4).get("done") or [""])[0]
-        return self._app_page(name, notice={"css": "muted", "text": NOTICES[notice]}
-                              if notice in NOTICES else None)
+        query = parse_qs(request.query, max_num_fields=4)
+        notice = (query.get("done") or [""])[0]
+        page = self.build(name, number=_int((query.get("page") or ["1"])[0]))
+        return _html(200, render("app.html", app=page, actions=self._action_forms(name),
+                                 notice={"css": "muted", "text": NOTICES[notice]}
+                                 if notice in NOTICES else None))
 
-    def _app_page(self, name: str, *, notice: Mapping[str, str] | None = None,
-                  status: int = 200) -> Response:
-        page = self.build(name)
-        return _html(status, render("app.html", app=page, notice=notice,
-                                    actions=self._action_forms(name)))
-
-    def build(self, name: str) -> AppPage:
+    def build(self, name: str, *, number: int = 1) -> AppPage:
         """The app page's data, from memory (see the module docstring)."""
         status = self._status(name)
-        live = self._live(status)
+        resources = resource_slice(status, number=number)
+        keys = live_keys(resources.rows)
+        live = self._live(keys)
         compared = self.controller.compared.get(name)
-        desired = {k: d.manifest() for k, d in compared.desired().items()} if compared else {}
-        return app_page(name, status, live=live, desired=desired,
+        shown = {k for k, _ in keys}
+        desired = {k: d.manifest() for k, d in compared.desired().items()
+                   if k in shown} if compared else {}
+        return app_page(name, status, resources=resources, live=live, desired=desired,
                         candidates=self._candidates(live.values()),
                         diffs=self._diffs(name), now=self._clock(),
                         error=self.catalog.error(name) or "")
@@ -153,9 +155,9 @@ class WebSite:
         except (KubeError, ValueError):
             return {}
 
-    def _live(self, status: Mapping[str, Any]) -> dict[ResourceKey, Manifest]:
+    def _live(self, keys: Sequence[tuple[ResourceKey, str]]) -> dict[ResourceKey, Manifest]:
         out = {}
-        for key, api_version in live_keys(status):
+        for key, api_version in keys:
             obj = self.cache.cached(api_version, key.kind, key.namespace, key.name)
             if obj is not None:
                 out[key] = obj
