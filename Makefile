@@ -5,7 +5,8 @@
 # etcd, kube-controller-manager, helm, and for the e2e tier kube-scheduler, kwok and the
 # KubeRay operator, and Argo CD (server, CLI, application controller: one binary), built
 # side by side from the Go module proxy into ~/.cache/gitops-ray (first run only); and
-# Debian's redis-server (Argo CD's cache), apt-installed only when it is not on PATH.
+# Debian's redis-server (Argo CD's cache) and chromium + chromium-driver (the web page's
+# browser tests), apt-installed only when they are not on PATH.
 # `python -m localcluster --kuberay` runs that Ray stack by hand, `--argocd` Argo CD.
 
 PYTHON ?= python3
@@ -13,7 +14,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test test-stress lint tools redis dev-cluster demo bench clean
+.PHONY: test test-stress lint tools redis chromium dev-cluster demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +22,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[test]'
 	touch $@
 
-tools: $(VENV)/.installed redis
+tools: $(VENV)/.installed redis chromium
 	$(PY) -m localcluster build
 
 # redis-server for the Argo CD tests: installed only when missing (sudo only when not root).
@@ -30,6 +31,13 @@ APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 redis:
 	@command -v redis-server >/dev/null || $(APT) install -y redis-server \
 		|| { $(APT) update && $(APT) install -y redis-server; }
+
+# Headless Chromium and chromedriver for the web page's browser tests
+# (tests/e2e/test_web_browser.py): Debian's packages, installed only when missing.
+chromium:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null \
+		|| $(APT) install -y chromium chromium-driver \
+		|| { $(APT) update && $(APT) install -y chromium chromium-driver; }
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gitops_ray localcluster tests bench examples

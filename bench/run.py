@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import controller, diff_throughput
+from bench import controller, diff_throughput, web_page
 from bench.machine import machine_info
 from bench.workload import Workload
 
@@ -61,6 +61,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     rss = (at.get("memory") or {}).get("tree_rss_kib")
     rows.append(_row("memory < 300 MB", size, rss / MIB if rss else None,
                      lambda v: v < 300, "MiB"))
+    web = results.get("web_page")
+    if web:
+        rows.append(_row("app page at 1,000 RayClusters < 300 ms", web["clusters"],
+                         web["app_page_s"]["median"] * 1000, lambda v: v < 300, "ms"))
     for entry in results.get("diff", {}).get("sizes", []):
         ratio = entry.get("ratio", {}).get("server-side")
         rows.append(_row("diff >= 0.5 x gitops-engine", entry["objects"], ratio,
@@ -152,7 +156,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20,
                         help="latency samples per figure (webhook, drift)")
     parser.add_argument("--polling-samples", type=int, default=8)
-    parser.add_argument("--skip", choices=["diff", "controller"], action="append", default=[])
+    parser.add_argument("--skip", choices=["diff", "controller", "web"], action="append",
+                        default=[])
     parser.add_argument("--reuse-diff", action="store_true",
                         help="take the diff figures from results/diff.json instead of rerunning")
     parser.add_argument("--profile", action="store_true",
@@ -195,6 +200,9 @@ def main() -> None:
                 wl, samples=args.samples, polling_samples=args.polling_samples, log=log,
                 profile_dir=args.out.parent if args.profile else None))
             args.out.write_text(json.dumps(results, indent=2))
+    if "web" not in args.skip:
+        results["web_page"] = web_page.run(clusters=max(sizes) if args.quick else TARGET_SIZE,
+                                           rounds=5 if args.quick else 15)
     results["targets"] = targets(results)
     results["duration_s"] = time.monotonic() - began
     args.out.write_text(json.dumps(results, indent=2))

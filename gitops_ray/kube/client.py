@@ -158,8 +158,12 @@ class Kube:
     def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,
              body: Any = None, content_type: str | None = None,
              timeout: float | None = DEFAULT_TIMEOUT, verb: str = "",
-             resource: str = "", accept: str = "application/json") -> Any:
+             resource: str = "", accept: str = "application/json", fenced: bool = True
+             ) -> Any:
         """Send one request and return the decoded JSON body (``None`` when empty).
+
+        ``fenced=False``: a POST that changes nothing on the server (a review), so a
+        follower may send it too.
 
         Retried (see :func:`retry_delay`) when the server asks us to come back (429, or a
         5xx with ``Retry-After``), and for requests that are safe to repeat (reads and
@@ -171,7 +175,7 @@ class Kube:
                 resp = self._send(method, path, query=query, body=body,
                                   content_type=content_type, timeout=timeout,
                                   verb=verb or method.lower(), resource=resource,
-                                  accept=accept)
+                                  accept=accept, fenced=fenced)
                 data = resp.read()
                 return json.loads(data) if data else None
             except KubeError as e:
@@ -184,7 +188,7 @@ class Kube:
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any,
               content_type: str | None, timeout: float | None, verb: str,
-              resource: str, accept: str = "application/json") -> Any:
+              resource: str, accept: str = "application/json", fenced: bool = True) -> Any:
         headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
@@ -194,7 +198,7 @@ class Kube:
         _, url, headers, _, _ = self._api.param_serialize(
             method, path, query_params=params, header_params=headers,
             auth_settings=["BearerToken"])
-        if self.fence is not None and is_write(method, query, body):
+        if fenced and self.fence is not None and is_write(method, query, body):
             self.fence.check(f"{method} {path}")  # as late as possible before sending
         start = _now()
         try:
@@ -432,6 +436,28 @@ class Kube:
         except NotFound:
             return False
         return True
+
+    # -- reviews (who is asking, and may they) -----------------------------------------
+
+    def token_review(self, token: str) -> Manifest:
+        """The ``status`` of a TokenReview of ``token`` (``authenticated``, ``user``, ``error``).
+
+        The token goes in the request body only; it is never logged or kept.
+        """
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                "spec": {"token": token}}
+        result = self.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body,
+                           verb="create", resource="tokenreviews", fenced=False)
+        return dict((result or {}).get("status") or {})
+
+    def access_review(self, spec: Manifest) -> Manifest:
+        """The ``status`` of a SubjectAccessReview of ``spec`` (``allowed``, ``reason``)."""
+        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                "spec": spec}
+        result = self.call("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                           body=body, verb="create", resource="subjectaccessreviews",
+                           fenced=False)
+        return dict((result or {}).get("status") or {})
 
 
 def _lines(response: Any) -> Iterator[bytes]:

@@ -97,6 +97,7 @@ from gitops_ray.reconcile.status import status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
+from gitops_ray.runtime.compared import LastComparisons
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
@@ -217,9 +218,11 @@ class Controller:
         self._argocd = argocd  # None: no Applications in the cluster (git only)
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
         self._op_attempts: dict[str, int] = {}  # requested operations retried so far
-        self._after_operation: set[str] = set()  # refresh once more after an operation
+        self._after_operation: set[str] = set()  # refreshes that resolve the revision anew
         self._pauses: dict[str, Pause] = {}  # automated sync paused (a rollback), by app
         self._seen_pauses: dict[str, Pause | None] = {}  # in the last record event, by app
+        self._requested: dict[str, ManualOperation] = {}  # by the web page, not run yet
+        self.compared = LastComparisons()  # each app's last comparison, for the web page
 
     # -- leadership ------------------------------------------------------------------
 
@@ -380,6 +383,9 @@ class Controller:
         if running is not None:
             self._supersede(app.name, running, comparison.revision)
         requested = self._argocd.operation(app.name) if self._argocd else None
+        if requested is None:
+            with self._cond:
+                requested = self._requested.pop(app.name, None)
         if requested is not None:
             return self._operate(app, comparison, requested, log)
         self._observe_pause(app.name)
@@ -425,7 +431,29 @@ class Controller:
         else:
             self._pauses[name] = pause
 
+    def request_operation(self, name: str, op: ManualOperation) -> bool:
+        """Run ``op`` on the app's next refresh, as an Argo CD ``.operation`` (leader only).
+
+        The web page's Sync button: the same execution path as Argo CD's (:meth:`_operate`),
+        recorded with its ``initiatedBy``. ``False`` when this replica does not lead (its
+        refreshes never sync) or the app is unknown; the caller then refreshes nothing.
+        """
+        with self._cond:
+            if not self._leading or self.catalog.get(name) is None:
+                return False
+            self._requested[name] = op
+        return True
+
+    def request_refresh(self, name: str) -> None:
+        """Make the app's next refresh resolve its revision anew (the web page's Refresh).
+
+        As Argo CD's refresh annotation: git is asked, not the recently resolved revision.
+        """
+        with self._cond:
+            self._after_operation.add(name)
+
     def _publish(self, name: str, comparison: Comparison) -> None:
+        self.compared.remember(name, comparison)
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
         last = self.metrics.apps.get(name).last_sync
         self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))
@@ -669,6 +697,8 @@ class Controller:
         """``app`` left its app-of-apps source: delete it on its next refresh turn."""
         with self._cond:
             self._gone[app.name] = app
+            self._requested.pop(app.name, None)
+        self.compared.forget(app.name)
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
         """Delete (or orphan) a removed app's objects and drop its record; leader only."""

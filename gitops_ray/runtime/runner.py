@@ -92,6 +92,8 @@ from gitops_ray.runtime.server import (
 )
 from gitops_ray.runtime.settings import AppSourceSpec, Settings
 from gitops_ray.runtime.watches import LiveCache, NamedObjects
+from gitops_ray.runtime.web.auth import FormTokens, Reviewer
+from gitops_ray.runtime.web.site import Actions, WebSite
 from gitops_ray.runtime.webhook import (
     Push,
     WebhookRejected,
@@ -394,12 +396,22 @@ class Runtime:
         listen = self.settings.listen
         webhook = Route(self._webhook, admit=self._admit_webhook)
         return [
+            (listen.ui, self._web_site().routes()),
             (listen.health, {("GET", "/healthz"): self._healthz,
                              ("GET", "/readyz"): self._readyz}),
             (listen.metrics, {("GET", "/metrics"): self._metrics}),
             (listen.webhook, {("POST", "/webhook"): webhook,
                               ("POST", "/api/webhook"): webhook}),
         ]
+
+    def _web_site(self) -> WebSite:
+        """The read-only page; with ``ui.actions``, its buttons (see runtime.web.auth)."""
+        namespace = self.settings.control_namespace
+        actions = Actions(Reviewer(self.kube, namespace), FormTokens(),
+                          lambda app, reason: self.queue.submit(app, reason, urgent=True)
+                          ) if self.settings.ui_actions else None
+        return WebSite(controller=self.controller, cache=self.cache, namespace=namespace,
+                       actions=actions)
 
     def _healthz(self, request: Request) -> Response:
         alive = self.scheduler.running or self.stopping.is_set()

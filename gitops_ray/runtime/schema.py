@@ -41,6 +41,7 @@ CHART_OWNED = (
     "leaderElection.leaseName",  # the release's fullname
     "leaderElection.namespace",  # the release namespace, where the chart grants Leases
     "leaderElection.identity",  # per pod (its hostname): one fixed value breaks election
+    "ui",  # top-level `ui` (ui.actions also decides the RBAC the chart grants)
     "podShapes",  # the chart's own instance-types and patches ConfigMaps (instanceTypes, patches)
 )
 """Settings the chart sets itself, so ``values.config`` must not."""

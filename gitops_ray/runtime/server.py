@@ -1,7 +1,10 @@
 """A tiny HTTP layer for probes, metrics and webhooks (standard library, threads).
 
-Why not a web framework: four routes, no templates, no async; ``http.server`` with a
-thread per connection is enough and adds no dependency. Routes are grouped by listen
+Why not a web framework: a handful of routes, no async; ``http.server`` with a thread per
+connection is enough and adds no dependency (the read-only web page renders its own
+templates, :mod:`gitops_ray.runtime.web`). A route is an exact path or a prefix
+(``/apps/*``, see :func:`find_route`): the page's ``/apps/<name>`` needs no more than
+that. Routes are grouped by listen
 address, so ``/metrics``, the probes and the webhook can live on separate ports (the
 webhook is the only one exposed outside the cluster) or share one. On separate ports a
 flood of the webhook cannot starve the kubelet's probes: every limit is per server.
@@ -29,6 +32,7 @@ proven it knows the secret is bounded:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import mmap
 import socket
 import sys
@@ -83,9 +87,10 @@ class Refusal(StrEnum):
 @dataclass(frozen=True)
 class Request:
     method: str
-    path: str
+    path: str  # without the query string, still percent-encoded
     headers: Mapping[str, str]  # lower-case names
     body: bytes | memoryview = b""  # memoryview: read-only use, copy to keep it
+    query: str = ""  # after the ``?``, undecoded
 
 
 @dataclass(frozen=True)
@@ -104,13 +109,40 @@ OnRefused = Callable[[Refusal], None]
 
 @dataclass(frozen=True)
 class Route:
-    """A handler, and optionally an admission check on the headers (see :data:`Admit`)."""
+    """A handler, and optionally an admission check on the headers (see :data:`Admit`).
+
+    ``max_body``: a smaller body limit than the server's (a form needs kilobytes, a
+    webhook megabytes); ``None`` keeps :attr:`HttpLimits.max_body`.
+    """
 
     handle: Handler
     admit: Admit | None = None
+    max_body: int | None = None
 
 
 Routes = Mapping[tuple[str, str], Handler | Route]  # (method, path) -> handler
+PREFIX = "*"
+"""A route path ending in ``/*`` serves every path below it (``/apps/*``: ``/apps/x/y``);
+the longest matching prefix wins, an exact path beats any prefix."""
+
+
+def find_route(table: Mapping[tuple[str, str], Route], method: str, path: str
+               ) -> Route | None:
+    """The route serving ``method path``: the exact one, else the longest prefix route."""
+    exact = table.get((method, path))
+    if exact is not None:
+        return exact
+    best: tuple[int, Route] | None = None
+    for (m, pattern), route in table.items():
+        if m == method and _below(pattern, path) and (best is None or len(pattern) > best[0]):
+            best = (len(pattern), route)
+    return best[1] if best is not None else None
+
+
+def _below(pattern: str, path: str) -> bool:
+    """Whether ``path`` is under the prefix route ``pattern`` (``/apps/*``)."""
+    return pattern.endswith("/" + PREFIX) and path.startswith(pattern[:-1]) \
+        and len(path) > len(pattern) - 1
 
 
 class _Refused(Exception):
@@ -291,32 +323,33 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
             self._dispatch("DELETE")
 
         def _dispatch(self, method: str) -> None:
-            path = self.path.split("?", 1)[0]
+            path, _, query = self.path.partition("?")
             headers = _headers(self.headers.items())
-            route = table.get((method, path))
+            route = find_route(table, method, path)
             try:
                 if route is None:
-                    allowed = any(p == path for _, p in table)
+                    allowed = any(find_route(table, m, path) for m, _ in table)
                     raise _Refused(Refusal.NOT_FOUND,
                                    Response(405 if allowed else 404, b"not found\n"))
-                self._send(self._serve(route, method, path, headers))
+                self._send(self._serve(route, Request(method, path, headers, query=query)))
             except _Refused as refused:
                 self.server.on_refused(refused.reason)
                 self.close_connection = True  # an unread body may follow
                 self._send(refused.response)
                 linger(self.connection, self.server.limits)
 
-        def _serve(self, route: Route, method: str, path: str,
-                   headers: dict[str, str]) -> Response:
-            if method != "POST":
-                if announces_body(headers):
+        def _serve(self, route: Route, request: Request) -> Response:
+            if request.method != "POST":
+                if announces_body(request.headers):
                     self.close_connection = True  # the body is never read
-                return self._call(route, Request(method, path, headers))
-            length = content_length(headers, self.server.limits.max_body)
-            refusal = route.admit(headers) if route.admit else None
+                return self._call(route, request)
+            limit = min(route.max_body or self.server.limits.max_body,
+                        self.server.limits.max_body)
+            length = content_length(request.headers, limit)
+            refusal = route.admit(request.headers) if route.admit else None
             if refusal is not None:
                 raise _Refused(Refusal.NOT_ADMITTED, refusal)
-            return self._with_body(route, Request(method, path, headers), length)
+            return self._with_body(route, request, length)
 
         def _with_body(self, route: Route, request: Request, length: int) -> Response:
             limits = self.server.limits
@@ -326,8 +359,7 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
             try:
                 body = read_body(self.rfile, self.connection, length, deadline)
                 self.connection.settimeout(limits.header_timeout)
-                return self._call(route, Request(request.method, request.path,
-                                                 request.headers, body))
+                return self._call(route, dataclasses.replace(request, body=body))
             finally:
                 self.server.body_slots.release()
 

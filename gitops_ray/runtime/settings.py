@@ -27,7 +27,8 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
       - {url: https://gitlab.example.com/, secret: gitlab-creds}   # Secret in controlNamespace
     webhook: {secretFile: /etc/gitops-ray/webhook-secret,
               advertiseUrl: "http://10.0.0.7:9292/webhook"}  # followers forward to the leader
-    listen: {metrics: ":8080", health: ":8081", webhook: ":9292"}
+    listen: {metrics: ":8080", health: ":8081", webhook: ":9292", ui: ""}  # ui: metrics'
+    ui: {enabled: true, actions: false}   # the web page; actions: refresh/sync by token
     leaderElection: {enabled: true, leaseName: gitops-ray, leaseDuration: 15s,
                      renewDeadline: 10s, retryPeriod: 2s}
     selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
@@ -295,6 +296,13 @@ OPTIONS: tuple[Option, ...] = (
            flag="--health-addr"),
     Option("listen.webhook", _address, ":9292", "Address of the git webhook (POST /webhook).",
            flag="--webhook-addr"),
+    Option("listen.ui", _address, "", "Address of the read-only web page (/ and /apps/<name>); "
+           "empty: the metrics address.", flag="--ui-addr"),
+    Option("ui.enabled", _bool, True, "Serve the read-only web page.",
+           flag="--ui/--no-ui"),
+    Option("ui.actions", _bool, False, "Offer refresh and sync on the web page, to a bearer "
+           "token Kubernetes authenticates (TokenReview) and authorises for the verb on the "
+           "app's record ConfigMap (SubjectAccessReview).", flag="--ui-actions"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",
@@ -399,6 +407,7 @@ class Listen:
     metrics: str
     health: str
     webhook: str
+    ui: str  # "" when the web page is off (its default, the metrics address, is resolved)
 
 
 @dataclass(frozen=True)
@@ -446,6 +455,7 @@ class Settings:
     webhook_secret: Secret
     webhook_advertise_url: str
     listen: Listen
+    ui_actions: bool
     leader_election: bool
     lease: LeaseSettings
     autosync: AutoSyncSettings
@@ -540,7 +550,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         credentials=_credentials(lists.get("credentials"), where),
         webhook_secret=_webhook_secret(s, where),
         webhook_advertise_url=s["webhook.advertiseUrl"],
-        listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"]),
+        listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"],
+                      (s["listen.ui"] or s["listen.metrics"]) if s["ui.enabled"] else ""),
+        ui_actions=s["ui.actions"],
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
         shutdown_timeout=s["shutdownTimeout"],

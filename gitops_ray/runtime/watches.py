@@ -315,6 +315,25 @@ class ClusterPods(IndexedWatch):
         return self.objects(namespace, name)
 
 
+class ClusterServices(IndexedWatch):
+    """The Services KubeRay made for RayClusters (label ``ray.io/cluster``), for the web page.
+
+    Started by the first page that shows a RayCluster, never by a refresh: health does
+    not read Services, so their events refresh nothing. Where RBAC denies Services (the
+    chart grants list/watch on them, read-only), the tree simply shows none.
+    """
+
+    def __init__(self, kube: Kube, *, options: WatchOptions, stop: threading.Event,
+                 metrics: Metrics | None = None) -> None:
+        super().__init__(kube, "Service", options=options, label_selector=RAY_CLUSTER_LABEL,
+                         field_selector=None, about=_cluster_label, token=_version,
+                         on_event=lambda kind, obj: None, stop=stop, metrics=metrics)
+
+    def of(self, namespace: str, name: str) -> list[Manifest]:
+        """Copies of the Services of RayCluster ``namespace/name`` (by name)."""
+        return self.objects(namespace, name)
+
+
 class RaySignals:
     """What a RayCluster's health reads besides the object, both from watches.
 
@@ -395,6 +414,8 @@ class LiveCache:
         self.ray = RaySignals(self.warnings, ClusterPods(
             kube, options=options, on_event=on_event, stop=self._stop, metrics=metrics))
         self._named: list[NamedObjects] = []
+        self.services = ClusterServices(kube, options=options, stop=self._stop,
+                                        metrics=metrics)
 
     def watch_named(self, api_version: str, kind: str, namespace: str, names: Iterable[str],
                     *, on_event: EventHandler) -> NamedObjects:
@@ -417,6 +438,17 @@ class LiveCache:
                 if cached is not None:
                     return cached
         return self._fetch(api_version, kind, namespace, name)
+
+    def cached(self, api_version: str, kind: str, namespace: str, name: str
+               ) -> Manifest | None:
+        """The object if a synced watch holds it; never a request (the web page's reads)."""
+        with self._lock:
+            watch = self._watches.get((api_version, kind, None))
+            if watch is not None and watch.forbidden:
+                watch = self._watches.get((api_version, kind, namespace or None))
+        if watch is None or not watch.synced.is_set():
+            return None
+        return watch.get(namespace, name)
 
     def version(self, api_version: str, kind: str, namespace: str, name: str) -> str | None:
         """The live ``resourceVersion`` if the cache knows it without a request.

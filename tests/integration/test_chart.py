@@ -262,3 +262,24 @@ def test_argocd_enabled_grants_what_argo_cd_integration_needs_there_only(
                 and d["metadata"]["name"].endswith("-argocd")]
     assert len(bindings) == 2
     assert all(b["subjects"][0]["namespace"] == "gitops-ray" for b in bindings)
+
+
+def test_web_page_actions_grant_the_reviews_only_when_enabled(install: Install, kube: Kube,
+                                                              namespace: str) -> None:
+    """The page is on by default (Services read for its tree), its actions off; turning them
+    on adds create on tokenreviews and subjectaccessreviews, nothing else."""
+    plain, acting = unique(), unique()
+    install(plain)
+    install(acting, "--set", "ui.actions.enabled=true")
+    reviews = (("tokenreviews", "authentication.k8s.io"),
+               ("subjectaccessreviews", "authorization.k8s.io"))
+    for release, allowed in ((plain, False), (acting, True)):
+        sa = f"system:serviceaccount:{namespace}:{release}-gitops-ray"
+        for resource, group in reviews:
+            assert _can(kube, sa, "create", resource, group=group) is allowed
+        assert _can(kube, sa, "watch", "services", namespace="default")
+        assert not _can(kube, sa, "get", "services", namespace="default")
+        assert not _can(kube, sa, "sync", "configmaps", namespace=namespace)
+        cm = kube.get("v1", "ConfigMap", name=f"{release}-gitops-ray", namespace=namespace)
+        assert yaml.safe_load(cm["data"]["config.yaml"])["ui"] == {"enabled": True,
+                                                                   "actions": allowed}

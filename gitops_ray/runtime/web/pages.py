@@ -1,0 +1,304 @@
+"""What the web page shows, as plain data: the app list and one app, from records and caches.
+
+Why separate from the HTTP handlers (:mod:`gitops_ray.runtime.web.site`): these are pure
+functions of what the controller already holds (an app's record status, live objects,
+git's Ray objects, the RayClusters' Pods and Services, the kept diff), so they are unit
+tested, and ``bench/web_page.py`` times them with the template at 1,000 RayClusters
+without a server. The templates only loop and print; every decision (what a time reads
+like, which history fields exist, the tree's order) is made here.
+
+Records are read generically: a history entry shows its ``id`` and commit ``subject`` when
+it has them, whatever else it carries is ignored, and a malformed field shows as empty.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from gitops_ray.health.fields import mapping, text
+from gitops_ray.health.workergroups import WorkerGroupView
+from gitops_ray.reconcile.tree import TreeNode, resource_tree
+from gitops_ray.types import Manifest, ResourceKey
+
+PAGE_SIZE = 100  # apps per page of the list
+RESOURCES_PAGE = 50  # an app's own resources per page of the app page (with their children)
+MAX_QUERY = 200  # characters of a name filter
+SHORT_SHA = 12
+
+
+@dataclass(frozen=True)
+class AppRow:
+    """One line of the app list."""
+
+    name: str
+    href: str
+    sync: str
+    health: str
+    revision: str
+    operation: str  # the last operation's phase ("" when none)
+    finished: When
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class When:
+    """A time as people read it (``3 min ago``) and exactly (``2026-01-05 10:12:41 UTC``)."""
+
+    ago: str = ""
+    exact: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One past operation, with the fields it happens to have."""
+
+    id: str
+    revision: str
+    phase: str
+    message: str
+    subject: str
+    finished: When
+    initiated_by: str
+    trigger: str
+
+
+@dataclass(frozen=True)
+class TreeRow:
+    """One line of the resource tree (depth-first, indented by ``depth``)."""
+
+    depth: int
+    node: TreeNode
+
+
+@dataclass(frozen=True)
+class GroupTable:
+    """The worker-group view of one Ray object."""
+
+    title: str
+    groups: tuple[WorkerGroupView, ...]
+
+
+@dataclass(frozen=True)
+class DiffBlock:
+    """The kept diff of one out-of-sync resource."""
+
+    key: str
+    reason: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Diffs:
+    """The last comparison's diff as kept in memory (see :mod:`gitops_ray.runtime.compared`)."""
+
+    blocks: tuple[DiffBlock, ...] = ()
+    out_of_sync: int = 0
+    dropped: bool = False  # kept diffs went to stay within the memory budget
+    known: bool = False  # this replica has compared the app since it started
+
+
+@dataclass(frozen=True)
+class Page:
+    """A slice of a sorted list, and where the neighbouring slices start."""
+
+    items: tuple[str, ...]
+    number: int
+    pages: int
+    total: int
+    query: str
+    previous: str = ""
+    next: str = ""
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Which of an app's resources one page shows (in the record's order)."""
+
+    rows: tuple[Mapping[str, Any], ...] = ()
+    number: int = 1
+    pages: int = 1
+    total: int = 0
+    previous: str = ""
+    next: str = ""
+    size: int = RESOURCES_PAGE
+
+    @property
+    def first(self) -> int:
+        return (self.number - 1) * self.size + 1 if self.rows else 0
+
+
+def resource_slice(status: Mapping[str, Any], *, number: int,
+                   size: int = RESOURCES_PAGE) -> Slice:
+    """Page ``number`` (from 1) of the record's resource rows; links are ``?page=N``."""
+    rows = [r for r in status.get("resources") or [] if isinstance(r, dict)]
+    pages = max(1, math.ceil(len(rows) / size))
+    number = min(max(1, number), pages)
+    return Slice(tuple(rows[(number - 1) * size:number * size]), number, pages, len(rows),
+                 previous=f"?page={number - 1}" if number > 1 else "",
+                 next=f"?page={number + 1}" if number < pages else "", size=size)
+
+
+@dataclass(frozen=True)
+class AppPage:
+    """Everything the app page prints."""
+
+    name: str
+    summary: tuple[tuple[str, str], ...]
+    conditions: tuple[tuple[str, str], ...]
+    tree: tuple[TreeRow, ...]
+    groups: tuple[GroupTable, ...]
+    diffs: Diffs
+    resources: Slice
+    operation: HistoryEntry | None
+    history: tuple[HistoryEntry, ...]
+    error: str = ""
+    warnings: tuple[str, ...] = field(default=())
+
+
+def app_href(name: str) -> str:
+    """The app page's path; every character but unreserved ones is percent-encoded."""
+    return "/apps/" + quote(name, safe="")
+
+
+# -- times ---------------------------------------------------------------------------------
+
+def when(value: object, *, now: float) -> When:
+    """An epoch number or an RFC 3339 string as :class:`When` (empty when unreadable)."""
+    seconds = _epoch(value)
+    if seconds is None:
+        return When()
+    exact = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return When(_ago(now - seconds), exact.strftime("%Y-%m-%d %H:%M:%S UTC"))
+
+
+def _epoch(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) and value > 0 else None
+    if isinstance(value, str) and value:
+        try:
+            parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=parsed.tzinfo or datetime.UTC).timestamp()
+    return None
+
+
+def _ago(delta: float) -> str:
+    if delta < 0:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if delta >= size:
+            return f"{int(delta // size)} {unit} ago"
+    return f"{int(delta)} s ago"
+
+
+# -- the app list --------------------------------------------------------------------------
+
+def page_of(names: Sequence[str], *, number: int, query: str = "",
+            size: int = PAGE_SIZE) -> Page:
+    """Page ``number`` (from 1) of the sorted ``names`` containing ``query``."""
+    query = query[:MAX_QUERY]
+    matching = sorted(n for n in names if query in n) if query else sorted(names)
+    pages = max(1, math.ceil(len(matching) / size))
+    number = min(max(1, number), pages)
+    items = tuple(matching[(number - 1) * size:number * size])
+    suffix = f"&q={quote(query, safe='')}" if query else ""
+    return Page(items, number, pages, len(matching), query,
+                previous=f"/?page={number - 1}{suffix}" if number > 1 else "",
+                next=f"/?page={number + 1}{suffix}" if number < pages else "")
+
+
+def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = "") -> AppRow:
+    """The list's line for one app, from its record's status."""
+    op = mapping(status.get("operation"))
+    return AppRow(name=name, href=app_href(name), sync=text(status.get("sync")) or "Unknown",
+                  health=text(status.get("health")) or "Unknown",
+                  revision=text(status.get("revision"))[:SHORT_SHA],
+                  operation=text(op.get("phase")), finished=when(op.get("finishedAt"), now=now),
+                  error=error or text(status.get("error")))
+
+
+# -- one app -------------------------------------------------------------------------------
+
+def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
+    initiated = op.get("initiatedBy")
+    user = text(mapping(initiated).get("username")) if isinstance(initiated, dict) \
+        else text(initiated)
+    return HistoryEntry(id=_id(op.get("id")), revision=text(op.get("revision"))[:SHORT_SHA],
+                        phase=text(op.get("phase")), message=text(op.get("message")),
+                        subject=text(op.get("subject")),
+                        finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),
+                        initiated_by=user, trigger=text(op.get("trigger")))
+
+
+def _id(value: object) -> str:
+    """A history id: Argo CD's are integers, a string is shown as it is."""
+    if isinstance(value, bool):
+        return ""
+    return str(value) if isinstance(value, int | str) else ""
+
+
+def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], ...]:
+    """The app's headline facts, in the order ``argocd app get`` prints them."""
+    compared = when(status.get("comparedAt"), now=now)
+    auto = mapping(status.get("autoSync"))
+    rows = (("Sync", text(status.get("sync")) or "Unknown"),
+            ("Health", text(status.get("health")) or "Unknown"),
+            ("Health message", text(status.get("healthMessage"))),
+            ("Revision", text(status.get("revision"))),
+            ("Repository", text(status.get("repoURL"))),
+            ("Path", text(status.get("path"))),
+            ("Target revision", text(status.get("targetRevision"))),
+            ("Destination namespace", text(status.get("destinationNamespace"))),
+            ("Sync policy", text(status.get("syncPolicy"))),
+            ("Self heal", _yes_no(status.get("selfHeal"))),
+            ("Auto-sync", " ".join(filter(None, (text(auto.get("action")),
+                                                  text(auto.get("reason")))))),
+            ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""))
+    return tuple((k, v) for k, v in rows if v)
+
+
+def _yes_no(value: object) -> str:
+    return "" if value is None else ("yes" if value is True else "no")
+
+
+def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
+             live: Mapping[ResourceKey, Manifest], desired: Mapping[ResourceKey, Manifest],
+             candidates: Sequence[Manifest], diffs: Diffs, now: float, error: str = ""
+             ) -> AppPage:
+    """The app page's data for one :class:`Slice` of its resources (see the module doc)."""
+    nodes = resource_tree(resources.rows, live, desired, candidates)
+    history = [h for h in status.get("history") or [] if isinstance(h, dict)]
+    op = status.get("operation")
+    return AppPage(
+        name=name, summary=summary(status, now=now),
+        conditions=tuple((text(c.get("type")), text(c.get("message")))
+                         for c in status.get("conditions") or [] if isinstance(c, dict)),
+        tree=tuple(TreeRow(d, n) for node in nodes for d, n in node.walk()),
+        groups=tuple(GroupTable(f"{n.kind} {n.namespace}/{n.name}", n.worker_groups)
+                     for n in nodes if n.worker_groups),
+        diffs=diffs, resources=resources,
+        operation=history_entry(op, now=now) if isinstance(op, dict) else None,
+        history=tuple(history_entry(h, now=now) for h in history),
+        error=error or text(status.get("error")),
+        warnings=tuple(text(w) for w in status.get("warnings") or []))
+
+
+def live_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[ResourceKey, str]]:
+    """Each resource row's key and apiVersion (to look the live object up)."""
+    out = []
+    for row in rows:
+        group, version = text(row.get("group")), text(row.get("version"))
+        key = ResourceKey(group, text(row.get("kind")), text(row.get("namespace")),
+                          text(row.get("name")))
+        out.append((key, f"{group}/{version}" if group else version))
+    return out
+
+
