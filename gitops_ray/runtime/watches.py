@@ -442,13 +442,8 @@ class LiveCache:
     def cached(self, api_version: str, kind: str, namespace: str, name: str
                ) -> Manifest | None:
         """The object if a synced watch holds it; never a request (the web page's reads)."""
-        with self._lock:
-            watch = self._watches.get((api_version, kind, None))
-            if watch is not None and watch.forbidden:
-                watch = self._watches.get((api_version, kind, namespace or None))
-        if watch is None or not watch.synced.is_set():
-            return None
-        return watch.get(namespace, name)
+        watch = self._synced(api_version, kind, namespace)
+        return watch.get(namespace, name) if watch is not None else None
 
     def version(self, api_version: str, kind: str, namespace: str, name: str) -> str | None:
         """The live ``resourceVersion`` if the cache knows it without a request.
@@ -458,13 +453,16 @@ class LiveCache:
         """
         if getattr(self._local, "fresh", False):
             return None
+        watch = self._synced(api_version, kind, namespace)
+        return watch.version(namespace, name) if watch is not None else None
+
+    def _synced(self, api_version: str, kind: str, namespace: str) -> KindWatch | None:
+        """The synced watch that holds the kind in ``namespace`` (cluster-wide, if allowed)."""
         with self._lock:
             watch = self._watches.get((api_version, kind, None))
             if watch is not None and watch.forbidden:
                 watch = self._watches.get((api_version, kind, namespace or None))
-        if watch is None or not watch.synced.is_set():
-            return None
-        return watch.version(namespace, name)
+        return watch if watch is not None and watch.synced.is_set() else None
 
     def lookup(self, obj: Manifest) -> Manifest | None:
         meta = obj.get("metadata") or {}
