@@ -728,7 +728,7 @@ class Controller:
     def _save(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
         """Write the status record if what it says changed."""
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
-        if decision.action is Action.PAUSED:  # Argo CD shows it as a condition too
+        if decision.action is Action.PAUSED:  # a condition: status, get and Argo CD show it
             fields["conditions"] = [*fields.get("conditions", []), {
                 "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
         if self._written.get(name) == fingerprint(fields):
