@@ -301,8 +301,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("ui.enabled", _bool, True, "Serve the read-only web page.",
            flag="--ui/--no-ui"),
     Option("ui.actions", _bool, False, "Offer refresh, sync, rollback and resume on the web "
-           "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises for the verb on the "
-           "app's record ConfigMap (SubjectAccessReview).", flag="--ui-actions"),
+           "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises "
+           "for the verb on the app's record ConfigMap (SubjectAccessReview).",
+           flag="--ui-actions"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",

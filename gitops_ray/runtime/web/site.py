@@ -6,8 +6,9 @@ comparison, :mod:`gitops_ray.runtime.compared`), through :meth:`LiveCache.cached
 never sends a request. So a page view costs the API server nothing, whoever reloads it
 how often; the only exceptions are bounded: the RayClusters a RayJob or RayService made
 (not labelled as the app's, so not in the cache; at most :data:`MAX_MADE_CLUSTERS` GETs)
-and, for an action, its two reviews. The list is paginated (:data:`~.pages.PAGE_SIZE`
-apps a page, records decoded for that page only), so 5,000 apps cost a sort of names.
+and, for an action, its two reviews (a rollback also reads the record and writes the
+pause). The list is paginated (:data:`~.pages.PAGE_SIZE` apps a page, records decoded for
+that page only), so 5,000 apps cost a sort of names.
 
 Every answer is a rendered page: an unknown app or path is a 404 page, a refused action a
 401/403 page, and a handler bug a 500 page naming nothing (one log line with the
