@@ -101,7 +101,8 @@ def test_rollback_button_pauses_and_syncs_the_old_revision_until_resumed(
     assert resumed.status_code == 303
     eventually(lambda: ray_version(ctl, APP) == "2.54.0", message="git's revision again")
     newest = eventually(lambda: _newest(ctl) if _newest(ctl).get("revision") == third
-                        else None, message="recorded")
+                        and "trigger" in _newest(ctl) else None,
+                        message="recorded (pushed, then marked: two writes)")
     assert (newest["id"], newest["trigger"]) == (3, "auto-sync")
     assert PAUSE_KEY not in ctl.status(APP)
 
