@@ -538,8 +538,7 @@ class Controller:
         result = outcome.result
         fields = {**operation_fields(decision, observed, self.identity),
                   **(extra or {}), **_carried(resume)}
-        if is_requested(fields) and self._retrying(app.name, result,
-                                                                     retry_limit):
+        if is_requested(fields) and self._retrying(app.name, result, retry_limit):
             fields["retrying"] = True
         if result.running:
             self._wait_for_wave(app, outcome, fields, decision, log)
