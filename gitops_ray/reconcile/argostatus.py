@@ -130,6 +130,7 @@ class ManualOperation:
     sync_options: tuple[str, ...] = ()
     retry_limit: int = 0
     rollback: bool = False  # carries a source (``argocd app rollback``)
+    rollback_of: int | None = None  # the web page's Rollback: recorded with rollbackOf
     initiated_by: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # malformed: refused with this message, nothing synced
 

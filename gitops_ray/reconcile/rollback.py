@@ -76,11 +76,9 @@ def rollback(reconciler: Reconciler, app: Application, request: RollbackRequest
     store = reconciler.syncer.store
     entry = target(store, app.name, request.entry_id)
     revision = str(entry["revision"])
-    pause = None
-    if app.sync_policy.automated:
-        pause = Pause(since=request.now, until=request.pause_until,
-                      rollback_id=request.entry_id, revision=revision, by=request.by)
-        store.update(app.name, lambda r: r.status.update({PAUSE_KEY: pause.to_record()}))
+    pause = pause_automation(store, app, Pause(since=request.now, until=request.pause_until,
+                                               rollback_id=request.entry_id,
+                                               revision=revision, by=request.by))
     outcome = reconciler.sync_until_done(app, revision=revision, prune=request.prune,
                                          timeout=request.timeout, poll=request.poll)
     if outcome.unrecorded is None:
@@ -88,11 +86,27 @@ def rollback(reconciler: Reconciler, app: Application, request: RollbackRequest
     return RollbackOutcome(outcome, entry, pause)
 
 
+def pause_automation(store: RecordStore, app: Application, pause: Pause) -> Pause | None:
+    """Record ``pause`` if the app has automated sync (else nothing to pause: ``None``).
+
+    Shared by the CLI and the web page's Rollback button, so both leave the same pause.
+    """
+    if not app.sync_policy.automated:
+        return None
+    store.update(app.name, lambda r: r.status.update({PAUSE_KEY: pause.to_record()}))
+    return pause
+
+
+def marks(entry_id: int) -> dict[str, Any]:
+    """The fields that mark a recorded operation as the rollback to ``entry_id``."""
+    return {"trigger": ROLLBACK_TRIGGER, "rollbackOf": entry_id}
+
+
 def _mark(status: dict[str, Any], result: SyncResult, entry_id: int) -> None:
     """Mark the recorded operation of ``result`` as the rollback to ``entry_id``."""
     newest = status.get("operation")
     if isinstance(newest, dict) and newest.get("startedAt") == result.started_at:
-        revise_newest(status, {"trigger": ROLLBACK_TRIGGER, "rollbackOf": entry_id})
+        revise_newest(status, marks(entry_id))
 
 
 def resume(store: RecordStore, app: str) -> Pause | None:

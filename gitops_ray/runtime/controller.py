@@ -49,7 +49,11 @@ Each pass reads it from the watch cache and auto-sync stays off while it lasts (
 ``autoSync: paused`` and an ``AutoSyncPaused`` condition); a pass after its end removes
 it. A record event whose pause changed (set, resumed) refreshes the app at once, as does
 one that another writer made to a paused app's record, so the status always shows git's
-revision and the pause, not the rollback's own comparison.
+revision and the pause, not the rollback's own comparison. The web page's Rollback button
+(:meth:`Controller.request_rollback`) leaves the same pause and then requests an operation
+pinned to the entry's revision, executed as any requested operation and recorded as a
+rollback (``trigger: rollback``, ``rollbackOf``); its Resume button ends the pause as
+``gitops-ray resume`` does (:meth:`Controller.resume`).
 
 Followers compare too, so their render and dry-run caches are warm when they take over,
 but never write: no sync, no status, no events. :meth:`Controller.stop_leading` waits for
@@ -93,6 +97,13 @@ from gitops_ray.reconcile.autosync import (
 from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
+from gitops_ray.reconcile.rollback import (
+    ROLLBACK_TRIGGER,
+    marks,
+    pause_automation,
+    resume,
+    target,
+)
 from gitops_ray.reconcile.status import status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
@@ -127,8 +138,10 @@ Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
-CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy")
+CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy", "rollbackOf")
 """Fields of a requested operation that every later step of it records too."""
+REQUESTED_TRIGGERS = frozenset({"operation", ROLLBACK_TRIGGER})
+"""The recorded ``trigger`` of a requested operation (a rollback is one, marked as such)."""
 AFTER_OPERATION_SECONDS = 1.0
 """An executed operation's app is refreshed again this much later, and its status written
 with a new ``reconciledAt`` (a second write, as Argo CD's own refresh after a sync makes:
@@ -375,7 +388,7 @@ class Controller:
                 self._argocd.terminating(app.name):
             self._end(app.name, running, "Operation terminated", Reason.TERMINATED)
             return None  # its `.operation` is cleared with the status, not run again
-        if running is not None and running.extra.get("trigger") == "operation":
+        if running is not None and is_requested(running.extra):
             app, comparison = self._resumed(app, comparison, running)
         if running is not None and running.revision == comparison.revision:
             return self._sync(app, comparison, observed, _continuing(running), log,
@@ -444,6 +457,50 @@ class Controller:
             self._requested[name] = op
         return True
 
+    def request_rollback(self, name: str, entry_id: int, *, user: str) -> bool:
+        """Roll the app back to history entry ``entry_id``, as ``gitops-ray rollback`` does.
+
+        The web page's Rollback button. Why through :meth:`request_operation`: the sync of
+        the entry's revision (its full SHA) must be the same sync as any other, so it is an
+        operation pinned to that revision, recorded with the rollback's marks. As the CLI,
+        an automated app is paused first (until resumed), so no pass syncs git's revision
+        in between; the pause is also taken into memory, so the pass that executes the
+        rollback decides its follow-up as paused even before the record event arrives.
+        ``False`` when this replica does not lead; :class:`ConfigError` naming the known
+        ids when the history has no such entry.
+        """
+        app = self.catalog.get(name)
+        if app is None or not self.leading:
+            return False
+        revision = str(target(self.store, name, entry_id)["revision"])
+        with self._write_guard() as leading:
+            if not leading:
+                return False
+            pause = pause_automation(self.store, app, Pause(
+                since=self._clock(), rollback_id=entry_id, revision=revision, by=user))
+        if pause is not None:
+            with self._cond:
+                self._pauses[name] = pause
+        op = ManualOperation(raw={"sync": {"revision": revision},
+                                  "initiatedBy": {"username": user}},
+                             revision=revision, rollback_of=entry_id,
+                             initiated_by={"username": user})
+        return self.request_operation(name, op)
+
+    def resume(self, name: str) -> Pause | None:
+        """End the app's pause, as ``gitops-ray resume`` does (the web page's Resume).
+
+        The pause it ended, ``None`` when there was none or this replica does not lead.
+        The record event that follows refreshes the app, which then syncs git again.
+        """
+        with self._write_guard() as leading:
+            if not leading:
+                return None
+            ended = resume(self.store, name)
+        with self._cond:
+            self._pauses.pop(name, None)
+        return ended
+
     def request_refresh(self, name: str) -> None:
         """Make the app's next refresh resolve its revision anew (the web page's Refresh).
 
@@ -481,8 +538,7 @@ class Controller:
         result = outcome.result
         fields = {**operation_fields(decision, observed, self.identity),
                   **(extra or {}), **_carried(resume)}
-        if fields.get("trigger") == "operation" and self._retrying(app.name, result,
-                                                                     retry_limit):
+        if is_requested(fields) and self._retrying(app.name, result, retry_limit):
             fields["retrying"] = True
         if result.running:
             self._wait_for_wave(app, outcome, fields, decision, log)
@@ -622,7 +678,8 @@ class Controller:
         decision = Decision(Action.SYNC, f"operation initiated by {op.user or 'Argo CD'}",
                             prune=op.prune, only=op.only(r.key for r in before.diff.resources),
                             attempt=attempt, requested=True)
-        extra = {"automated": False, "argocdOperation": op.raw, "initiatedBy": op.user}
+        extra = {"automated": False, "argocdOperation": op.raw, "initiatedBy": op.user,
+                 **(marks(op.rollback_of) if op.rollback_of is not None else {})}
         if op.dry_run:
             result = self._dry_run(app, before, decision, extra, log)
         else:
@@ -800,9 +857,14 @@ def _continuing(running: OperationState) -> Decision:
                     attempt=int(running.extra.get("attempt", 1)))
 
 
+def is_requested(fields: Mapping[str, Any]) -> bool:
+    """Whether recorded operation ``fields`` are those of a requested operation."""
+    return fields.get("trigger") in REQUESTED_TRIGGERS
+
+
 def _carried(resume: OperationState | None) -> dict[str, Any]:
     """What a continued requested operation keeps from its first step."""
-    if resume is None or resume.extra.get("trigger") != "operation":
+    if resume is None or not is_requested(resume.extra):
         return {}
     return {k: resume.extra[k] for k in CARRIED if k in resume.extra}
 

@@ -28,7 +28,7 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     webhook: {secretFile: /etc/gitops-ray/webhook-secret,
               advertiseUrl: "http://10.0.0.7:9292/webhook"}  # followers forward to the leader
     listen: {metrics: ":8080", health: ":8081", webhook: ":9292", ui: ""}  # ui: metrics'
-    ui: {enabled: true, actions: false}   # the web page; actions: refresh/sync by token
+    ui: {enabled: true, actions: false}   # the web page; actions: refresh/sync/... by token
     leaderElection: {enabled: true, leaseName: gitops-ray, leaseDuration: 15s,
                      renewDeadline: 10s, retryPeriod: 2s}
     selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
@@ -300,9 +300,10 @@ OPTIONS: tuple[Option, ...] = (
            "empty: the metrics address.", flag="--ui-addr"),
     Option("ui.enabled", _bool, True, "Serve the read-only web page.",
            flag="--ui/--no-ui"),
-    Option("ui.actions", _bool, False, "Offer refresh and sync on the web page, to a bearer "
-           "token Kubernetes authenticates (TokenReview) and authorises for the verb on the "
-           "app's record ConfigMap (SubjectAccessReview).", flag="--ui-actions"),
+    Option("ui.actions", _bool, False, "Offer refresh, sync, rollback and resume on the web "
+           "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises "
+           "for the verb on the app's record ConfigMap (SubjectAccessReview).",
+           flag="--ui-actions"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",

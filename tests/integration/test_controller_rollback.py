@@ -64,7 +64,8 @@ def test_rollback_pauses_auto_sync_until_resumed_then_git_wins_again(
     resumed = cli("resume", *cli.kube_args, "paused")
     assert resumed.exit_code == 0, resumed.output
     eventually(lambda: ray_version(ctl, "paused") == "2.54.0", message="git's revision again")
-    eventually(lambda: _newest(ctl).get("revision") == third, message="recorded")
+    eventually(lambda: _newest(ctl).get("revision") == third and "trigger" in _newest(ctl),
+               message="recorded (pushed, then marked: two writes)")
     assert _newest(ctl)["id"] == 3 and _newest(ctl)["trigger"] == "auto-sync"
     status = eventually(lambda: _synced(ctl), message="the pause gone from the status")
     assert PAUSE_KEY not in status

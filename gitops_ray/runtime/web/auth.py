@@ -5,15 +5,18 @@ identities (OIDC users, ServiceAccounts) and RBAC is where a platform team grant
 So an action carries a **bearer token**, which the API server authenticates
 (``TokenReview``, authentication.k8s.io/v1) and then authorises (``SubjectAccessReview``,
 authorization.k8s.io/v1) for a **custom verb on the app's record ConfigMap**: verb
-``refresh`` or ``sync`` (:class:`Verb`) on ``configmaps``, resourceName
-``gitops-ray-app.<app>`` (:func:`~gitops_ray.sync.records.record_name`), in the control
-namespace. RBAC accepts any verb string, so a Role grants exactly that::
+``refresh``, ``sync``, ``rollback`` or ``resume`` (:class:`Verb`) on ``configmaps``,
+resourceName ``gitops-ray-app.<app>`` (:func:`~gitops_ray.sync.records.record_name`), in
+the control namespace. A rollback is granted apart from a sync because it also pauses
+automation; ending that pause (Resume) is its own verb too, so a Role can let on-call
+engineers roll back and leave resuming to the app's owners. RBAC accepts any verb string,
+so a Role grants exactly that::
 
     rules:
       - apiGroups: [""]
         resources: [configmaps]
         resourceNames: [gitops-ray-app.prod]
-        verbs: [refresh, sync]
+        verbs: [refresh, sync, rollback, resume]
 
 Anonymous is never enough: a token the API server does not authenticate, or one that
 authenticates as ``system:anonymous`` / group ``system:unauthenticated``, is refused with
@@ -54,6 +57,13 @@ class Verb(StrEnum):
 
     REFRESH = "refresh"  # compare the app with git now
     SYNC = "sync"  # sync it now (as Argo CD's Sync button)
+    ROLLBACK = "rollback"  # sync a history entry's revision, pausing automation first
+    RESUME = "resume"  # end a rollback's pause of automated sync
+
+
+APP_VERBS = (Verb.REFRESH, Verb.SYNC)
+"""The verbs with a button of their own at the top of the app page (the others are on a
+history entry, or shown while the app is paused)."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ it has them, whatever else it carries is ignored, and a malformed field shows as
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from collections.abc import Mapping, Sequence
@@ -22,6 +23,7 @@ from urllib.parse import quote
 
 from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import WorkerGroupView
+from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -65,6 +67,8 @@ class HistoryEntry:
     finished: When
     initiated_by: str
     trigger: str
+    rollback_of: str = ""  # the id this entry rolled back to
+    rollback_to: int | None = None  # its deployment id, when the page offers Rollback to it
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class AppPage:
     history: tuple[HistoryEntry, ...]
     error: str = ""
     warnings: tuple[str, ...] = field(default=())
+    paused: str = ""  # the pause of automated sync (a rollback's), "" when there is none
 
 
 def app_href(name: str) -> str:
@@ -235,7 +240,27 @@ def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
                         phase=text(op.get("phase")), message=text(op.get("message")),
                         subject=text(op.get("subject")),
                         finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),
-                        initiated_by=user, trigger=text(op.get("trigger")))
+                        initiated_by=user, trigger=text(op.get("trigger")),
+                        rollback_of=_id(op.get("rollbackOf")))
+
+
+def rollback_targets(history: Sequence[HistoryEntry], ops: Sequence[Mapping[str, Any]]
+                     ) -> tuple[HistoryEntry, ...]:
+    """``history`` with Rollback offered on every deployment but the newest entry.
+
+    Why not the newest: it is what the app runs (or, if it failed, what it tried), and a
+    rollback to it would be a plain sync. Only an entry with an integer deployment id and
+    a revision qualifies, the ids ``gitops-ray rollback`` accepts.
+    """
+    return tuple(dataclasses.replace(h, rollback_to=_deployment(op) if i else None)
+                 for i, (h, op) in enumerate(zip(history, ops, strict=True)))
+
+
+def _deployment(op: Mapping[str, Any]) -> int | None:
+    value = op.get("id")
+    if isinstance(value, bool) or not isinstance(value, int) or not text(op.get("revision")):
+        return None
+    return value
 
 
 def _id(value: object) -> str:
@@ -286,9 +311,10 @@ def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
                      for n in nodes if n.worker_groups),
         diffs=diffs, resources=resources,
         operation=history_entry(op, now=now) if isinstance(op, dict) else None,
-        history=tuple(history_entry(h, now=now) for h in history),
+        history=rollback_targets([history_entry(h, now=now) for h in history], history),
         error=error or text(status.get("error")),
-        warnings=tuple(text(w) for w in status.get("warnings") or []))
+        warnings=tuple(text(w) for w in status.get("warnings") or []),
+        paused=pause.message if (pause := Pause.of(status)) is not None else "")
 
 
 def live_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[ResourceKey, str]]:

@@ -6,19 +6,23 @@ comparison, :mod:`gitops_ray.runtime.compared`), through :meth:`LiveCache.cached
 never sends a request. So a page view costs the API server nothing, whoever reloads it
 how often; the only exceptions are bounded: the RayClusters a RayJob or RayService made
 (not labelled as the app's, so not in the cache; at most :data:`MAX_MADE_CLUSTERS` GETs)
-and, for an action, its two reviews. The list is paginated (:data:`~.pages.PAGE_SIZE`
-apps a page, records decoded for that page only), so 5,000 apps cost a sort of names.
+and, for an action, its two reviews (a rollback also reads the record and writes the
+pause). The list is paginated (:data:`~.pages.PAGE_SIZE` apps a page, records decoded for
+that page only), so 5,000 apps cost a sort of names.
 
 Every answer is a rendered page: an unknown app or path is a 404 page, a refused action a
 401/403 page, and a handler bug a 500 page naming nothing (one log line with the
 exception's class, as :mod:`gitops_ray.runtime.server` does). Pages carry a strict
 Content-Security-Policy (no scripts at all, inline styles only, forms to this origin).
 
-Actions (``ui.actions``, off by default) are ``POST /apps/<name>/refresh`` and
-``/apps/<name>/sync``, allowed as :mod:`gitops_ray.runtime.web.auth` describes. They go
-through the controller's own paths: a refresh is queued like a webhook's (with the
-revision resolved again), a sync is executed as Argo CD's Sync button is
-(:meth:`Controller.request_operation`). Only the leader syncs, so a follower answers 503.
+Actions (``ui.actions``, off by default) are ``POST /apps/<name>/<verb>`` for each
+:class:`~gitops_ray.runtime.web.auth.Verb`, allowed as :mod:`gitops_ray.runtime.web.auth`
+describes. They go through the controller's own paths: a refresh is queued like a
+webhook's (with the revision resolved again), a sync is executed as Argo CD's Sync button
+is (:meth:`Controller.request_operation`), a rollback (field ``id``: a history entry's
+deployment id, in the form or the query) as ``gitops-ray rollback`` is, through that same
+path (:meth:`Controller.request_rollback`), and a resume as ``gitops-ray resume``
+(:meth:`Controller.resume`). Only the leader writes, so a follower answers 503.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from urllib.parse import parse_qs, unquote
 
 import structlog
 
+from gitops_ray.errors import ConfigError, GitOpsRayError
 from gitops_ray.health.fields import dig, mapping, text
 from gitops_ray.kube import KubeError
 from gitops_ray.reconcile.argostatus import ManualOperation
@@ -40,6 +45,7 @@ from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.server import Request, Response, Route, Routes
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.runtime.web.auth import (
+    APP_VERBS,
     Caller,
     Denied,
     FormTokens,
@@ -76,7 +82,10 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store", "X-Frame-Options": "DENY",
 }
 NOTICES = {Verb.REFRESH.value: "Refresh requested.",
-           Verb.SYNC.value: "Sync requested; it shows in the history when it finishes."}
+           Verb.SYNC.value: "Sync requested; it shows in the history when it finishes.",
+           Verb.ROLLBACK.value: "Rollback requested; it shows in the history when it "
+                                "finishes. Automated sync (if any) is paused until resumed.",
+           Verb.RESUME.value: "Automated sync resumed: git's revision is synced again."}
 Submit = Callable[[str, str], None]
 """(app, reason) -> queue an urgent refresh of the app."""
 
@@ -201,7 +210,7 @@ class WebSite:
     def _action_forms(self, name: str) -> dict[str, Any] | None:
         if self.actions is None or self.catalog.get(name) is None:
             return None
-        return {"base": app_href(name), "verbs": [v.value for v in Verb],
+        return {"base": app_href(name), "verbs": [v.value for v in APP_VERBS],
                 "csrf": self.actions.forms.issue(name, now=self._clock()),
                 "record": record_name(name), "namespace": self.namespace}
 
@@ -224,10 +233,11 @@ class WebSite:
             return _not_found("No such app or action.")
         verb, header_token = Verb(rest), bearer(request.headers)
         try:
+            fields = _fields(request)
             token = header_token if header_token is not None else self._form_token(
-                name, request)
+                name, fields)
             caller = self.actions_or_fail().reviewer.authorize(token, name, verb)
-            self._perform(name, verb, caller)
+            self._perform(name, verb, caller, fields)
         except Denied as denied:
             log.info("ui_action_refused", app=name, verb=verb.value, status=denied.status)
             return _error(denied.status, _TITLES.get(denied.status, "Refused"), denied.message,
@@ -242,30 +252,46 @@ class WebSite:
             raise Denied(404, "Actions are off.")
         return self.actions
 
-    def _form_token(self, name: str, request: Request) -> str:
+    def _form_token(self, name: str, fields: Mapping[str, list[str]]) -> str:
         """The form's bearer token, once its CSRF token is checked."""
-        try:
-            fields = parse_qs(bytes(request.body).decode(), max_num_fields=8)
-        except (UnicodeDecodeError, ValueError):
-            raise Denied(400, "The form could not be read.") from None
         csrf = (fields.get("csrf") or [""])[0]
         if not self.actions_or_fail().forms.valid(csrf, name, now=self._clock()):
             raise Denied(403, "The form has expired or is not this site's; reload the page.")
         token = (fields.get("token") or [""])[0].strip()
         return token.removeprefix("Bearer ").strip()
 
-    def _perform(self, name: str, verb: Verb, caller: Caller) -> None:
+    def _perform(self, name: str, verb: Verb, caller: Caller,
+                 fields: Mapping[str, list[str]]) -> None:
         if not self.controller.leading:
             raise Denied(503, "This replica does not lead; only the leader syncs. Retry.")
-        if verb is Verb.SYNC:
-            op = ManualOperation(raw={"sync": {}, "initiatedBy": {"username": caller.username}},
-                                 initiated_by={"username": caller.username})
-            if not self.controller.request_operation(name, op):
-                raise Denied(503, "This replica does not lead any more. Retry.")
-        else:
-            self.controller.request_refresh(name)
+        entry_id = _entry_id(fields) if verb is Verb.ROLLBACK else None
+        try:
+            done = self._request(name, verb, caller, entry_id)
+        except ConfigError as e:  # no such history entry: the message names the known ids
+            raise Denied(400, str(e)) from None
+        except GitOpsRayError as e:
+            raise Denied(503, f"The record could not be read or written "
+                              f"({type(e).__name__}). Retry.") from None
+        if not done:
+            raise Denied(503, "This replica does not lead any more. Retry.")
         self.actions_or_fail().submit(name, f"ui-{verb.value}")
-        log.info("ui_action", app=name, verb=verb.value, user=caller.username)
+        log.info("ui_action", app=name, verb=verb.value, user=caller.username,
+                 **({"rollback_to": entry_id} if entry_id is not None else {}))
+
+    def _request(self, name: str, verb: Verb, caller: Caller, entry_id: int | None) -> bool:
+        """Hand the action to the controller; ``False`` when it no longer leads."""
+        user = caller.username
+        if verb is Verb.SYNC:
+            op = ManualOperation(raw={"sync": {}, "initiatedBy": {"username": user}},
+                                 initiated_by={"username": user})
+            return self.controller.request_operation(name, op)
+        if verb is Verb.ROLLBACK and entry_id is not None:
+            return self.controller.request_rollback(name, entry_id, user=user)
+        if verb is Verb.RESUME:
+            self.controller.resume(name)
+            return self.controller.leading
+        self.controller.request_refresh(name)
+        return True
 
     # -- failures --------------------------------------------------------------------
 
@@ -294,6 +320,25 @@ def _app_path(path: str) -> tuple[str | None, str]:
         return unquote(parts[0], errors="strict"), "/".join(parts[1:])
     except UnicodeDecodeError:
         return None, ""
+
+
+def _fields(request: Request) -> dict[str, list[str]]:
+    """The query's fields, and a form body's over them (a bearer client may send none)."""
+    try:
+        fields = parse_qs(request.query, max_num_fields=4)
+        if request.headers.get("content-type", "").split(";")[0].strip() == FORM_TYPE:
+            fields.update(parse_qs(bytes(request.body).decode(), max_num_fields=8))
+    except (UnicodeDecodeError, ValueError):
+        raise Denied(400, "The form could not be read.") from None
+    return fields
+
+
+def _entry_id(fields: Mapping[str, list[str]]) -> int:
+    """The history entry a rollback asks for (field ``id``: a deployment id)."""
+    value = (fields.get("id") or [""])[0].strip()
+    if not (value.isascii() and value.isdigit() and len(value) < 10):
+        raise Denied(400, "Which deployment? Send the history entry's id (a number).")
+    return int(value)
 
 
 def _made_cluster_names(owner: Manifest) -> list[str]:
