@@ -98,3 +98,15 @@ def test_kept_diffs_are_bounded_and_masked() -> None:
     a, b = memory.get("a"), memory.get("b")
     assert a is not None and a.dropped and not a.diffs
     assert b is not None and b.diffs and not b.dropped
+
+
+def test_the_auto_sync_line_says_what_automation_decided() -> None:
+    from gitops_ray.runtime.web.pages import summary
+
+    def line(auto: dict[str, str]) -> str:
+        return dict(summary({"autoSync": auto}, now=0.0)).get("Auto-sync", "")
+
+    assert line({"action": "none", "reason": "sync status is Synced"}) == "sync status is Synced"
+    assert line({"action": "paused", "reason": "until resumed"}) == "paused: until resumed"
+    assert line({"action": "sync", "reason": ""}) == "sync"
+    assert line({}) == ""

@@ -284,10 +284,17 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
             ("Destination namespace", text(status.get("destinationNamespace"))),
             ("Sync policy", text(status.get("syncPolicy"))),
             ("Self heal", _yes_no(status.get("selfHeal"))),
-            ("Auto-sync", " ".join(filter(None, (text(auto.get("action")),
-                                                  text(auto.get("reason")))))),
+            ("Auto-sync", _auto_sync(auto)),
             ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""))
     return tuple((k, v) for k, v in rows if v)
+
+
+def _auto_sync(auto: Mapping[str, Any]) -> str:
+    """What automation decided last: ``"sync status is Synced"``, ``"paused: ..."``."""
+    action, reason = text(auto.get("action")), text(auto.get("reason"))
+    if action in ("", "none"):  # nothing to do: the reason says why
+        return reason
+    return f"{action}: {reason}" if reason else action
 
 
 def _yes_no(value: object) -> str:
