@@ -19,7 +19,6 @@ import io
 import sys
 import time
 from collections.abc import Sequence
-from enum import StrEnum
 from typing import IO, cast
 
 from rich.console import Console
@@ -32,25 +31,6 @@ PLAIN_WIDTH = 1000
 """Columns of output that is not a terminal: wide enough that no table row wraps."""
 UNBOUNDED = 2**31 - 1
 """KubeRay's default ``maxReplicas`` (int32 max): no upper bound."""
-
-
-class Writer(StrEnum):
-    """Field managers the worker-group view explains (as the API server names them)."""
-
-    AUTOSCALER = "python-requests"  # the Ray autoscaler's KubeRay provider (no fieldManager)
-    KUBECTL = "kubectl"  # kubectl-edit, kubectl-patch, kubectl-scale, kubectl-client-side-apply
-
-
-WRITER_LABELS = {Writer.AUTOSCALER: "autoscaler", Writer.KUBECTL: "by hand"}
-
-
-def writer_label(manager: str) -> str:
-    """``python-requests (autoscaler)``, ``kubectl-edit (by hand)``, ``gitops-ray``."""
-    if not manager:
-        return "-"
-    known = next((w for w in (Writer.AUTOSCALER, Writer.KUBECTL)
-                  if manager == w or manager.startswith(f"{w.value}-")), None)
-    return f"{manager} ({WRITER_LABELS[known]})" if known is not None else manager
 
 
 def console(stream: IO[str] | None = None) -> Console:
@@ -146,7 +126,7 @@ def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[str | Text]:
     deleting = ",".join(view.workers_to_delete) if wide else str(len(view.workers_to_delete))
     name = view.group + ("" if view.live else " (not live yet)") \
         + ("" if view.in_git else " (not in git)")
-    return [name, _count(view.git_replicas), live, writer_label(view.replicas_manager),
+    return [name, _count(view.git_replicas), live, view.writer,
             _count(view.min_replicas), _count(view.max_replicas),
             f"{view.ready_pods}/{view.total_pods}" if view.live else "-",
             deleting or "0", str(view.stale_pods)]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from gitops_ray.health.fields import dig, mapping, number, objects, text
@@ -42,6 +43,25 @@ CLUSTER_SPEC = {"RayCluster": (), "RayJob": ("rayClusterSpec",),
 """Where each Ray kind keeps its RayClusterSpec under ``.spec``."""
 
 
+class Writer(StrEnum):
+    """Field managers the worker-group view explains (as the API server names them)."""
+
+    AUTOSCALER = "python-requests"  # the Ray autoscaler's KubeRay provider (no fieldManager)
+    KUBECTL = "kubectl"  # kubectl-edit, kubectl-patch, kubectl-scale, kubectl-client-side-apply
+
+
+WRITER_LABELS = {Writer.AUTOSCALER: "autoscaler", Writer.KUBECTL: "by hand"}
+
+
+def writer_label(manager: str) -> str:
+    """``python-requests (autoscaler)``, ``kubectl-edit (by hand)``, ``gitops-ray``."""
+    if not manager:
+        return "-"
+    known = next((w for w in (Writer.AUTOSCALER, Writer.KUBECTL)
+                  if manager == w or manager.startswith(f"{w.value}-")), None)
+    return f"{manager} ({WRITER_LABELS[known]})" if known is not None else manager
+
+
 @dataclass(frozen=True)
 class WorkerGroupView:
     """One worker group as git and the cluster see it (``None``: that side does not say)."""
@@ -58,6 +78,11 @@ class WorkerGroupView:
     total_pods: int
     stale_pods: int  # Pods on an older template than the live group's
     workers_to_delete: tuple[str, ...] = field(default=())
+
+    @property
+    def writer(self) -> str:
+        """Who set the live replicas, explained: ``python-requests (autoscaler)``."""
+        return writer_label(self.replicas_manager)
 
     @property
     def drifted(self) -> bool:

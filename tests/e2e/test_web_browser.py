@@ -97,7 +97,8 @@ def test_the_app_page_in_chromium(start_controller: Callable[..., Controller],
         return row["live"] == "3" and ready.text == "3 / 3"
 
     eventually(shown, TIMEOUT, "the autoscaler's replicas and ready Pods on the page")
-    assert cells(browser, "cpu") == {"git": "1", "live": "3", "manager": "python-requests"}
+    assert cells(browser, "cpu") == {"git": "1", "live": "3",
+                                     "manager": "python-requests (autoscaler)"}
     assert cells(browser, "highmem")["git"] == cells(browser, "highmem")["live"] == "1"
     tree = browser.find_element(By.ID, "tree").text
     assert "Pod" in tree and "Service" in tree and "RayCluster" in tree

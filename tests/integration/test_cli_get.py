@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from gitops_ray.cli.views import writer_label
+from gitops_ray.health.workergroups import writer_label
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_cli_diff import Cli, app_yaml, autoscale, cli

@@ -96,7 +96,8 @@ def test_list_and_app_pages_show_the_autoscalers_replicas_next_to_gits(
         return text if group_row(text, "cpu").get("live") == "3" else ""
 
     shown = eventually(page, message="the autoscaler's replicas on the page")
-    assert group_row(shown, "cpu") == {"git": "1", "live": "3", "manager": AUTOSCALER}
+    assert group_row(shown, "cpu") == {"git": "1", "live": "3",
+                                       "manager": f"{AUTOSCALER} (autoscaler)"}
     assert group_row(shown, "highmem")["git"] == group_row(shown, "highmem")["live"] == "2"
     assert "Content-Security-Policy" in requests.get(f"{ctl.url}/apps/web", timeout=10).headers
     for section in ('id="summary"', 'id="tree"', 'id="history"', "Last diff", "Succeeded"):

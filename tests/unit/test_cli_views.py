@@ -7,7 +7,8 @@ import io
 from rich.table import Table
 
 from gitops_ray.cli.get import sync_reason, tree_rows
-from gitops_ray.cli.views import console, duration, human_time, iso, writer_label
+from gitops_ray.cli.views import console, duration, human_time, iso
+from gitops_ray.health.workergroups import writer_label
 from gitops_ray.reconcile.tree import TreeNode
 
 NOW = 1_790_000_000.0
