@@ -34,6 +34,7 @@ class Server:
         self.refused: list[Refusal] = []
         self.release = threading.Event()
         self.release.set()
+        self.entered = threading.Event()  # a delivery is in the handler (holding its slot)
         routes = group_routes([("127.0.0.1:0", {
             ("POST", "/hook"): Route(self.handle, admit=self.admit),
             ("POST", "/boom"): self.boom,
@@ -46,6 +47,7 @@ class Server:
         return None if headers.get("x-token") == "yes" else Response(401, b"no token\n")
 
     def handle(self, request: Request) -> Response:
+        self.entered.set()
         self.release.wait(10)
         self.seen.append(request)
         return Response(202, b"taken\n")
@@ -168,6 +170,7 @@ def test_body_reads_beyond_the_bound_wait_then_get_503(server: Server) -> None:
     first = server.connect()
     try:
         first.sendall(f"{POST}\r\nContent-Length: 1\r\n\r\nx".encode())
+        assert server.entered.wait(10)  # the first holds the slot before the second comes
         second = exchange(server, f"{POST}\r\nContent-Length: 1", b"y")
         assert status(second) == 503
         server.release.set()
