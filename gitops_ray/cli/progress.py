@@ -10,16 +10,21 @@ it finishes.
 
 Nothing is ever half display, half result: lines for the terminal that shows the display
 (stdout on the same terminal, warnings, log lines) go through the display's console,
-which erases the display, prints them above it and redraws it. A stdout elsewhere (a
-file, a pipe) is written directly and never disturbs the display. When stderr is not
-interactive (rich's rule: a TTY, unless ``TTY_INTERACTIVE``/``TTY_COMPATIBLE`` say
-otherwise) there is no display and no control sequence at all: the result lines come one
-by one on stdout, warnings and the summary plainly on stderr.
+which erases the display, prints them above it and redraws it. Every write to the
+terminal (those lines, and each redraw of the display, from a refresher thread of our
+own rather than rich's) holds one lock: the console erases as many lines as the display
+had when it was last drawn, so a redraw with an app fewer must not come between a
+printer's erase and its write (a result line was lost that way, on a busy machine).
+A stdout elsewhere (a file, a pipe) is written directly and never disturbs the display.
+When stderr is not interactive (rich's rule: a TTY, unless ``TTY_INTERACTIVE``/
+``TTY_COMPATIBLE`` say otherwise) there is no display and no control sequence at all:
+the result lines come one by one on stdout, warnings and the summary plainly on stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
@@ -31,7 +36,6 @@ from typing import TextIO
 
 import click
 from rich.console import Console
-from rich.file_proxy import FileProxy
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -47,6 +51,7 @@ from rich.text import Text
 from gitops_ray.types import ResourceAction, ResourceKey
 
 OVERALL = "apps"
+REFRESH_SECONDS = 0.1  # how often the display is redrawn (rich's default is 10 a second)
 
 
 @dataclass(frozen=True)
@@ -87,19 +92,31 @@ class SyncDisplay:
         self._overall: TaskID | None = None
         self._apps = apps
         self._tasks: dict[str, TaskID] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # every write to the terminal (see the module doc)
         self._stack = contextlib.ExitStack()
+        self._stop = threading.Event()
 
     def __enter__(self) -> SyncDisplay:
         if self._progress is not None:
             self._overall = self._progress.add_task(OVERALL, total=self._apps, doing="")
             self._stack.enter_context(self._progress)
-            self._stack.enter_context(_logs_above(self.console))
+            self._stack.enter_context(_logs_above(self))
+            refresher = threading.Thread(target=self._refresh, name="sync-display",
+                                         daemon=True)
+            refresher.start()
+            self._stack.callback(refresher.join)
+            self._stack.callback(self._stop.set)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self._stack.close()
+
+    def _refresh(self) -> None:
+        while not self._stop.wait(REFRESH_SECONDS):
+            with self._lock:
+                if self._progress is not None:
+                    self._progress.refresh()
 
     def start(self, app: str) -> AppProgress:
         """The app's sync begins: its line appears (from the syncing thread)."""
@@ -112,27 +129,32 @@ class SyncDisplay:
 
     def finish(self, app: str, lines: list[Line], *, failed: int) -> None:
         """The app is done: its line goes, its results are printed, the count moves on."""
-        if self._progress is not None and self._overall is not None:
-            with self._lock:
+        with self._lock:
+            if self._progress is not None and self._overall is not None:
                 task = self._tasks.pop(app, None)
-            if task is not None:
-                self._progress.remove_task(task)
-            self._progress.update(self._overall, advance=1,
-                                  doing=f"{failed} failed" if failed else "")
-        for line in lines:
-            self.result(line)
+                if task is not None:
+                    self._progress.remove_task(task)
+                self._progress.update(self._overall, advance=1,
+                                      doing=f"{failed} failed" if failed else "")
+            for line in lines:
+                self.result(line)
 
     def result(self, line: Line) -> None:
         """A line of results on stdout (above the display when they share a terminal)."""
         if self.live and _shares_terminal():
-            self.console.print(Text(line.text, style=line.color), soft_wrap=True)
+            self.above(Text(line.text, style=line.color))
         else:
             click.secho(line.text, fg=line.color or None)
+
+    def above(self, text: Text) -> None:
+        """Print ``text`` on stderr above the display (erase, print, redraw: one write)."""
+        with self._lock:
+            self.console.print(text, soft_wrap=True)
 
     def warn(self, message: str) -> None:
         """A warning on stderr (above the display, if there is one)."""
         if self.live:
-            self.console.print(Text(message, style="yellow"), soft_wrap=True)
+            self.above(Text(message, style="yellow"))
         else:
             click.secho(message, fg="yellow", err=True)
 
@@ -148,7 +170,8 @@ def _progress(console: Console) -> Progress:
         TimeElapsedColumn(),
         TextColumn("{task.fields[doing]}",
                    table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
-        console=console, transient=True, expand=True, redirect_stdout=False)
+        console=console, transient=True, expand=True, redirect_stdout=False,
+        auto_refresh=False)  # redrawn by SyncDisplay._refresh, under its lock
 
 
 def _shares_terminal() -> bool:
@@ -161,17 +184,36 @@ def _shares_terminal() -> bool:
 
 
 @contextlib.contextmanager
-def _logs_above(console: Console) -> Iterator[None]:
+def _logs_above(display: SyncDisplay) -> Iterator[None]:
     """Log lines (stderr handlers) go above the display while it runs, not through it."""
     handlers = [h for h in logging.getLogger().handlers
                 if isinstance(h, logging.StreamHandler) and _is_stderr(h.stream)]
-    previous = [h.setStream(FileProxy(console, h.stream)) for h in handlers]
+    previous = [h.setStream(_Above(display)) for h in handlers]
     try:
         yield
     finally:
         for handler, stream in zip(handlers, previous, strict=True):
             if stream is not None:
                 handler.setStream(stream)
+
+
+class _Above(io.TextIOBase):
+    """A stream whose whole lines are printed above the display (a log handler's)."""
+
+    def __init__(self, display: SyncDisplay) -> None:
+        self._display, self._pending = display, ""
+
+    def write(self, text: str) -> int:
+        lines = (self._pending + text).split("\n")
+        self._pending = lines.pop()
+        for line in lines:
+            self._display.above(Text(line))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._display.above(Text(self._pending))
+            self._pending = ""
 
 
 def _is_stderr(stream: TextIO) -> bool:
