@@ -394,10 +394,14 @@ def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | No
     expected = [i for i, c in enumerate(cases) if c.drifted]
     entry: dict[str, Any] = {"objects": size, "apps": wl.apps, "rounds": n,
                              "drifted": len(expected)}
+    entry["load_average"] = {}  # 1-minute load when each part starts: a shared machine
     if mode in ("bytes", "both"):
+        entry["load_average"]["bytes"] = os.getloadavg()[0]
         entry["bytes"] = run_bytes(cases, rules, n, expected, patch_all=patch_all, log=log)
     if mode == "bytes":
+        entry["load_average"]["end"] = os.getloadavg()[0]
         return _compact(entry)
+    entry["load_average"]["dicts"] = os.getloadavg()[0]
     try:
         ours = bench_ours(cases, rules, n)
         ours["untouched_inputs"] = inputs_untouched(wl, cases)
@@ -405,6 +409,7 @@ def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | No
     except ImportError as e:
         entry["gitops_ray"] = {"error": f"gitops_ray.diff not available yet: {e}", "modes": {}}
     entry["gitops_engine"] = bench_argo(cases, rules, n)
+    entry["load_average"]["end"] = os.getloadavg()[0]
     for side in ("gitops_ray", "gitops_engine"):
         for mode, result in entry[side]["modes"].items():
             result["correct"] = result["modified"] == expected
