@@ -69,13 +69,28 @@ def run_argodiff(cases: list[dict[str, Any]], *, rules: list[dict[str, Any]],
                  overrides: dict[str, Any], rounds: int,
                  cpu_profile: Path | None = None) -> dict[str, Any]:
     """Time gitops-engine on ``cases`` (``{"desired","predicted","live"}`` dicts)."""
+    return _run({"rounds": rounds, "rules": rules, "overrides": overrides, "cases": cases},
+                cpu_profile)
+
+
+def run_argodiff_bytes(files: dict[str, str], *, rules: list[dict[str, Any]],
+                       overrides: dict[str, Any], rounds: int, patch_all: bool = False,
+                       cpu_profile: Path | None = None) -> dict[str, Any]:
+    """Time gitops-engine from JSON bytes to a serialised patch.
+
+    ``files``: ``{"desired","predicted","live"}`` paths, one compact JSON object per line.
+    """
+    return _run({"rounds": rounds, "rules": rules, "overrides": overrides, "mode": "bytes",
+                 "patch": "all" if patch_all else "modified", "files": files}, cpu_profile)
+
+
+def _run(request: dict[str, Any], cpu_profile: Path | None) -> dict[str, Any]:
     binary = ensure_argodiff()
     env = dict(os.environ)
     if cpu_profile is not None:
         env["ARGODIFF_CPUPROFILE"] = str(cpu_profile)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump({"rounds": rounds, "rules": rules, "overrides": overrides, "cases": cases},
-                  handle)
+        json.dump(request, handle)
     try:
         out = subprocess.run([str(binary), handle.name], check=True, capture_output=True,
                              text=True, env=env)

@@ -13,6 +13,22 @@ only fair yardstick is Argo CD's own implementation on the same input, so one ru
 * **kubectl diff --server-side** against the real local control plane, on a subset, as a
   user would run it: one process per file, and once over a directory of all of them.
 
+Two input modes (``--mode dicts|bytes|both``, default both):
+
+* **dicts** (as before): gitops-ray gets already-decoded dicts; gitops-engine gets
+  unstructured objects decoded before its clock starts (its own timed path still
+  marshals and unmarshals internally and returns JSON bytes);
+* **bytes**: both sides start from the same compact JSON bytes per object (desired, the
+  dry-run answer, live: ``json.dumps(obj, separators=(",", ":"))``, as the API server
+  sends them; written once to three files, one object per line, that both sides read) and
+  end with a serialised RFC 6902 JSON Patch from the normalized live object to the
+  desired/predicted one. Timed per object on our side: ``json.loads`` of each input,
+  ``compare``, ``gitops_ray.diff.format.patch`` (what ``diff -o json`` emits) and
+  ``json.dumps(...).encode()``; on gitops-engine's see ``bench/argodiff/main.go``.
+  ``--patch modified`` (default) patches the objects found modified and emits ``[]``
+  for the others (a reconciler needs no patch for an object in sync); ``--patch all``
+  patches every object on both sides.
+
 Inputs come from :mod:`bench.workload` at 100, 1,000 and 5,000 RayClusters. Each side
 must report exactly the drifted clusters as modified; the run records whether they agree.
 If gitops-ray is below half of gitops-engine, a cProfile of one round is saved so the
@@ -41,7 +57,7 @@ from typing import Any
 
 import yaml
 
-from bench.argodiff import run_argodiff
+from bench.argodiff import run_argodiff, run_argodiff_bytes
 from bench.machine import machine_info, quantile, summary
 from bench.workload import (
     ARGO_DEFAULT_OVERRIDES,
@@ -58,6 +74,9 @@ from bench.workload import (
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SIZES = (100, 1000, 5000)
 HALF = 0.5
+MODES = ("dicts", "bytes", "both")
+PATCHES = ("modified", "all")
+SIDES = ("desired", "predicted", "live")
 
 # -- gitops-ray --------------------------------------------------------------------------
 
@@ -148,6 +167,125 @@ def bench_argo(cases: list[DiffCase], rules: list[dict[str, Any]], rounds: int,
     payload = [{"desired": c.desired, "predicted": c.predicted, "live": c.live} for c in cases]
     return run_argodiff(payload, rules=rules, overrides=ARGO_DEFAULT_OVERRIDES, rounds=rounds,
                         cpu_profile=cpu_profile)
+
+
+# -- bytes mode: same JSON bytes in, a serialised JSON Patch out -------------------------
+
+
+def compact(obj: Any) -> bytes:
+    """An object as the API server sends it: compact JSON."""
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def write_inputs(cases: list[DiffCase], directory: Path) -> dict[str, Path]:
+    """Three files (desired, predicted, live), line i holding case i's compact JSON."""
+    paths = {}
+    for side in SIDES:
+        path = paths[side] = directory / f"{side}.jsonl"
+        path.write_bytes(b"".join(compact(getattr(c, side)) + b"\n" for c in cases))
+    return paths
+
+
+def read_inputs(paths: dict[str, Path]) -> dict[str, list[bytes]]:
+    """The files' lines: the very bytes gitops-engine reads."""
+    return {side: paths[side].read_bytes().rstrip(b"\n").split(b"\n") for side in SIDES}
+
+
+def _ours_bytes_round(raw: dict[str, list[bytes]], rules: list[dict[str, Any]], *,
+                      server_side: bool, patch_all: bool
+                      ) -> tuple[float, list[float], list[int], list[bytes]]:
+    """One round from bytes: decode, compare, serialise the patch (see the module doc)."""
+    from gitops_ray.diff import compare, compile_rules
+    from gitops_ray.diff.format import patch
+
+    loads, dumps = json.loads, json.dumps
+    desired, predicted, live = raw["desired"], raw["predicted"], raw["live"]
+    took: list[float] = []
+    modified: list[int] = []
+    patches: list[bytes] = []
+    start = time.perf_counter()
+    ruleset = compile_rules(rules, builtin=True, jq_timeout=1.0)
+    for i in range(len(desired)):
+        t0 = time.perf_counter()
+        result = compare(desired=loads(desired[i]),
+                         predicted=loads(predicted[i]) if server_side else None,
+                         live=loads(live[i]), rules=ruleset)
+        changed = _is_modified(result)
+        out = dumps(patch(result), separators=(",", ":")).encode() \
+            if changed or patch_all else b"[]"
+        took.append(time.perf_counter() - t0)
+        patches.append(out)
+        if changed:
+            modified.append(i)
+    return time.perf_counter() - start, took, modified, patches
+
+
+def bench_ours_bytes(raw: dict[str, list[bytes]], rules: list[dict[str, Any]], rounds: int,
+                     *, patch_all: bool) -> dict[str, Any]:
+    modes: dict[str, Any] = {}
+    for mode in ("server-side", "legacy"):
+        seconds: list[float] = []
+        per_object: list[float] = []
+        modified: list[int] = []
+        patches: list[bytes] = []
+        for _ in range(rounds):
+            total, took, modified, patches = _ours_bytes_round(
+                raw, rules, server_side=mode == "server-side", patch_all=patch_all)
+            seconds.append(total)
+            per_object += took
+        modes[mode] = {"seconds": seconds,
+                       "objects_per_second": len(raw["desired"]) / quantile(seconds, 0.5),
+                       "per_object_p50_us": quantile(per_object, 0.5) * 1e6,
+                       "per_object_p99_us": quantile(per_object, 0.99) * 1e6,
+                       "modified": modified,
+                       "patch_bytes": sum(len(p) for p in patches),
+                       "patches": {str(i): patches[i].decode() for i in modified}}
+    return {"implementation": "gitops-ray", "modes": modes}
+
+
+def _same_patch(a: str, b: str) -> bool:
+    """The same operations, in any order."""
+    def ops(text: str) -> list[str]:
+        return sorted(json.dumps(op, sort_keys=True) for op in json.loads(text))
+    return ops(a) == ops(b)
+
+
+def run_bytes(cases: list[DiffCase], rules: list[dict[str, Any]], rounds: int,
+              expected: list[int], *, patch_all: bool,
+              log: Callable[[str], None]) -> dict[str, Any]:
+    """The bytes mode at one size: both sides read the same files."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = write_inputs(cases, Path(tmp))
+        raw = read_inputs(paths)
+        entry: dict[str, Any] = {
+            "patch": "all" if patch_all else "modified",
+            "input_bytes": {side: sum(len(b) + 1 for b in raw[side]) for side in SIDES},
+            "gitops_ray": bench_ours_bytes(raw, rules, rounds, patch_all=patch_all),
+            "gitops_engine": run_argodiff_bytes(
+                {side: str(p) for side, p in paths.items()}, rules=rules,
+                overrides=ARGO_DEFAULT_OVERRIDES, rounds=rounds, patch_all=patch_all)}
+    for side in ("gitops_ray", "gitops_engine"):
+        for mode, result in entry[side]["modes"].items():
+            result["correct"] = result["modified"] == expected
+            log(f"{len(cases)} bytes: {side} {mode}: "
+                f"{result['objects_per_second']:.0f} objects/s")
+    ours, argo = entry["gitops_ray"]["modes"], entry["gitops_engine"]["modes"]
+    entry["ratio"] = {m: ours[m]["objects_per_second"] / argo[m]["objects_per_second"]
+                      for m in ours if m in argo}
+    entry["same_patches"] = {}
+    for mode in ours:
+        if mode not in argo:
+            continue
+        mine, theirs = ours[mode].pop("patches"), argo[mode].pop("patches", None) or {}
+        both = sorted(set(mine) & {str(k) for k in theirs}, key=int)
+        equal = [i for i in both if _same_patch(mine[i], theirs[i])]
+        entry["same_patches"][mode] = {
+            "compared": len(both), "equal": len(equal),
+            "example": {"index": both[0], "gitops_ray": mine[both[0]],
+                        "gitops_engine": theirs[both[0]]} if both else None,
+            "first_different": {"index": d, "gitops_ray": mine[d], "gitops_engine": theirs[d]}
+            if (d := next((i for i in both if i not in equal), None)) is not None else None}
+    return entry
 
 
 # -- kubectl diff --server-side ----------------------------------------------------------
@@ -246,7 +384,8 @@ def _rounds_for(size: int, rounds: int | None) -> int:
 
 
 def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | None,
-             log: Callable[[str], None]) -> dict[str, Any]:
+             log: Callable[[str], None], mode: str = "both",
+             patch_all: bool = False) -> dict[str, Any]:
     wl = Workload(size, min(apps, size))
     started = time.perf_counter()
     cases = diff_cases(wl)
@@ -255,6 +394,14 @@ def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | No
     expected = [i for i, c in enumerate(cases) if c.drifted]
     entry: dict[str, Any] = {"objects": size, "apps": wl.apps, "rounds": n,
                              "drifted": len(expected)}
+    entry["load_average"] = {}  # 1-minute load when each part starts: a shared machine
+    if mode in ("bytes", "both"):
+        entry["load_average"]["bytes"] = os.getloadavg()[0]
+        entry["bytes"] = run_bytes(cases, rules, n, expected, patch_all=patch_all, log=log)
+    if mode == "bytes":
+        entry["load_average"]["end"] = os.getloadavg()[0]
+        return _compact(entry)
+    entry["load_average"]["dicts"] = os.getloadavg()[0]
     try:
         ours = bench_ours(cases, rules, n)
         ours["untouched_inputs"] = inputs_untouched(wl, cases)
@@ -262,6 +409,7 @@ def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | No
     except ImportError as e:
         entry["gitops_ray"] = {"error": f"gitops_ray.diff not available yet: {e}", "modes": {}}
     entry["gitops_engine"] = bench_argo(cases, rules, n)
+    entry["load_average"]["end"] = os.getloadavg()[0]
     for side in ("gitops_ray", "gitops_engine"):
         for mode, result in entry[side]["modes"].items():
             result["correct"] = result["modified"] == expected
@@ -277,9 +425,10 @@ def run_size(size: int, *, apps: int, rounds: int | None, profile_dir: Path | No
 
 def _compact(entry: dict[str, Any]) -> dict[str, Any]:
     """Replace the lists of modified indices by their length."""
-    for side in ("gitops_ray", "gitops_engine"):
-        for result in entry[side]["modes"].values():
-            result["modified"] = len(result["modified"])
+    for part in (entry, entry.get("bytes") or {}):
+        for side in ("gitops_ray", "gitops_engine"):
+            for result in part.get(side, {}).get("modes", {}).values():
+                result["modified"] = len(result["modified"])
     return entry
 
 
@@ -292,13 +441,18 @@ def print_table(results: dict[str, Any]) -> None:
     for column in ("objects", "mode", "gitops-ray", "gitops-engine", "ratio", "correct"):
         table.add_column(column, justify="right")
     for entry in results["sizes"]:
-        for mode in ("server-side", "legacy"):
-            ours = entry["gitops_ray"]["modes"].get(mode, {})
-            argo = entry["gitops_engine"]["modes"][mode]
-            ratio = entry["ratio"].get(mode)
-            table.add_row(str(entry["objects"]), mode, _rate(ours), _rate(argo),
-                          f"{ratio:.2f}" if ratio is not None else "-",
-                          f"{ours.get('correct', '-')} / {argo['correct']}")
+        parts = [("", entry)] if "gitops_engine" in entry else []
+        if "bytes" in entry:
+            parts.append((f" from JSON bytes (patch {entry['bytes']['patch']})",
+                          entry["bytes"]))
+        for label, part in parts:
+            for mode in ("server-side", "legacy"):
+                ours = part["gitops_ray"]["modes"].get(mode, {})
+                argo = part["gitops_engine"]["modes"][mode]
+                ratio = part["ratio"].get(mode)
+                table.add_row(str(entry["objects"]), mode + label, _rate(ours), _rate(argo),
+                              f"{ratio:.2f}" if ratio is not None else "-",
+                              f"{ours.get('correct', '-')} / {argo['correct']}")
     console = Console(width=150)
     console.print(table)
     kubectl = results.get("kubectl")
@@ -321,19 +475,22 @@ def _rate(side: dict[str, Any]) -> str:
 
 
 def run(*, sizes: tuple[int, ...], apps: int, rounds: int | None, kubectl_subset: int,
-        profile: bool, out: Path, log: Callable[[str], None]) -> dict[str, Any]:
+        profile: bool, out: Path, log: Callable[[str], None], mode: str = "both",
+        patch_all: bool = False) -> dict[str, Any]:
     results: dict[str, Any] = {
         "benchmark": "diff-throughput",
         "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
         "workload": {"apps": apps, "seed": 0, "drift": Workload().drift,
                      "rules": ignore_rules(), "argo_overrides": ARGO_DEFAULT_OVERRIDES},
+        "mode": mode,
         "sizes": [],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     for size in sizes:
         results["sizes"].append(run_size(size, apps=apps, rounds=rounds,
-                                         profile_dir=out.parent if profile else None, log=log))
+                                         profile_dir=out.parent if profile else None, log=log,
+                                         mode=mode, patch_all=patch_all))
         out.write_text(json.dumps(results, indent=2))
     if kubectl_subset:
         try:
@@ -355,12 +512,19 @@ def main() -> None:
                         help="RayClusters for kubectl diff --server-side (0 to skip)")
     parser.add_argument("--no-profile", action="store_true",
                         help="never profile, even when below half of gitops-engine")
+    parser.add_argument("--mode", choices=MODES, default="both",
+                        help="inputs: decoded dicts (as before), the same JSON bytes for both "
+                             "sides ending in a serialised patch, or both (default)")
+    parser.add_argument("--patch", choices=PATCHES, default="modified",
+                        help="bytes mode: patch only the objects found modified (default) "
+                             "or every object")
     parser.add_argument("--out", type=Path, default=RESULTS / "diff.json")
     args = parser.parse_args()
     results = run(sizes=tuple(int(s) for s in args.sizes.split(",")), apps=args.apps,
                   rounds=args.rounds, kubectl_subset=args.kubectl_subset,
                   profile=not args.no_profile, out=args.out,
-                  log=lambda m: print(f"bench: {m}", flush=True))
+                  log=lambda m: print(f"bench: {m}", flush=True), mode=args.mode,
+                  patch_all=args.patch == "all")
     print_table(results)
     print(f"results: {args.out}")
 

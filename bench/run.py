@@ -69,6 +69,10 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         ratio = entry.get("ratio", {}).get("server-side")
         rows.append(_row("diff >= 0.5 x gitops-engine", entry["objects"], ratio,
                          lambda v: v >= 0.5, "x"))
+        from_bytes = (entry.get("bytes") or {}).get("ratio", {}).get("server-side")
+        if from_bytes is not None:
+            rows.append(_row("diff from JSON bytes >= 0.5 x gitops-engine", entry["objects"],
+                             from_bytes, lambda v: v >= 0.5, "x"))
     return rows
 
 
