@@ -41,7 +41,7 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.diff import diff_options
 from gitops_ray.errors import ConfigError
 from gitops_ray.reconcile.argostatus import timestamp
-from gitops_ray.reconcile.pause import Pause, human_time
+from gitops_ray.reconcile.pause import MAX_UNTIL, Pause, human_time
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.runtime.settings import parse_duration
@@ -196,6 +196,8 @@ def pause_end(until: str | None, duration: str | None, *, now: float) -> float |
             raise ConfigError(f"--pause-for: {e}") from None
         if seconds <= 0:
             raise ConfigError("--pause-for: give a positive duration, e.g. 2h")
+        if now + seconds >= MAX_UNTIL:
+            raise ConfigError("--pause-for: too long (omit it to pause until resumed)")
         return now + seconds
     if not until:
         return None

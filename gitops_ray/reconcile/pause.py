@@ -61,12 +61,17 @@ class Pause:
         try:
             until = raw.get("until")
             rollback = raw.get("rollbackId")
-            return cls(since=float(raw.get("since") or 0.0),
-                       until=float(until) if until is not None else None,
+            end = float(until) if until is not None else None
+            if end is not None and not 0 <= end < MAX_UNTIL:  # inf, NaN, year 10000
+                return None
+            return cls(since=float(raw.get("since") or 0.0), until=end,
                        rollback_id=int(rollback) if rollback is not None else None,
                        revision=str(raw.get("revision") or ""), by=str(raw.get("by") or ""))
         except (TypeError, ValueError):
             return None
+
+
+MAX_UNTIL = 253402300799.0  # 9999-12-31T23:59:59Z: the last moment datetime can show
 
 
 def human_time(seconds: float) -> str:

@@ -12,7 +12,9 @@ a moved branch or a force-push cannot change what ``ID`` means) and hands it to
 Why the pause comes first: an app with automated sync would be synced back to git's
 revision by the controller's next pass. Argo CD refuses the rollback in that case;
 gitops-ray pauses automation for the app (:mod:`gitops_ray.reconcile.pause`) *before*
-it writes anything, so no pass of the controller can slip in between. A failed rollback
+it writes anything, so no pass that starts after that can sync git's revision over the
+rollback. (A pass already past its decision when the pause is written can still finish
+its sync of git's revision; run the rollback again if it landed first.) A failed rollback
 keeps the pause: the user asked for automation to stop while they fix things, and git's
 revision is presumably what they are rolling back from.
 """

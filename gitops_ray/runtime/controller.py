@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import threading
 import time
@@ -252,6 +253,7 @@ class Controller:
             self._running = {n: state for n, r in records.items()
                              if (state := OperationState.from_status(r.status)) is not None}
             self._written = {n: fingerprint(r.status) for n, r in records.items()}
+            self._requested.clear()
             self._leading = True
         self.metrics.leader.set(1)
 
@@ -260,6 +262,7 @@ class Controller:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._leading = False
+            self._requested.clear()  # the next leader never saw them: never run them later
             while self._writes:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -431,13 +434,16 @@ class Controller:
         pause = Pause.of(status)
         if pause is None and name not in self._pauses:
             return
+        if name in self._pauses and pause != self._pauses[name]:
+            status = self.store.read(name).status  # the cache may not have the pause yet
+            pause = Pause.of(status)
         if fingerprint(status) != self._written.get(name):  # the rollback wrote it
             self._written.pop(name, None)  # so the paused status is written over it
         recorded, known = LastOperation.from_status(status), self._last_ops.get(name)
         if recorded is not None and (known is None or recorded.finished_at > known.finished_at):
             self._last_ops[name] = recorded
         if pause is not None and not pause.active(self._clock()):
-            self._update(name, lambda r: r.status.pop(PAUSE_KEY, None))
+            self._update(name, functools.partial(_end_pause, pause))
             pause = None
         if pause is None:
             self._pauses.pop(name, None)
@@ -463,7 +469,7 @@ class Controller:
         The web page's Rollback button. Why through :meth:`request_operation`: the sync of
         the entry's revision (its full SHA) must be the same sync as any other, so it is an
         operation pinned to that revision, recorded with the rollback's marks. As the CLI,
-        an automated app is paused first (until resumed), so no pass syncs git's revision
+        an automated app is paused first (until resumed), so no later pass syncs git's revision
         in between; the pause is also taken into memory, so the pass that executes the
         rollback decides its follow-up as paused even before the record event arrives.
         ``False`` when this replica does not lead; :class:`ConfigError` naming the known
@@ -473,19 +479,20 @@ class Controller:
         if app is None or not self.leading:
             return False
         revision = str(target(self.store, name, entry_id)["revision"])
-        with self._write_guard() as leading:
-            if not leading:
-                return False
-            pause = pause_automation(self.store, app, Pause(
-                since=self._clock(), rollback_id=entry_id, revision=revision, by=user))
-        if pause is not None:
-            with self._cond:
-                self._pauses[name] = pause
         op = ManualOperation(raw={"sync": {"revision": revision},
                                   "initiatedBy": {"username": user}},
                              revision=revision, rollback_of=entry_id,
                              initiated_by={"username": user})
-        return self.request_operation(name, op)
+        with self._write_guard() as leading:  # pause and request together, or neither
+            if not leading:
+                return False
+            pause = pause_automation(self.store, app, Pause(
+                since=self._clock(), rollback_id=entry_id, revision=revision, by=user))
+            with self._cond:
+                if pause is not None:
+                    self._pauses[name] = pause
+                self._requested[name] = op
+        return True
 
     def resume(self, name: str) -> Pause | None:
         """End the app's pause, as ``gitops-ray resume`` does (the web page's Resume).
@@ -877,6 +884,12 @@ def with_sync_options(app: Application, options: Sequence[str]) -> Application:
     kept = tuple(o for o in app.sync_policy.sync_options if o.split("=", 1)[0] not in names)
     policy = dataclasses.replace(app.sync_policy, sync_options=(*kept, *options))
     return dataclasses.replace(app, sync_policy=policy)
+
+
+def _end_pause(ended: Pause, record: AppRecord) -> None:
+    """Remove the pause that ended, not a newer one another rollback wrote meanwhile."""
+    if Pause.of(record.status) == ended:
+        record.status.pop(PAUSE_KEY, None)
 
 
 def _auto_sync_status(decision: Decision) -> dict[str, Any]:

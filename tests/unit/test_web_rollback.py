@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from gitops_ray.cli.history import pause_end
+from gitops_ray.errors import ConfigError
 from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.reconcile.rollback import marks
 from gitops_ray.runtime.controller import _carried, is_requested
 from gitops_ray.runtime.server import Request
 from gitops_ray.runtime.web.auth import APP_VERBS, Denied, Verb
 from gitops_ray.runtime.web.pages import AppPage, Diffs, Slice, app_page
-from gitops_ray.runtime.web.site import _entry_id, _fields
+from gitops_ray.runtime.web.site import _entry_id, _fields, _query
 from gitops_ray.sync.operation import OperationState
 
 NOW = 1_767_600_000.0
@@ -68,3 +70,24 @@ def test_a_rollback_is_a_requested_operation_and_keeps_its_marks() -> None:
 def test_verbs() -> None:
     assert [v.value for v in Verb] == ["refresh", "sync", "rollback", "resume"]
     assert APP_VERBS == (Verb.REFRESH, Verb.SYNC)
+
+
+def test_a_token_is_read_from_the_form_body_only_and_too_many_fields_are_refused() -> None:
+
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    in_url = Request("POST", "/apps/a/sync", form, b"csrf=x", query="token=leaked&id=3")
+    assert "token" not in _fields(in_url) and _fields(in_url)["id"] == ["3"]
+    in_body = Request("POST", "/apps/a/sync", form, b"token=t&csrf=x", query="")
+    assert _fields(in_body)["token"] == ["t"]
+    assert _query(Request("GET", "/", {}, b"", query="a=1&b=2&c=3&d=4&e=5")) is None
+    with pytest.raises(Denied):
+        _fields(Request("POST", "/apps/a/sync", {}, b"", query="a=1&b=2&c=3&d=4&e=5"))
+
+
+def test_a_pause_that_cannot_end_as_a_time_is_refused() -> None:
+
+    for until in (float("inf"), float("nan"), 1e300, -1.0):
+        assert Pause.of({PAUSE_KEY: {"since": 1.0, "until": until}}) is None
+    assert Pause.of({PAUSE_KEY: {"since": 1.0, "until": 2.0}}) == Pause(since=1.0, until=2.0)
+    with pytest.raises(ConfigError, match="too long"):
+        pause_end(None, "99999999999h", now=0.0)

@@ -122,7 +122,9 @@ class WebSite:
     # -- pages -----------------------------------------------------------------------
 
     def app_list(self, request: Request) -> Response:
-        query = parse_qs(request.query, max_num_fields=4)
+        query = _query(request)
+        if query is None:
+            return _error(400, "Bad request", "Too many query fields.")
         number = _int((query.get("page") or ["1"])[0])
         invalid = self.catalog.invalid()
         page = page_of([*self.catalog.apps(), *invalid], number=number,
@@ -136,7 +138,9 @@ class WebSite:
         name, rest = _app_path(request.path)
         if name is None or rest or not self._known(name):
             return _not_found("No such app.")
-        query = parse_qs(request.query, max_num_fields=4)
+        query = _query(request)
+        if query is None:
+            return _error(400, "Bad request", "Too many query fields.")
         notice = (query.get("done") or [""])[0]
         page = self.build(name, number=_int((query.get("page") or ["1"])[0]))
         return _html(200, render("app.html", app=page, actions=self._action_forms(name),
@@ -322,10 +326,19 @@ def _app_path(path: str) -> tuple[str | None, str]:
         return None, ""
 
 
+def _query(request: Request) -> dict[str, list[str]] | None:
+    """A page's query fields (``None``: more than a page takes, or not readable)."""
+    try:
+        return parse_qs(request.query, max_num_fields=4)
+    except ValueError:
+        return None
+
+
 def _fields(request: Request) -> dict[str, list[str]]:
     """The query's fields, and a form body's over them (a bearer client may send none)."""
     try:
         fields = parse_qs(request.query, max_num_fields=4)
+        fields.pop("token", None)  # a token in a URL ends up in logs and history: body only
         if request.headers.get("content-type", "").split(";")[0].strip() == FORM_TYPE:
             fields.update(parse_qs(bytes(request.body).decode(), max_num_fields=8))
     except (UnicodeDecodeError, ValueError):
