@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from gitops_ray.cli.table import Column, render
 from gitops_ray.health import HealthStatus
+from gitops_ray.moments import rfc3339
 from gitops_ray.reconcile.argostatus import app_conditions
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.types import OperationPhase, SyncStatus
@@ -134,7 +134,7 @@ def human_time(at: object, now: float) -> str:
     for below, size, unit in AGES:
         if age < below:
             return f"{age // size}{unit} ago"
-    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(at)
 
 
 def short_repo(url: str) -> str:

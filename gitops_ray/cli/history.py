@@ -24,7 +24,6 @@ from typing import Any
 
 import click
 import yaml
-from rich.console import Console
 from rich.table import Table
 
 from gitops_ray.cli.common import (
@@ -39,9 +38,10 @@ from gitops_ray.cli.common import (
     shapes_options,
 )
 from gitops_ray.cli.diff import diff_options
+from gitops_ray.cli.views import console
 from gitops_ray.errors import ConfigError
-from gitops_ray.reconcile.argostatus import timestamp
-from gitops_ray.reconcile.pause import MAX_UNTIL, Pause, human_time
+from gitops_ray.moments import rfc3339, utc_text
+from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.runtime.settings import parse_duration
@@ -91,7 +91,7 @@ def entry_view(entry: Mapping[str, Any]) -> dict[str, Any]:
     view["id"] = entry_id(entry)
     for key in ("startedAt", "finishedAt"):
         if entry.get(key):
-            view[key] = timestamp(float(entry[key]))
+            view[key] = rfc3339(float(entry[key]))
     if isinstance(entry.get("resources"), list):
         view["resources"] = [{k: r.get(k, "") for k in ("key", "action", "message")}
                              for r in entry["resources"] if isinstance(r, Mapping)]
@@ -109,7 +109,7 @@ def _print_table(rows: list[dict[str, Any]], *, now: float) -> None:
         table.add_row("-" if row["id"] is None else str(row["id"]), _date(row, now),
                       str(row.get("revision", ""))[:12], phase, str(row.get("subject", "")),
                       _message(row))
-    Console(width=200).print(table)
+    console().print(table)
 
 
 def _date(row: Mapping[str, Any], now: float) -> str:
@@ -118,7 +118,7 @@ def _date(row: Mapping[str, Any], now: float) -> str:
     if not when:
         return ""
     seconds = datetime.datetime.fromisoformat(str(when)).timestamp()
-    return f"{human_time(seconds)} ({ago(now - seconds)})"
+    return f"{utc_text(seconds)} ({ago(now - seconds)})"
 
 
 def ago(seconds: float) -> str:

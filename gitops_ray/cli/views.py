@@ -14,7 +14,6 @@ writer of ``replicas`` or a worker group reads, so the commands cannot drift apa
 
 from __future__ import annotations
 
-import datetime
 import io
 import sys
 import time
@@ -26,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gitops_ray.health.workergroups import WorkerGroupView
+from gitops_ray.moments import rfc3339, utc_text
 
 PLAIN_WIDTH = 1000
 """Columns of output that is not a terminal: wide enough that no table row wraps."""
@@ -76,10 +76,7 @@ def _moment(epoch: object) -> float | None:
 def iso(epoch: object) -> str:
     """RFC 3339 in UTC (``2026-08-20T10:15:03Z``), ``""`` when not a time."""
     moment = _moment(epoch)
-    if moment is None:
-        return ""
-    stamp = datetime.datetime.fromtimestamp(moment, datetime.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return "" if moment is None else rfc3339(moment)
 
 
 def human_time(epoch: object, now: float | None = None) -> str:
@@ -87,10 +84,9 @@ def human_time(epoch: object, now: float | None = None) -> str:
     moment = _moment(epoch)
     if moment is None:
         return ""
-    stamp = datetime.datetime.fromtimestamp(moment, datetime.UTC)
     elapsed = (time.time() if now is None else now) - moment
     when = f"{duration(elapsed)} ago" if elapsed >= 0 else f"in {duration(-elapsed)}"
-    return f"{stamp:%Y-%m-%d %H:%M:%S} UTC ({when})"
+    return f"{utc_text(moment)} ({when})"
 
 
 def duration(seconds: float) -> str:

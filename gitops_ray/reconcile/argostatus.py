@@ -25,12 +25,12 @@ whose revision and source come from ``status.history``.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gitops_ray.moments import rfc3339
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.history import entry_id, is_deployment
 from gitops_ray.types import ConditionType, OperationPhase, ResourceAction, ResourceKey
@@ -220,10 +220,6 @@ def _limit(retry: object) -> int:
 
 # -- status --------------------------------------------------------------------------------
 
-def timestamp(seconds: float) -> str:
-    """RFC 3339 in UTC, second precision, as Kubernetes ``metav1.Time`` serialises."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def source_type(app: Application) -> str:
@@ -253,7 +249,7 @@ def application_status(p: Projection) -> dict[str, Any]:
         "sync": _sync(record, spec),
         "health": _health(record),
         "resources": [_resource(r) for r in record.get("resources") or ()],
-        "reconciledAt": timestamp(float(record.get("comparedAt") or p.now)),
+        "reconciledAt": rfc3339(float(record.get("comparedAt") or p.now)),
         **({"sourceType": source_type(p.app)} if p.app is not None else {}),
         "summary": {"images": list(record.get("images") or ())},
         "conditions": _conditions(record, old.get("conditions") or [], p.now),
@@ -326,7 +322,7 @@ def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
     since = {(str(c.get("type")), str(c.get("message"))): c.get("lastTransitionTime")
              for c in old if isinstance(c, Mapping)}
     return [{"type": t, "message": m[:MAX_MESSAGE],
-             "lastTransitionTime": since.get((t, m[:MAX_MESSAGE])) or timestamp(now)}
+             "lastTransitionTime": since.get((t, m[:MAX_MESSAGE])) or rfc3339(now)}
             for t, m in dict.fromkeys(wanted)]
 
 
@@ -340,7 +336,7 @@ def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
         "operation": _operation_of(op),
         "phase": str(op.get("phase") or OperationPhase.SUCCEEDED.value),
         "message": str(op.get("message") or _default_message(op))[:MAX_MESSAGE],
-        "startedAt": timestamp(float(op["startedAt"])),
+        "startedAt": rfc3339(float(op["startedAt"])),
         "syncResult": {"revision": str(op.get("revision") or ""),
                        "resources": _results(op, record),
                        **({"source": spec["source"]} if spec.get("source") else {})},
@@ -352,7 +348,7 @@ def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
         state["message"] = (f"{state['message']}. Retrying attempt "
                             f"#{int(op.get('attempt') or 1)}.")[:MAX_MESSAGE]
     elif op.get("finishedAt") and op.get("phase") != OperationPhase.RUNNING:
-        state["finishedAt"] = timestamp(float(op["finishedAt"]))
+        state["finishedAt"] = rfc3339(float(op["finishedAt"]))
     return state
 
 
@@ -426,8 +422,8 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
     recorded = entry_id(op)
     entry = {"id": recorded if recorded is not None and recorded > newest else newest + 1,
              "revision": str(op.get("revision") or ""),
-             "deployStartedAt": timestamp(float(op["startedAt"])),
-             "deployedAt": timestamp(float(op.get("finishedAt") or op["startedAt"])),
+             "deployStartedAt": rfc3339(float(op["startedAt"])),
+             "deployedAt": rfc3339(float(op.get("finishedAt") or op["startedAt"])),
              "source": source,
              "initiatedBy": _initiator(requested)}
     if deployed == float(op["startedAt"]) or (deployed is None and any(

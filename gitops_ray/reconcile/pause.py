@@ -16,10 +16,11 @@ again, because the app's last operation is the rollback's (an older revision).
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from gitops_ray.moments import utc_text
 
 PAUSE_KEY = "autoSyncPause"
 
@@ -44,7 +45,7 @@ class Pause:
     @property
     def message(self) -> str:
         """``automated sync paused until … (rollback to #ID)``: status, condition, Event."""
-        until = human_time(self.until) if self.until is not None else "resumed"
+        until = utc_text(self.until) if self.until is not None else "resumed"
         why = f" (rollback to #{self.rollback_id})" if self.rollback_id is not None else ""
         return f"automated sync paused until {until}{why}"
 
@@ -72,9 +73,3 @@ class Pause:
 
 
 MAX_UNTIL = 253402300799.0  # 9999-12-31T23:59:59Z: the last moment datetime can show
-
-
-def human_time(seconds: float) -> str:
-    """``2026-05-01 12:00:00 UTC``: a moment as people read it (UTC, whole seconds)."""
-    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import WorkerGroupView
+from gitops_ray.moments import utc_text
 from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.types import Manifest, ResourceKey
@@ -177,8 +178,7 @@ def when(value: object, *, now: float) -> When:
     seconds = _epoch(value)
     if seconds is None:
         return When()
-    exact = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return When(_ago(now - seconds), exact.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    return When(_ago(now - seconds), utc_text(seconds))
 
 
 def _epoch(value: object) -> float | None:
