@@ -6,6 +6,15 @@ and never carry secrets. The CLI maps them to exit code 2.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
+
+def closest(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the closest known name, or ``""`` (for error messages)."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
 
 class GitOpsRayError(Exception):
     """Base of every error this project raises on purpose."""

@@ -32,7 +32,6 @@ its settings table (:func:`setting_option`), so both spell and default them the 
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ import click
 from click.core import ParameterSource
 
 from gitops_ray.diff.rules import JQ_TIMEOUT
-from gitops_ray.errors import ConfigError
+from gitops_ray.errors import ConfigError, closest
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.reconcile.argocdcm import (
     ARGOCD_CM,
@@ -261,8 +260,7 @@ def check_known(wanted: Iterable[str], known: Iterable[str]) -> None:
 
 def unknown_app(name: str, known: Iterable[str]) -> str:
     """``no such app: X`` plus the closest match, if there is one."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"no such app: {name}" + (f" (did you mean {close[0]}?)" if close else "")
+    return f"no such app: {name}{closest(name, known)}"
 
 
 def repo_root_of(directory: Path, source_path: str | None = None) -> Path:

@@ -34,12 +34,11 @@ the new head instead of joining the old one just before it goes.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gitops_ray.errors import ConfigError
+from gitops_ray.errors import ConfigError, closest
 from gitops_ray.health.fields import dig, mapping, number, objects, text
 from gitops_ray.health.rollout import CLUSTER_LABEL, GROUP_LABEL, HEAD_GROUP, NODE_TYPE_LABEL
 from gitops_ray.sync.records import InventoryEntry
@@ -107,12 +106,6 @@ class RestartPlan:
         parts = (["head"] if self.head else []) + [f"group {g}" for g in self.groups]
         count = len(self.pods)
         return ", ".join([*parts, f"{count} pod{'' if count == 1 else 's'}"])
-
-
-def closest(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean X?)`` for the closest known name, or ``""``."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def ray_entries(inventory: Iterable[InventoryEntry]) -> list[InventoryEntry]:
