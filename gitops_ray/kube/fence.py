@@ -27,6 +27,12 @@ stopped between the check and the socket write) still reaches the server. The Ku
 API has no cross-object precondition to close that gap; the check is made as late as
 possible, so at most one request per worker thread can slip through.
 
+**Per shard** (``sharding.enabled``, :mod:`gitops_ray.runtime.shards`): each shard Lease a
+replica holds has its own fence, term and deadline. A refresh captures the fence of its
+app's shard, and every write it makes is checked against that fence, not the client's;
+losing one shard revokes only its fence. The client's own fence is then never granted,
+so a write made outside any shard's scope is refused.
+
 The decision itself is the pure :func:`refusal`, unit-tested with fake clocks.
 """
 
@@ -45,7 +51,7 @@ NO_TERM = 0  # "not leading": never a granted term
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 Clock = Callable[[], float]
 
-_captured: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+_captured: contextvars.ContextVar[tuple[WriteFence, int] | None] = contextvars.ContextVar(
     "gitops_ray_fence_term", default=None)
 _exempt: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "gitops_ray_fence_exempt", default=False)
@@ -131,20 +137,34 @@ class WriteFence:
 
     @contextlib.contextmanager
     def scope(self) -> Iterator[bool]:
-        """Capture the current term for the writes made inside; yields whether it is valid."""
+        """Capture this fence and its current term for the writes made inside.
+
+        Yields whether the term is valid. Inside, every write is checked against *this*
+        fence, whichever fence the client has installed: with sharding, a refresh
+        captures the fence of its app's shard (see the module docstring).
+        """
         term = self.term()
-        token = _captured.set(term)
+        token = _captured.set((self, term))
         try:
             yield term != NO_TERM
         finally:
             _captured.reset(token)
 
     def check(self, request: str) -> None:
-        """Raise :class:`LeaseExpired` unless ``request`` may be sent now."""
+        """Raise :class:`LeaseExpired` unless ``request`` may be sent now.
+
+        Checked against the fence captured by the enclosing :meth:`scope` if any (a
+        shard's), else against this one (the client's) with any valid term.
+        """
         if _exempt.get():
             return
+        captured = _captured.get()
+        fence, term = captured if captured is not None else (self, None)
+        fence._check(request, term)
+
+    def _check(self, request: str, captured: int | None) -> None:
         with self._lock:
-            reason = refusal(captured=_captured.get(), term=self._term,
+            reason = refusal(captured=captured, term=self._term,
                              valid_until=self._valid_until, now=self._clock())
             if reason is None:
                 return

@@ -71,6 +71,7 @@ class LeaseSettings:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     annotations: tuple[tuple[str, str], ...] = ()  # written on the lease while we lead
+    labels: tuple[tuple[str, str], ...] = ()  # always on the lease (listed by label)
 
     def __post_init__(self) -> None:
         if not (self.name and self.namespace and self.identity):
@@ -153,12 +154,16 @@ class LeaderElector:
 
     # -- one step ----------------------------------------------------------------------
 
-    def try_acquire_or_renew(self) -> bool:
-        """One attempt to take or renew the lease; ``True`` when we hold it afterwards."""
+    def try_acquire_or_renew(self, listed: tuple[Manifest | None] | None = None) -> bool:
+        """One attempt to take or renew the lease; ``True`` when we hold it afterwards.
+
+        ``listed``: the lease as the caller just listed it (``(None,)``: it does not
+        exist), which saves the GET; its ``resourceVersion`` still guards the write.
+        """
         sent = self._clock()
         try:
             with unfenced():
-                held = self._acquire_or_renew()
+                held = self._acquire_or_renew(listed)
         except KubeError as e:
             self._failed(e)
             return False
@@ -167,9 +172,10 @@ class LeaderElector:
             self._sent_at = sent
         return held
 
-    def _acquire_or_renew(self) -> bool:
+    def _acquire_or_renew(self, listed: tuple[Manifest | None] | None) -> bool:
         s = self.settings
-        lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)
+        lease = listed[0] if listed is not None else self.kube.get(
+            LEASE_API, "Lease", name=s.name, namespace=s.namespace)
         if lease is None and self.is_leader:
             self._superseded = "(lease deleted)"
             return False
@@ -212,7 +218,7 @@ class LeaderElector:
         spec = next_spec({}, s.identity, s.lease_duration, self._wall())
         body = {"apiVersion": LEASE_API, "kind": "Lease",
                 "metadata": {"name": s.name, "namespace": s.namespace,
-                             "annotations": dict(s.annotations)},
+                             "labels": dict(s.labels), "annotations": dict(s.annotations)},
                 "spec": spec}
         try:
             created = self.kube.create(body, field_manager=FIELD_MANAGER)
@@ -242,6 +248,7 @@ class LeaderElector:
         body = {"apiVersion": LEASE_API, "kind": "Lease",
                 "metadata": {"name": self.settings.name, "namespace": self.settings.namespace,
                              "resourceVersion": lease["metadata"]["resourceVersion"],
+                             "labels": dict(self.settings.labels),
                              "annotations": annotations},
                 "spec": spec}
         written = self.kube.replace(body, field_manager=FIELD_MANAGER)
@@ -309,10 +316,40 @@ class LeaderElector:
                 return True
         return False
 
+    # -- held step by step (a shard) -------------------------------------------------
+
+    def keep(self, listed: tuple[Manifest | None] | None = None) -> bool:
+        """One step of holding the lease without :meth:`run`'s loop; whether it is held.
+
+        For a caller that holds many leases from one loop (the shards of
+        :mod:`gitops_ray.runtime.shards`): takes or renews the lease, grants :attr:`fence`
+        (a new term on each acquisition, as :meth:`run`), and stops holding, fence revoked
+        first, when the lease was taken over or no renewal succeeded within
+        renewDeadline. The caller must call it at least every ``retry_period``.
+        """
+        if self.is_leader and self.fence.term() != self._term:
+            self._stop_leading(True)  # paused or unreachable past the deadline
+        if self.try_acquire_or_renew(listed):
+            if not self.is_leader:
+                self._term += 1
+                self._superseded = ""
+                self._leading.set()
+            self._grant()
+        elif self.is_leader and self._superseded:
+            self._stop_leading(True)
+        return self.is_leader
+
+    def observe(self, lease: Manifest | None) -> None:
+        """Note the lease as listed, without writing: its expiry is timed from when its
+        record was first seen unchanged (so a shard is taken as soon as it may be)."""
+        if lease is not None:
+            self._observe(lease.get("spec") or {}, lease)
+
     def release(self) -> bool:
         """Give the lease up (empty holder) so another replica can take over at once."""
         s = self.settings
         self.fence.revoke()
+        self._leading.clear()
         try:
             with unfenced():
                 lease = self.kube.get(LEASE_API, "Lease", name=s.name, namespace=s.namespace)

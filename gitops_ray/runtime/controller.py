@@ -64,10 +64,19 @@ With leader election, each guarded unit of work also captures the lease term of 
 (the process was paused) or was re-acquired since, every further write of that refresh is
 refused with :class:`~gitops_ray.kube.LeaseExpired` and the refresh is abandoned without
 recording anything, because another replica may be syncing a newer revision already.
+
+**With sharding** (:mod:`gitops_ray.runtime.shards`) every replica "leads", but only
+for the apps of the shards it holds: a refresh of any other app does nothing (not even
+compare: the point of sharding is to split that work), each write guard asks the
+coordinator whether the app is owned and captures *its shard's* fence, and
+:meth:`Controller.adopt` loads a gained shard's records (the previous owner wrote them)
+before its apps count as owned. :meth:`Controller.writing` tells the coordinator whether a
+shard it should hand over still has a write running.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -113,6 +122,7 @@ from gitops_ray.runtime.compared import LastComparisons
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
+from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
@@ -206,7 +216,8 @@ class Controller:
                  fence: WriteFence | None = None,
                  clock: Callable[[], float] = time.time,
                  on_refreshed: Refreshed = lambda app, error: None,
-                 argocd: ArgoBridge | None = None) -> None:
+                 argocd: ArgoBridge | None = None,
+                 shards: ShardCoordinator | None = None) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
         self.revisions = revisions
@@ -219,6 +230,8 @@ class Controller:
         self.identity = identity
         self._requeue = requeue
         self._fence = fence  # None: no leader election, writes are never fenced
+        self._shards = shards  # None: one leader (or none) writes every app
+        self._writing: collections.Counter[str] = collections.Counter()  # by app
         self._clock = clock
         self._on_refreshed = on_refreshed
         self._leading = False
@@ -257,6 +270,35 @@ class Controller:
             self._leading = True
         self.metrics.leader.set(1)
 
+    def adopt(self, names: set[str]) -> None:
+        """Gained shards: load these apps' records (their previous owner wrote them)."""
+        records = {n: r for n, r in self._records().items() if n in names}
+        with self._cond:
+            for name in names:
+                for memory in (self._last_ops, self._running, self._written,
+                               self._requested):
+                    memory.pop(name, None)
+                record = records.get(name)
+                if record is None:
+                    continue
+                if (op := LastOperation.from_status(record.status)) is not None:
+                    self._last_ops[name] = op
+                if (state := OperationState.from_status(record.status)) is not None:
+                    self._running[name] = state
+                self._written[name] = fingerprint(record.status)
+            self._leading = True
+
+    def writing(self, shard: int) -> bool:
+        """Whether a write of an app of ``shard`` is running (sharding only)."""
+        assert self._shards is not None
+        with self._cond:
+            return any(self._shards.shard_of(n) == shard for n, c in self._writing.items()
+                       if c)
+
+    def owns(self, name: str) -> bool:
+        """Whether this replica writes ``name`` while it leads (its shard, with sharding)."""
+        return self._shards is None or self._shards.owns(name)
+
     def stop_leading(self, timeout: float) -> bool:
         """Forbid new writes and wait up to ``timeout`` for running ones to finish."""
         deadline = time.monotonic() + timeout
@@ -272,21 +314,27 @@ class Controller:
         return True
 
     @contextlib.contextmanager
-    def _write_guard(self) -> Iterator[bool]:
+    def _write_guard(self, name: str) -> Iterator[bool]:
         with self._cond:
-            allowed = self._leading
+            allowed = self._leading and self.owns(name)
             self._writes += allowed
+            self._writing[name] += allowed
         try:
-            with self._term() as in_term:
+            with self._term(name) as in_term:
                 yield allowed and in_term
         finally:
             if allowed:
                 with self._cond:
                     self._writes -= 1
+                    self._writing[name] -= 1
+                    if not self._writing[name]:
+                        del self._writing[name]
                     self._cond.notify_all()
 
-    def _term(self) -> contextlib.AbstractContextManager[bool]:
+    def _term(self, name: str) -> contextlib.AbstractContextManager[bool]:
         """Capture the lease term for the writes made inside (see the module docstring)."""
+        if self._shards is not None:
+            return self._shards.scope(name)
         return self._fence.scope() if self._fence else contextlib.nullcontext(True)
 
     def _records(self) -> dict[str, AppRecord]:
@@ -323,13 +371,15 @@ class Controller:
         pause = Pause.of(status) if status is not None else None
         self._seen_pauses[app] = pause
         foreign = pause is not None and status is not None and self._leading \
-            and fingerprint(status) != self._written.get(app)
+            and self.owns(app) and fingerprint(status) != self._written.get(app)
         return app if pause != seen or foreign else None
 
     # -- one refresh -----------------------------------------------------------------
 
     def refresh(self, name: str, reason: str) -> None:
         """Refresh one app (the work queue guarantees one refresh per app at a time)."""
+        if not self.owns(name):
+            return  # another replica's shard (a removed app stays in _gone for its owner)
         app = self.catalog.get(name)
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         with self._cond:
@@ -374,7 +424,7 @@ class Controller:
         comparison = self.pipeline.compare(app, revision=sha)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
-        with self._write_guard() as leading:
+        with self._write_guard(app.name) as leading:
             if not leading:
                 return None
             try:
@@ -458,7 +508,7 @@ class Controller:
         refreshes never sync) or the app is unknown; the caller then refreshes nothing.
         """
         with self._cond:
-            if not self._leading or self.catalog.get(name) is None:
+            if not self._leading or not self.owns(name) or self.catalog.get(name) is None:
                 return False
             self._requested[name] = op
         return True
@@ -476,14 +526,14 @@ class Controller:
         ids when the history has no such entry.
         """
         app = self.catalog.get(name)
-        if app is None or not self.leading:
+        if app is None or not self.leading or not self.owns(name):
             return False
         revision = str(target(self.store, name, entry_id)["revision"])
         op = ManualOperation(raw={"sync": {"revision": revision},
                                   "initiatedBy": {"username": user}},
                              revision=revision, rollback_of=entry_id,
                              initiated_by={"username": user})
-        with self._write_guard() as leading:  # pause and request together, or neither
+        with self._write_guard(name) as leading:  # pause and request together, or neither
             if not leading:
                 return False
             pause = pause_automation(self.store, app, Pause(
@@ -500,7 +550,7 @@ class Controller:
         The pause it ended, ``None`` when there was none or this replica does not lead.
         The record event that follows refreshes the app, which then syncs git again.
         """
-        with self._write_guard() as leading:
+        with self._write_guard(name) as leading:
             if not leading:
                 return None
             ended = resume(self.store, name)
@@ -766,7 +816,7 @@ class Controller:
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
         """Delete (or orphan) a removed app's objects and drop its record; leader only."""
-        with self._write_guard() as leading:
+        with self._write_guard(app.name) as leading:
             if not leading:
                 return
             try:
@@ -807,7 +857,7 @@ class Controller:
         state = self.metrics.apps.get(app.name)
         self.metrics.apps.set(app.name, AppState(SyncStatus.UNKNOWN, state.health_status,
                                                  state.last_sync))
-        with self._write_guard() as leading:
+        with self._write_guard(app.name) as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}")
                 self._mirror(app.name, app)
@@ -819,7 +869,7 @@ class Controller:
         self.metrics.apps.set(name, AppState(SyncStatus.UNKNOWN, state.health_status,
                                              state.last_sync))
         log.warning("refresh_failed", stage="config", error=error)
-        with self._write_guard() as leading:
+        with self._write_guard(name) as leading:
             if leading:
                 self._save_error(name, f"config: {error}")
                 self._mirror(name, None)

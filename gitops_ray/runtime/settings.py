@@ -31,6 +31,7 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     ui: {enabled: true, actions: false}   # the web page; actions: refresh/sync/... by token
     leaderElection: {enabled: true, leaseName: gitops-ray, leaseDuration: 15s,
                      renewDeadline: 10s, retryPeriod: 2s}
+    sharding: {enabled: false, shards: 16}   # several replicas split the apps (Leases)
     selfHeal: {backoff: {initial: 2s, factor: 3, cap: 5m}}
     retry: {limit: 5, backoff: {initial: 5s, factor: 2, cap: 3m}}
     log: {format: auto, level: info}
@@ -65,6 +66,7 @@ from gitops_ray.reconcile.autosync import (
 )
 from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.tools import HELM_BIN
+from gitops_ray.runtime.shards import MAX_SHARDS
 from gitops_ray.types import Manifest
 
 ENV_PREFIX = "GITOPS_RAY_"
@@ -165,6 +167,13 @@ def _count(value: object) -> int:
     return number
 
 
+def _shard_count(value: object) -> int:
+    number = int(str(value))
+    if not 1 <= number <= MAX_SHARDS:
+        raise ValueError(f"must be between 1 and {MAX_SHARDS}")
+    return number
+
+
 def _factor(value: object) -> float:
     number = float(str(value))
     if number < 1:
@@ -227,6 +236,7 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _bool: {"type": "boolean"},
     _positive_int: {"type": "integer", "minimum": 1},
     _count: {"type": "integer", "minimum": 0},
+    _shard_count: {"type": "integer", "minimum": 1, "maximum": MAX_SHARDS},
     _factor: {"type": "number", "minimum": 1},
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
@@ -321,6 +331,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("leaderElection.retryPeriod", parse_duration, LeaseSettings.retry_period,
            "Retry period.",
            flag="--leader-election-retry-period"),
+    Option("sharding.enabled", _bool, False, "Split the apps between the replicas by shard "
+           "Leases (README: Sharding); replaces the single leader Lease, uses the "
+           "leaderElection.* name, namespace, identity and timings.",
+           flag="--sharding/--no-sharding"),
+    Option("sharding.shards", _shard_count, 16, "Number of shards (one Lease each); the "
+           "same on every replica.", flag="--shards"),
     Option("selfHeal.backoff.initial", parse_duration, SELF_HEAL_BACKOFF.initial,
            "First self-heal backoff step.",
            flag="--self-heal-backoff"),
@@ -420,6 +436,14 @@ class PodShapes:
 
 
 @dataclass(frozen=True)
+class Sharding:
+    """``sharding.*``: split the apps between replicas (:mod:`gitops_ray.runtime.shards`)."""
+
+    enabled: bool = False
+    shards: int = 16
+
+
+@dataclass(frozen=True)
 class ArgoCD:
     """Argo CD integration (``argocd.*``): which in-cluster Applications are ours."""
 
@@ -465,6 +489,7 @@ class Settings:
     shutdown_timeout: float
     pod_shapes: PodShapes
     argocd: ArgoCD
+    sharding: Sharding
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -561,7 +586,8 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
                              s["podShapes.patchesConfigMap"]),
         argocd=ArgoCD(s["argocd.enabled"],
                       _namespace(s["argocd.namespace"], "argocd.namespace", where),
-                      s["argocd.applicationNamespaces"]))
+                      s["argocd.applicationNamespaces"]),
+        sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:

@@ -1,0 +1,291 @@
+"""Sharding: several controller replicas split the apps, coordinated by Leases only.
+
+Why apps and not clusters (Argo CD shards its controller by destination cluster): the
+fleet this is built for may keep 10,000 RayClusters in *one* cluster, and a shard per
+cluster cannot split one big cluster. An app is the unit every refresh, sync and record
+already has, so it is the unit of ownership.
+
+How (no other coordination than ``coordination.k8s.io/v1`` Leases):
+
+* there is a fixed number of shards ``S`` (``sharding.shards``); an app's shard is a
+  stable hash of its name mod ``S`` (:func:`shard_of`, BLAKE2b, never Python's
+  per-process ``hash``), so every replica computes the same one;
+* each shard is one Lease ``<leaseName>-shard-<i>``, held through a
+  :class:`~gitops_ray.kube.leader.LeaderElector` step by step
+  (:meth:`~gitops_ray.kube.leader.LeaderElector.keep`): the same take-when-free-or-
+  expired rule, ``resourceVersion`` preconditions and monotonic-clock expiry as the single
+  leader Lease, and its own :class:`~gitops_ray.kube.fence.WriteFence` (a term per
+  acquisition, a deadline of renewDeadline after the last renewal was sent);
+* each replica also renews a membership Lease ``<leaseName>-member-<identity>`` carrying
+  its advertised webhook URL, so one LIST of the group's Leases (by label) shows the live
+  members, who holds which shard, and where to forward a webhook;
+* the *desired* owner of shard ``i`` is the live member with the highest rendezvous hash
+  of ``(i, member)`` (:func:`owner`): adding an N-th replica moves about ``S/N`` shards
+  (only those it now wins), removing one moves only its own;
+* a replica takes a shard it is the desired owner of as soon as the Lease is free,
+  released or expired by its own clock; one it no longer should own is first closed to
+  new work, then released once its running writes finished (bounded by renewDeadline;
+  the Lease is renewed meanwhile), so the next owner takes it at once. A member whose
+  Lease expired (killed, paused, partitioned) is no longer live; its shards' Leases
+  expire too and go to their new desired owners within the lease duration plus a cycle.
+
+Safety does not depend on the replicas agreeing on the members: two replicas that both
+believe they should own a shard still cannot both hold its Lease, and a refresh writes
+only inside its shard's fence (:meth:`ShardCoordinator.scope`), so a replica that was
+paused past its deadline writes nothing when it resumes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
+import structlog
+
+from gitops_ray.kube import Kube, KubeError
+from gitops_ray.kube.fence import WriteFence
+from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
+from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
+GROUP_LABEL = "gitops-ray.io/lease-group"
+ROLE_LABEL = "gitops-ray.io/lease-role"
+WEBHOOK_URL_ANNOTATION = "gitops-ray.io/webhook-url"
+MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
+Clock = Callable[[], float]
+
+
+# -- pure: who should own what ---------------------------------------------------------
+
+def _digest(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def shard_of(app: str, shards: int) -> int:
+    """The shard of an app: the same on every replica and in every process."""
+    return _digest(app) % shards
+
+
+def owner(shard: int, members: Iterable[str]) -> str | None:
+    """The member that should own ``shard``: highest rendezvous hash (``None``: nobody)."""
+    return max(members, key=lambda m: (_digest(f"{shard}/{m}"), m), default=None)
+
+
+def assignment(shards: int, members: Collection[str]) -> dict[int, str]:
+    """Every shard's desired owner among ``members`` (empty when there are none)."""
+    if not members:
+        return {}
+    return {i: str(owner(i, members)) for i in range(shards)}
+
+
+def lease_name(base: str, role: str, key: str) -> str:
+    """``<base>-<role>-<key>`` as a valid object name (an identity may hold ``_``)."""
+    clean = re.sub(r"[^a-z0-9-]+", "-", key.lower()).strip("-")
+    if clean != key:  # keep distinct identities distinct after cleaning
+        clean = f"{clean[:40]}-{_digest(key):016x}".strip("-")
+    return f"{base}-{role}-{clean}"[:253].rstrip("-")
+
+
+# -- the Leases ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class View:
+    """The group as last listed: live members (identity -> webhook URL), shard holders."""
+
+    members: Mapping[str, str]
+    holders: Mapping[int, str]
+
+
+class ShardCoordinator:
+    """Holds this replica's membership Lease and the shard Leases it should own.
+
+    ``on_gained(shards)`` runs (in :meth:`run`'s thread) right after shards were taken
+    and before their apps count as owned: the controller loads their records there and
+    queues their apps. ``on_lost(shards)`` after shards were released or lost. ``busy(i)``
+    says whether a write of shard ``i`` is still running (a shard is released only when
+    not, or after renewDeadline).
+    """
+
+    def __init__(self, kube: Kube, lease: LeaseSettings, *, shards: int, advertise_url: str,
+                 on_gained: Callable[[frozenset[int]], None],
+                 on_lost: Callable[[frozenset[int]], None],
+                 busy: Callable[[int], bool], clock: Clock = time.monotonic) -> None:
+        self.kube, self.lease, self.shards = kube, lease, shards
+        self.identity = lease.identity
+        self._on_gained, self._on_lost, self._busy = on_gained, on_lost, busy
+        self._clock = clock
+        group = ((GROUP_LABEL, lease.name),)
+        url = ((WEBHOOK_URL_ANNOTATION, advertise_url),) if advertise_url else ()
+        self.member = self._elector(lease_name(lease.name, "member", lease.identity),
+                                    (*group, (ROLE_LABEL, "member")), url)
+        self.electors = [self._elector(lease_name(lease.name, "shard", str(i)),
+                                       (*group, (ROLE_LABEL, "shard")), ())
+                         for i in range(shards)]
+        self._lock = threading.Lock()
+        self._ready: set[int] = set()  # held and adopted: their apps are ours
+        self._releasing: dict[int, float] = {}  # shard -> when we stopped taking work
+        self._seen: dict[str, tuple[str, float]] = {}  # member lease -> (record, since)
+        self.view = View({}, {})
+        self.last_error: str | None = None
+
+    def _elector(self, name: str, labels: tuple[tuple[str, str], ...],
+                 annotations: tuple[tuple[str, str], ...]) -> LeaderElector:
+        settings = replace(self.lease, name=name, labels=labels, annotations=annotations)
+        return LeaderElector(self.kube, settings, on_started=_nothing, on_stopped=_nothing,
+                             fence=WriteFence(clock=self._clock), clock=self._clock)
+
+    # -- what the controller asks ------------------------------------------------------
+
+    def shard_of(self, app: str) -> int:
+        return shard_of(app, self.shards)
+
+    def owns(self, app: str) -> bool:
+        """Whether this replica may work on ``app`` now (its shard held, adopted, kept)."""
+        shard = self.shard_of(app)
+        with self._lock:
+            return shard in self._ready and shard not in self._releasing
+
+    def scope(self, app: str) -> contextlib.AbstractContextManager[bool]:
+        """Capture the app's shard fence for the writes made inside (kube.fence)."""
+        return self.electors[self.shard_of(app)].fence.scope()
+
+    def held(self) -> frozenset[int]:
+        with self._lock:
+            return frozenset(self._ready)
+
+    def owner_of(self, app: str) -> tuple[str, str]:
+        """Who holds the app's shard as last listed, and that member's webhook URL."""
+        holder = self.view.holders.get(self.shard_of(app), "")
+        return holder, self.view.members.get(holder, "")
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """One :meth:`step` every retryPeriod until ``stop``; then release everything."""
+        while not stop.is_set():
+            self.step()
+            stop.wait(self.lease.retry_period)
+
+    def step(self) -> None:
+        """List the group's Leases once, renew membership, take/renew/release shards."""
+        try:
+            listed, _ = self.kube.list(LEASE_API, "Lease", self.lease.namespace,
+                                       label_selector=f"{GROUP_LABEL}={self.lease.name}")
+            self.last_error = None
+        except KubeError as e:
+            self.last_error = f"leases not listed: {e}"
+            log.warning("shard_leases_not_listed", error=str(e))
+            self._renew_blind()
+            return
+        leases = {str(item["metadata"]["name"]): item for item in listed}
+        self.member.keep((leases.get(self.member.settings.name),))
+        members = self._live_members(leases)
+        before = self.held()
+        for shard, elector in enumerate(self.electors):
+            self._step_shard(shard, elector, leases.get(elector.settings.name), members)
+        self.view = View(members, self._holders(leases))
+        self._report(before)
+
+    def _renew_blind(self) -> None:
+        """The LIST failed: renew what we hold one by one (each fails or expires alone)."""
+        before = self.held()
+        self.member.keep()
+        for elector in self.electors:
+            if elector.is_leader:
+                elector.keep()
+        self._report(before)
+
+    def _step_shard(self, shard: int, elector: LeaderElector, lease: Manifest | None,
+                    members: Mapping[str, str]) -> None:
+        desired = owner(shard, members)
+        if desired == self.identity and shard not in self._releasing:
+            elector.keep((lease,))
+        elif elector.is_leader:
+            self._hand_over(shard, elector, lease)
+        else:
+            elector.observe(lease)
+
+    def _hand_over(self, shard: int, elector: LeaderElector, lease: Manifest | None) -> None:
+        """Stop taking work on the shard; release it once idle (or after renewDeadline)."""
+        now = self._clock()
+        with self._lock:
+            since = self._releasing.setdefault(shard, now)
+        if self._busy(shard) and now - since < self.lease.renew_deadline:
+            elector.keep((lease,))  # a running sync may finish within its term
+            return
+        elector.release()
+        with self._lock:
+            self._releasing.pop(shard, None)
+        log.info("shard_released", shard=shard, identity=self.identity)
+
+    def _live_members(self, leases: Mapping[str, Manifest]) -> dict[str, str]:
+        """identity -> webhook URL of every member whose Lease has not expired by our clock."""
+        now, live = self._clock(), {}
+        for name, lease in leases.items():
+            labels = (lease.get("metadata") or {}).get("labels") or {}
+            if labels.get(ROLE_LABEL) != "member":
+                continue
+            spec = lease.get("spec") or {}
+            record = f"{spec.get('holderIdentity')}/{spec.get('renewTime')}"
+            seen, since = self._seen.get(name, ("", now))
+            self._seen[name] = (record, since if seen == record else now)
+            holder = str(spec.get("holderIdentity") or "")
+            duration = float(spec.get("leaseDurationSeconds") or self.lease.lease_duration)
+            ours = holder == self.identity and self.member.is_leader
+            if holder and (ours or self._seen[name][1] + duration > now):
+                annotations = (lease.get("metadata") or {}).get("annotations") or {}
+                live[holder] = str(annotations.get(WEBHOOK_URL_ANNOTATION, ""))
+        for gone in set(self._seen) - set(leases):
+            del self._seen[gone]
+        return live
+
+    def _holders(self, leases: Mapping[str, Manifest]) -> dict[int, str]:
+        out = {}
+        for shard, elector in enumerate(self.electors):
+            if elector.is_leader:
+                out[shard] = self.identity
+                continue
+            spec = (leases.get(elector.settings.name) or {}).get("spec") or {}
+            if spec.get("holderIdentity"):
+                out[shard] = str(spec["holderIdentity"])
+        return out
+
+    def _report(self, before: frozenset[int]) -> None:
+        """Adopt what was gained (callback first), forget what was lost."""
+        now = frozenset(i for i, e in enumerate(self.electors) if e.is_leader)
+        lost = before - now
+        with self._lock:
+            self._ready -= lost
+        if lost:
+            log.info("shards_lost", shards=sorted(lost), identity=self.identity)
+            self._on_lost(lost)
+        gained = now - before - self._releasing.keys()
+        if gained:
+            log.info("shards_gained", shards=sorted(gained), identity=self.identity)
+            self._on_gained(gained)
+            with self._lock:
+                self._ready |= gained
+
+    def release_all(self) -> None:
+        """On shutdown (after the controller's writes stopped): give every Lease up."""
+        held = self.held()
+        with self._lock:
+            self._ready.clear()
+        for elector in self.electors:
+            if elector.is_leader:
+                elector.release()
+        self.member.release()
+        if held:
+            self._on_lost(held)
+
+
+def _nothing() -> None:
+    return None
+
+
+__all__ = ["GROUP_LABEL", "MAX_SHARDS", "ROLE_LABEL", "WEBHOOK_URL_ANNOTATION",
+           "ShardCoordinator", "View", "assignment", "lease_name", "owner", "shard_of"]
