@@ -340,8 +340,11 @@ class LeaderElector:
         return self.is_leader
 
     def observe(self, lease: Manifest | None) -> None:
-        """Note the lease as listed, without writing: its expiry is timed from when its
-        record was first seen unchanged (so a shard is taken as soon as it may be)."""
+        """Note the lease as listed, without writing (so its expiry is timed from then).
+
+        A shard's Lease is observed on every step, so when its holder dies it can be
+        taken as soon as it may be, not a lease duration after we started to care.
+        """
         if lease is not None:
             self._observe(lease.get("spec") or {}, lease)
 

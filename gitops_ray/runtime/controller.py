@@ -270,13 +270,17 @@ class Controller:
             self._leading = True
         self.metrics.leader.set(1)
 
-    def adopt(self, names: set[str]) -> None:
-        """Gained shards: load these apps' records (their previous owner wrote them)."""
-        records = {n: r for n, r in self._records().items() if n in names}
+    def adopt(self, owned: Callable[[str], bool]) -> None:
+        """Gained shards: load the ``owned`` apps' records (their previous owner wrote them).
+
+        By record, not by catalog: the catalog may not be loaded yet at start-up.
+        """
+        records = {n: r for n, r in self._records().items() if owned(n)}
         with self._cond:
+            remembered = (self._last_ops, self._running, self._written, self._requested)
+            names = {n for memory in remembered for n in memory if owned(n)} | set(records)
             for name in names:
-                for memory in (self._last_ops, self._running, self._written,
-                               self._requested):
+                for memory in remembered:
                     memory.pop(name, None)
                 record = records.get(name)
                 if record is None:

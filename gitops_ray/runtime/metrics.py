@@ -149,6 +149,11 @@ class Metrics:
                                "kind (start, 410 Gone, errors).", ["kind"], registry=r)
         self.leader = Gauge("gitops_ray_leader", "1 while this replica holds the lease.",
                             registry=r)
+        self.shards_held = Gauge("gitops_ray_shards_held", "Shard Leases this replica "
+                                 "holds (sharding.enabled).", registry=r)
+        self.shard_handovers = Counter("gitops_ray_shard_handovers_total", "Shards this "
+                                       "replica gained or lost (released, expired, taken "
+                                       "over).", ["change"], registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
                            ["version"], registry=r)
         self.build.labels(__version__).set(1)

@@ -23,7 +23,15 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
 * a push webhook: an immediate refresh of the apps whose repo and revision match. A
   follower that receives one refreshes locally *and* forwards it, unchanged, to the
   leader's advertised URL (read from the Lease), so it does not matter which replica
-  the Service picked.
+  the Service picked. With ``sharding.enabled`` a replica refreshes the matched apps of
+  its own shards and forwards the delivery once to each other member that holds a shard
+  of a matched app (URL from its membership Lease); a forwarded delivery is never
+  forwarded again.
+
+With ``sharding.enabled`` (:mod:`gitops_ray.runtime.shards`) there is no leader Lease: a
+:class:`~gitops_ray.runtime.shards.ShardCoordinator` thread holds this replica's shards,
+a gained shard's records are loaded and its apps queued at once, and on SIGTERM the
+controller's writes are drained before every shard Lease is released.
 
 ``/readyz`` answers from :mod:`gitops_ray.runtime.readiness` (named checks, the failing
 ones and their reasons in the 503 body, ``gitops_ray_ready{check}`` in the metrics). The
@@ -91,6 +99,7 @@ from gitops_ray.runtime.server import (
     group_routes,
 )
 from gitops_ray.runtime.settings import AppSourceSpec, Settings
+from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache, NamedObjects
 from gitops_ray.runtime.web.auth import FormTokens, Reviewer
 from gitops_ray.runtime.web.site import Actions, WebSite
@@ -124,7 +133,8 @@ class Runtime:
         self.metrics = Metrics()
         self.kube = kube or Kube.connect(settings.kubeconfig or None, settings.context or None)
         self.kube.hooks.append(self.metrics.observe_request)
-        self.fence = WriteFence() if settings.leader_election else None
+        sharded = settings.sharding.enabled  # then never granted: writes need a shard's scope
+        self.fence = WriteFence() if settings.leader_election or sharded else None
         self.kube.fence = self.fence  # every write checks the lease (kube.fence)
         self.api_health = ApiHealth()
         self.kube.hooks.append(self.api_health.observe)
@@ -144,6 +154,7 @@ class Runtime:
                                                  notify=self._on_application,
                                                  metrics=self.metrics)
                              if settings.argocd.enabled else None)
+        self.shards = self._shards()
         self.controller = self._controller()
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
         self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
@@ -173,7 +184,7 @@ class Runtime:
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
             identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
-            on_refreshed=self.refreshes.observe, argocd=argocd)
+            on_refreshed=self.refreshes.observe, argocd=argocd, shards=self.shards)
 
     def _pod_shapes(self) -> ShapesSource | None:
         """The pod-shape ConfigMaps, read from watches on their names (see the docstring)."""
@@ -212,12 +223,15 @@ class Runtime:
             self._poll(CATALOG)
         self.queue.submit(CATALOG, "startup")
         self._spawn(self._probe_api, "api-probe")
-        if self.elector is None:
+        if self.shards is not None:
+            self._spawn(self._hold_shards, "shards")
+        elif self.elector is None:
             self._start_leading()
         else:
             self._spawn(self._elect, "leader-election")
         log.info("controller_started", identity=self.settings.lease.identity,
-                 leader_election=self.elector is not None, app_sources=len(self.catalog.specs))
+                 leader_election=self.elector is not None, app_sources=len(self.catalog.specs),
+                 shards=self.settings.sharding.shards if self.shards is not None else 0)
 
     def run(self) -> int:
         """Start, block until SIGTERM/SIGINT (or a lost lease), shut down; the exit code."""
@@ -240,7 +254,7 @@ class Runtime:
         self.timers.stop()
         for thread in self._threads:
             thread.join(self.settings.shutdown_timeout + self.settings.lease.retry_period)
-        if self.elector is None:
+        if self.elector is None and self.shards is None:
             self.controller.stop_leading(self.settings.shutdown_timeout)
         self.queue.drain(self.settings.shutdown_timeout)
         self.cache.stop()
@@ -257,7 +271,7 @@ class Runtime:
     # -- leadership ------------------------------------------------------------------
 
     def _elector(self) -> LeaderElector | None:
-        if not self.settings.leader_election:
+        if not self.settings.leader_election or self.settings.sharding.enabled:
             return None
         lease = self.settings.lease
         if self.settings.webhook_advertise_url:
@@ -282,6 +296,48 @@ class Runtime:
     def _stop_leading(self) -> None:
         if not self.controller.stop_leading(self.settings.shutdown_timeout):
             log.warning("sync_still_running_at_shutdown")
+
+    # -- shards ----------------------------------------------------------------------
+
+    def _shards(self) -> ShardCoordinator | None:
+        s = self.settings
+        if not s.sharding.enabled:
+            return None
+        return ShardCoordinator(self.kube, s.lease, shards=s.sharding.shards,
+                                advertise_url=s.webhook_advertise_url,
+                                adopt=self._adopt_shards, on_gained=self._gained_shards,
+                                on_lost=self._lost_shards,
+                                busy=lambda shard: self.controller.writing(shard))
+
+    def _hold_shards(self) -> None:
+        """Hold shards until SIGTERM; then drain the writes and release every Lease."""
+        assert self.shards is not None
+        self.shards.run(self.stopping)
+        self._stop_leading()
+        self.shards.release_all()
+
+    def _adopt_shards(self, shards: frozenset[int]) -> None:
+        assert self.shards is not None
+        shard_of = self.shards.shard_of
+        self.controller.adopt(lambda name: shard_of(name) in shards)
+
+    def _gained_shards(self, shards: frozenset[int]) -> None:
+        assert self.shards is not None
+        self.metrics.shards_held.set(len(self.shards.held()))
+        self.metrics.shard_handovers.labels("gained").inc(len(shards))
+        for name in self.catalog.apps():
+            if self.shards.shard_of(name) in shards:
+                self.queue.submit(name, "shard-gained")
+
+    def _lost_shards(self, shards: frozenset[int]) -> None:
+        """Another replica refreshes these apps now: drop what this one published."""
+        assert self.shards is not None
+        self.metrics.shards_held.set(len(self.shards.held()))
+        self.metrics.shard_handovers.labels("lost").inc(len(shards))
+        for name in self.catalog.apps():
+            if self.shards.shard_of(name) in shards:
+                self.metrics.forget_app(name)
+                self.controller.compared.forget(name)
 
     # -- work ------------------------------------------------------------------------
 
@@ -423,8 +479,9 @@ class Runtime:
                                             if self.applications is not None else [])
         results = evaluate(apps_loaded=self.ready.is_set(), unsynced=unsynced,
                            api=self.api_health, refreshes=self.refreshes,
-                           leader_election=self.elector is not None)
-        problem = self.elector.last_error if self.elector is not None else None
+                           leader_election=self.elector is not None or self.shards is not None)
+        holder = self.elector or self.shards
+        problem = holder.last_error if holder is not None else None
         if not problem:
             return results
         return [CheckResult(r.check, False, problem)  # e.g. no lease namespace, cannot create
@@ -485,12 +542,15 @@ class Runtime:
             self.queue.submit(CATALOG, "webhook")
         matching = {n: a for n, a in self.catalog.apps().items()
                     if push.matches(a.source.repo_url, a.source.target_revision)}
-        apps = sorted(matching)
+        apps = sorted(n for n in matching if self.controller.owns(n))
         for name in apps:  # apps whose directory the push changed go first
             self.queue.submit(name, "webhook", urgent=push.touches(matching[name].source.path))
         log.info("webhook_push", provider=push.provider, revision=push.revision,
                  sha=push.sha[:12], apps=apps)
-        forwarded = self._forward(request) if not self.controller.leading else ""
+        if self.shards is not None:
+            forwarded = self._forward_to_owners(request, set(matching) - set(apps))
+        else:
+            forwarded = self._forward(request) if not self.controller.leading else ""
         return {"refreshed": apps, "appSources": len(specs), "forwardedTo": forwarded}
 
     def _forward(self, request: Request) -> str:
@@ -501,10 +561,26 @@ class Runtime:
         url = annotations.get(LEADER_URL_ANNOTATION, "")
         if not url or leader == self.settings.lease.identity:
             return ""
-        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_HEADERS}
-        self._spawn_forward(url, {**headers, FORWARDED_HEADER: self.settings.lease.identity},
-                            bytes(request.body))
+        self._spawn_forward(url, self._forwarded_headers(request), bytes(request.body))
         return leader
+
+    def _forward_to_owners(self, request: Request, apps: set[str]) -> str:
+        """Hand a delivery once to each member holding a shard of ``apps``; who, joined."""
+        assert self.shards is not None
+        if request.headers.get(FORWARDED_HEADER) or not apps:
+            return ""
+        owners = {self.shards.owner_of(name) for name in apps}
+        sent = sorted(holder for holder, url in owners
+                      if holder and url and holder != self.settings.lease.identity)
+        urls = dict(owners)
+        for holder in sent:
+            self._spawn_forward(urls[holder], self._forwarded_headers(request),
+                                bytes(request.body))
+        return ", ".join(sent)
+
+    def _forwarded_headers(self, request: Request) -> dict[str, str]:
+        headers = {k: v for k, v in request.headers.items() if k in _FORWARD_HEADERS}
+        return {**headers, FORWARDED_HEADER: self.settings.lease.identity}
 
     def _spawn_forward(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
         def send() -> None:

@@ -44,6 +44,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
+
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
@@ -103,20 +104,23 @@ class View:
 class ShardCoordinator:
     """Holds this replica's membership Lease and the shard Leases it should own.
 
-    ``on_gained(shards)`` runs (in :meth:`run`'s thread) right after shards were taken
-    and before their apps count as owned: the controller loads their records there and
-    queues their apps. ``on_lost(shards)`` after shards were released or lost. ``busy(i)``
+    ``adopt(shards)`` runs (in :meth:`run`'s thread) right after shards were taken and
+    before their apps count as owned: the controller loads their records there;
+    ``on_gained(shards)`` once they do (their apps are queued), ``on_lost(shards)`` after
+    shards were released or lost. ``busy(i)``
     says whether a write of shard ``i`` is still running (a shard is released only when
     not, or after renewDeadline).
     """
 
     def __init__(self, kube: Kube, lease: LeaseSettings, *, shards: int, advertise_url: str,
+                 adopt: Callable[[frozenset[int]], None],
                  on_gained: Callable[[frozenset[int]], None],
                  on_lost: Callable[[frozenset[int]], None],
                  busy: Callable[[int], bool], clock: Clock = time.monotonic) -> None:
         self.kube, self.lease, self.shards = kube, lease, shards
         self.identity = lease.identity
-        self._on_gained, self._on_lost, self._busy = on_gained, on_lost, busy
+        self._adopt, self._on_gained = adopt, on_gained
+        self._on_lost, self._busy = on_lost, busy
         self._clock = clock
         group = ((GROUP_LABEL, lease.name),)
         url = ((WEBHOOK_URL_ANNOTATION, advertise_url),) if advertise_url else ()
@@ -223,7 +227,7 @@ class ShardCoordinator:
         log.info("shard_released", shard=shard, identity=self.identity)
 
     def _live_members(self, leases: Mapping[str, Manifest]) -> dict[str, str]:
-        """identity -> webhook URL of every member whose Lease has not expired by our clock."""
+        """Each live member's webhook URL (by identity): its Lease has not expired by our clock."""
         now, live = self._clock(), {}
         for name, lease in leases.items():
             labels = (lease.get("metadata") or {}).get("labels") or {}
@@ -266,9 +270,10 @@ class ShardCoordinator:
         gained = now - before - self._releasing.keys()
         if gained:
             log.info("shards_gained", shards=sorted(gained), identity=self.identity)
-            self._on_gained(gained)
+            self._adopt(gained)
             with self._lock:
                 self._ready |= gained
+            self._on_gained(gained)
 
     def release_all(self) -> None:
         """On shutdown (after the controller's writes stopped): give every Lease up."""
