@@ -307,7 +307,10 @@ class Runtime:
                                 advertise_url=s.webhook_advertise_url,
                                 adopt=self._adopt_shards, on_gained=self._gained_shards,
                                 on_lost=self._lost_shards,
-                                busy=lambda shard: self.controller.writing(shard))
+                                busy=self._shard_busy)
+
+    def _shard_busy(self, shard: int) -> bool:
+        return self.controller.writing(shard)  # the controller is built after the shards
 
     def _hold_shards(self) -> None:
         """Hold shards until SIGTERM; then drain the writes and release every Lease."""

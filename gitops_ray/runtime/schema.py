@@ -38,6 +38,7 @@ CHART_OWNED = (
     "webhook",  # webhook.secretName mounts the secret file; never a secret in values
     "credentials",  # top-level `credentials` (Secrets by name), not files in the pod
     "leaderElection.enabled",  # replicaCount > 1
+    "sharding.enabled",  # replicaCount > 1 and the top-level sharding.enabled
     "leaderElection.leaseName",  # the release's fullname
     "leaderElection.namespace",  # the release namespace, where the chart grants Leases
     "leaderElection.identity",  # per pod (its hostname): one fixed value breaks election

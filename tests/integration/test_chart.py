@@ -102,6 +102,9 @@ def test_lint_and_render(helm_bin: Path, tmp_path: Path, values: Path | None) ->
     ("config.appSources[0].path=apps", "repo"),  # an app source needs its repo
     ("config.controlNamespace=elsewhere", "controlNamespace"),  # the chart sets it
     ("config.leaderElection.identity=fixed", "identity"),  # one identity for all pods
+    ("config.sharding.enabled=true", "enabled"),  # replicaCount and sharding.enabled decide
+    ("config.sharding.shards=0", "shards"),
+    ("sharding.enable=false", "enable"),
 ], ids=lambda v: v.split("=")[0] if "=" in v else None)
 def test_schema_rejects_config_typos(helm_bin: Path, tmp_path: Path, setting: str,
                                      named: str) -> None:
@@ -123,6 +126,42 @@ def test_schema_accepts_what_the_controller_accepts(helm_bin: Path, tmp_path: Pa
     assert config["interval"] == 90
     assert config["leaderElection"] == {"enabled": True, "leaseName": "gr-gitops-ray",
                                         "leaseDuration": "30s"}
+
+
+def _config(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap"
+                                    and "config.yaml" in d["data"])["data"]["config.yaml"]))
+
+
+def test_several_replicas_shard_with_a_budget_and_spread(helm_bin: Path, tmp_path: Path) -> None:
+    docs = template(helm_bin, tmp_path, "--set", "replicaCount=3",
+                    "--set", "config.sharding.shards=32")
+    assert _config(docs)["sharding"] == {"enabled": True, "shards": 32}
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    budget = next(d for d in docs if d["kind"] == "PodDisruptionBudget")
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+    spread = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    term = spread["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert term == {"topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": labels}}
+    env = {e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "GITOPS_RAY_WEBHOOK_ADVERTISE_URL" in env  # where the others forward webhooks
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith(
+        "-control"))
+    leases = next(r for r in role["rules"] if r["resources"] == ["leases"])
+    assert "list" in leases["verbs"]
+
+    standby = template(helm_bin, tmp_path, "--set", "replicaCount=3",
+                       "--set", "sharding.enabled=false")
+    assert _config(standby)["sharding"] == {"enabled": False}
+    assert _config(standby)["leaderElection"]["enabled"] is True
+
+    single = template(helm_bin, tmp_path)
+    assert _config(single)["sharding"] == {"enabled": False}
+    assert "PodDisruptionBudget" not in {d["kind"] for d in single}
+    assert "affinity" not in next(d for d in single if d["kind"] == "Deployment"
+                                  )["spec"]["template"]["spec"]
 
 
 def test_cluster_wide_false_without_namespaces_fails(helm_bin: Path, tmp_path: Path) -> None:
@@ -190,6 +229,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     name = f"{release}-gitops-ray"
     assert kube.get("apps/v1", "Deployment", name=name,
                     namespace=namespace)["spec"]["replicas"] == 2
+    budget = kube.get("policy/v1", "PodDisruptionBudget", name=name, namespace=namespace)
+    assert budget is not None and budget["spec"]["maxUnavailable"] == 1
     sa = f"system:serviceaccount:{namespace}:{name}"
     other = _ns(kube, f"{namespace}-other")
     for verb in ("get", "list", "watch", "create", "patch", "delete"):
@@ -198,6 +239,7 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     assert _can(kube, sa, "watch", "pods", namespace=other)  # rollout pending
     assert not _can(kube, sa, "delete", "pods", namespace=other)
     assert _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=namespace)
+    assert _can(kube, sa, "list", "leases", group="coordination.k8s.io", namespace=namespace)
     assert _can(kube, sa, "update", "configmaps", namespace=namespace)
     assert _can(kube, sa, "get", "secrets", namespace=namespace, name="acme-git")
     assert _can(kube, sa, "create", "namespaces")
@@ -206,6 +248,7 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     assert not _can(kube, sa, "list", "secrets", namespace=other)
     assert not _can(kube, sa, "delete", "pods", namespace=other)
     assert not _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=other)
+    assert not _can(kube, sa, "delete", "leases", group="coordination.k8s.io", namespace=namespace)
     assert not _can(kube, sa, "create", "clusterroles", group="rbac.authorization.k8s.io")
     assert not _can(kube, sa, "delete", "namespaces")
     # the default managed kinds are the Ray kinds: no ConfigMaps outside its namespace

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.kube.fence import NO_TERM, WriteFence
 from gitops_ray.kube.errors import LeaseExpired
+from gitops_ray.kube.fence import NO_TERM, WriteFence
 from gitops_ray.runtime.settings import load_settings
 from gitops_ray.runtime.shards import assignment, lease_name, owner, shard_of
 
@@ -68,7 +68,7 @@ def test_lease_names_are_valid_and_distinct() -> None:
     assert lease_name("gitops-ray", "shard", "7") == "gitops-ray-shard-7"
     a = lease_name("gitops-ray", "member", "host_1a2b")
     b = lease_name("gitops-ray", "member", "host-1a2b")
-    assert a != b and all(c.isalnum() and c.islower() or c.isdigit() or c == "-" for c in a)
+    assert a != b and all((c.isalnum() and c.islower()) or c.isdigit() or c == "-" for c in a)
 
 
 def test_a_write_is_checked_against_the_fence_its_scope_captured() -> None:
@@ -94,5 +94,5 @@ def test_a_write_is_checked_against_the_fence_its_scope_captured() -> None:
 
 def test_sharding_settings_are_bounded() -> None:
     assert load_settings(None, env={}, flags={"sharding.enabled": "true"}).sharding.shards == 16
-    with pytest.raises(ConfigError, match="sharding.shards"):
+    with pytest.raises(ConfigError, match=r"sharding\.shards"):
         load_settings(None, env={}, flags={"sharding.shards": "5000"})

@@ -40,6 +40,8 @@ values.config.leaderElection may still tune the timings (leaseDuration, ...).
 {{- $_ := set $config "controlNamespace" .Release.Namespace -}}
 {{- $election := dict "enabled" (gt (int .Values.replicaCount) 1) "leaseName" (include "gitops-ray.fullname" .) -}}
 {{- $_ := set $config "leaderElection" (merge $election ($config.leaderElection | default dict)) -}}
+{{- $sharded := and (gt (int .Values.replicaCount) 1) .Values.sharding.enabled -}}
+{{- $_ := set $config "sharding" (merge (dict "enabled" $sharded) ($config.sharding | default dict)) -}}
 {{- $_ := set $config "listen" (dict "metrics" (printf ":%d" (int .Values.service.metricsPort)) "health" ":8081" "webhook" (printf ":%d" (int .Values.service.webhookPort))) -}}
 {{- $_ := set $config "ui" (dict "enabled" .Values.ui.enabled "actions" .Values.ui.actions.enabled) -}}
 {{- $_ := set $config "podShapes" (dict "instanceTypesConfigMap" (printf "%s-instance-types" (include "gitops-ray.fullname" .)) "patchesConfigMap" (printf "%s-patches" (include "gitops-ray.fullname" .))) -}}
