@@ -162,11 +162,12 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     c.proc.send_signal(signal.SIGKILL)
     c.proc.wait(30)
     killed_at = datetime.datetime.now(datetime.UTC).timestamp()
-    sha = git_repo.commit(configmaps("v4"))
-    a.webhook(git_repo, sha)
     after_kill = eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b"]),
                             message="c's shards taken over")
     assert {after_kill[s] for s in of_c} <= {"ctl-a", "ctl-b"}
+    eventually(lambda: all_at(kube, namespace, "v3"), message="c's push finished by a, b")
+    sha = git_repo.commit(configmaps("v4"))
+    assert a.webhook(git_repo, sha).json()["forwardedTo"] == "ctl-b"
     eventually(lambda: all_at(kube, namespace, "v4"), message="c's apps synced again")
 
     # A fourth replica takes about a quarter of the shards; nothing else moves.
