@@ -273,10 +273,13 @@ class Controller:
     def adopt(self, owned: Callable[[str], bool]) -> None:
         """Gained shards: load the ``owned`` apps' records (their previous owner wrote them).
 
-        By record, not by catalog: the catalog may not be loaded yet at start-up.
+        By record, not by catalog: the catalog may not be loaded yet at start-up. Their
+        next refresh resolves the revision anew: a revision this replica resolved before
+        it lost the shard (or was paused) may be older than what the previous owner synced.
         """
         records = {n: r for n, r in self._records().items() if owned(n)}
         with self._cond:
+            self._after_operation.update(n for n in self.catalog.apps() if owned(n))
             remembered = (self._last_ops, self._running, self._written, self._requested)
             names = {n for memory in remembered for n in memory if owned(n)} | set(records)
             for name in names:
