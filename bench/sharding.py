@@ -96,7 +96,7 @@ class Replica:
 
     def push(self, repo: str, sha: str) -> None:
         body = json.dumps({"ref": "refs/heads/main", "after": sha,
-                           "repository": {"clone_url": repo}}).encode()
+                           "repository": {"clone_url": repo, "default_branch": "main"}}).encode()
         digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.webhook_port}/webhook", data=body, method="POST",

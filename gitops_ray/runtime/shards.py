@@ -29,6 +29,11 @@ How (no other coordination than ``coordination.k8s.io/v1`` Leases):
   Lease expired (killed, paused, partitioned) is no longer live; its shards' Leases
   expire too and go to their new desired owners within the lease duration plus a cycle.
 
+Membership Leases of replicas gone for good (a pod's identity changes on every restart)
+are deleted by one janitor, the live member with the lowest identity: a released one at
+once, an expired one after :data:`STALE_LEASES` lease durations, each with a
+``resourceVersion`` precondition, so the one LIST per step stays small.
+
 Safety does not depend on the replicas agreeing on the members: two replicas that both
 believe they should own a shard still cannot both hold its Lease, and a refresh writes
 only inside its shard's fence (:meth:`ShardCoordinator.scope`), so a replica that was
@@ -48,7 +53,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
-from gitops_ray.kube.fence import WriteFence
+from gitops_ray.kube.fence import WriteFence, unfenced
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
 from gitops_ray.types import Manifest
 
@@ -57,6 +62,7 @@ GROUP_LABEL = "gitops-ray.io/lease-group"
 ROLE_LABEL = "gitops-ray.io/lease-role"
 WEBHOOK_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
+STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
 Clock = Callable[[], float]
 
 
@@ -188,6 +194,8 @@ class ShardCoordinator:
         leases = {str(item["metadata"]["name"]): item for item in listed}
         self.member.keep((leases.get(self.member.settings.name),))
         members = self._live_members(leases)
+        if members and min(members) == self.identity:
+            self._sweep(leases)
         before = self.held()
         for shard, elector in enumerate(self.electors):
             self._step_shard(shard, elector, leases.get(elector.settings.name), members)
@@ -246,6 +254,28 @@ class ShardCoordinator:
         for gone in set(self._seen) - set(leases):
             del self._seen[gone]
         return live
+
+    def _sweep(self, leases: Mapping[str, Manifest]) -> None:
+        """Delete member Leases released, or expired for STALE_LEASES lease durations."""
+        now = self._clock()
+        for name, lease in leases.items():
+            labels = (lease.get("metadata") or {}).get("labels") or {}
+            if labels.get(ROLE_LABEL) != "member" or name == self.member.settings.name:
+                continue
+            spec = lease.get("spec") or {}
+            duration = float(spec.get("leaseDurationSeconds") or self.lease.lease_duration)
+            since = self._seen.get(name, ("", now))[1]
+            if spec.get("holderIdentity") and now - since < STALE_LEASES * duration:
+                continue
+            try:
+                with unfenced():
+                    self.kube.delete(LEASE_API, "Lease", name=name,
+                                     namespace=self.lease.namespace,
+                                     resource_version=lease["metadata"]["resourceVersion"])
+            except KubeError as e:  # changed meanwhile (it came back), or not allowed
+                log.info("member_lease_not_deleted", lease=name, error=str(e))
+                continue
+            log.info("member_lease_deleted", lease=name, identity=self.identity)
 
     def _holders(self, leases: Mapping[str, Manifest]) -> dict[int, str]:
         out = {}

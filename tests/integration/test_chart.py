@@ -248,7 +248,7 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     assert not _can(kube, sa, "list", "secrets", namespace=other)
     assert not _can(kube, sa, "delete", "pods", namespace=other)
     assert not _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=other)
-    assert not _can(kube, sa, "delete", "leases", group="coordination.k8s.io", namespace=namespace)
+    assert not _can(kube, sa, "delete", "leases", group="coordination.k8s.io", namespace=other)
     assert not _can(kube, sa, "create", "clusterroles", group="rbac.authorization.k8s.io")
     assert not _can(kube, sa, "delete", "namespaces")
     # the default managed kinds are the Ray kinds: no ConfigMaps outside its namespace

@@ -5,7 +5,8 @@ every shard is held by exactly one replica and every replica syncs some apps; a 
 sent to one replica reaches the owners of the other apps; a replica SIGKILLed right
 after a push loses its shards to the two others, which sync its apps again; a fourth
 replica takes only the shards it wins (rendezvous hashing); a replica SIGSTOPped while
-syncing loses its shards and, resumed, writes nothing under its old terms. Throughout,
+syncing loses its shards and, resumed, writes nothing under its old terms; the killed
+replica's membership Lease is deleted. Throughout,
 the logs show that no app was ever synced by two replicas at once.
 """
 
@@ -202,6 +203,10 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     stale_writes = [r for r in late[:regained] if r.get("event") == "resource_synced"
                     and r.get("dry_run") is False]
     assert len(stale_writes) <= 8  # at most one request per worker thread slips through
+
+    # c's membership Lease is deleted by the janitor (the live member with the lowest id).
+    eventually(lambda: kube.get(LEASE_API, "Lease", name="gitops-ray-member-ctl-c",
+                                namespace=namespace) is None, message="c's member Lease gone")
 
     intervals = {p.identity: sync_intervals(p, killed_at if p is c else None)
                  for p in (a, b, c, d)}
