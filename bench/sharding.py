@@ -94,15 +94,15 @@ class Replica:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
                                          env={**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": SECRET})
 
-    def push(self, repo: str, sha: str) -> None:
+    def push(self, repo: str, sha: str) -> dict[str, Any]:
         body = json.dumps({"ref": "refs/heads/main", "after": sha,
                            "repository": {"clone_url": repo, "default_branch": "main"}}).encode()
         digest = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.webhook_port}/webhook", data=body, method="POST",
             headers={"X-GitHub-Event": "push", "X-Hub-Signature-256": f"sha256={digest}"})
-        with urllib.request.urlopen(req, timeout=30):
-            pass
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return dict(json.loads(resp.read()))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -205,7 +205,7 @@ def _measure(kube: Kube, root: Path, repo: str, names: list[str], replicas: list
     killed_wall = time.time()
     victim.proc.wait()
     sha = commit(root / "work", names, "v2")
-    next(r for r in replicas if r is not victim).push(repo, sha)
+    pushed = next(r for r in replicas if r is not victim).push(repo, sha)
     wait(lambda: all(versions(kube).get(a) == "v2" for a in its_apps), 300, "takeover")
     seconds = time.monotonic() - killed
     wait(lambda: set(versions(kube).values()) == {"v2"}, 300, "every app at v2")
@@ -216,6 +216,7 @@ def _measure(kube: Kube, root: Path, repo: str, names: list[str], replicas: list
                 1 for h in held.values() if h == victim.identity),
             "killed_apps": len(its_apps), "reconciled_again_s": round(seconds, 2),
             "target_s": lease_duration + 5, "met": seconds < lease_duration + 5,
+            "forwarded_to": pushed.get("forwardedTo"),
             "syncs": sum(len(v) for v in by.values()), "overlapping_syncs": overlapping(by)}
 
 
