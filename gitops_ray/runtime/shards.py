@@ -128,6 +128,7 @@ class ShardCoordinator:
         self._adopt, self._on_gained = adopt, on_gained
         self._on_lost, self._busy = on_lost, busy
         self._clock = clock
+        self._url = advertise_url
         group = ((GROUP_LABEL, lease.name),)
         url = ((WEBHOOK_URL_ANNOTATION, advertise_url),) if advertise_url else ()
         self.member = self._elector(lease_name(lease.name, "member", lease.identity),
@@ -253,6 +254,8 @@ class ShardCoordinator:
                 live[holder] = str(annotations.get(WEBHOOK_URL_ANNOTATION, ""))
         for gone in set(self._seen) - set(leases):
             del self._seen[gone]
+        if self.member.is_leader:  # also when created in this very step (not listed yet)
+            live[self.identity] = self._url
         return live
 
     def _sweep(self, leases: Mapping[str, Manifest]) -> None:

@@ -1,0 +1,98 @@
+"""ShardCoordinator step by step against the real API server, with a clock per replica.
+
+Each replica's :meth:`~gitops_ray.runtime.shards.ShardCoordinator.step` is called by the
+test (no threads) and its monotonic clock is a number the test moves, so "replica a was
+paused for 4 s" is exact: a hand-over waits for a running write (within renewDeadline),
+a dead member's shards are taken once its Leases expired by the survivor's clock (not
+before), a paused replica's shard fences are closed before it even renews, and the dead
+member's Lease is deleted by the janitor (the expired-for-long path is in
+tests/integration/test_sharding.py, where a SIGKILLed replica's Lease goes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gitops_ray.kube import Kube
+from gitops_ray.kube.fence import NO_TERM
+from gitops_ray.kube.leader import LEASE_API, LeaseSettings
+from gitops_ray.runtime.shards import STALE_LEASES, ShardCoordinator, assignment, shard_of
+
+SHARDS = 8
+DURATION, RENEW, RETRY = 3.0, 2.0, 0.5
+
+
+@dataclass
+class Replica:
+    identity: str
+    kube: Kube
+    namespace: str
+    now: float = 1000.0
+    busy: set[int] = field(default_factory=set)
+    gained: list[frozenset[int]] = field(default_factory=list)
+    lost: list[frozenset[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        lease = LeaseSettings("shards", self.namespace, self.identity, DURATION, RENEW, RETRY)
+        self.coordinator = ShardCoordinator(
+            self.kube, lease, shards=SHARDS, advertise_url=f"http://{self.identity}:9292/",
+            adopt=lambda s: None, on_gained=self.gained.append, on_lost=self.lost.append,
+            busy=lambda s: s in self.busy, clock=lambda: self.now)
+
+    def step(self, advance: float = 0.0) -> frozenset[int]:
+        self.now += advance
+        self.coordinator.step()
+        return self.coordinator.held()
+
+
+def app_in(shard: int) -> str:
+    return next(f"app-{i}" for i in range(1000) if shard_of(f"app-{i}", SHARDS) == shard)
+
+
+def test_hand_over_takeover_pause_and_janitor(kube: Kube, namespace: str) -> None:
+    a, b = Replica("a", kube, namespace), Replica("b", kube, namespace)
+    assert a.step() == frozenset(range(SHARDS))  # alone: every shard
+    b.step()
+    assert b.coordinator.held() == frozenset()  # a holds them, not expired
+
+    # b is seen: a hands b's shards over, but keeps one with a write running.
+    wanted = {s for s, m in assignment(SHARDS, ["a", "b"]).items() if m == "b"}
+    busy = min(wanted)
+    a.busy.add(busy)
+    assert a.step(RETRY) == frozenset(range(SHARDS)) - (wanted - {busy})
+    assert not a.coordinator.owns(app_in(busy))  # no new work on it ...
+    with a.coordinator.scope(app_in(busy)) as valid:
+        assert valid  # ... but the running write may finish in its term
+    assert b.step(RETRY) == frozenset(wanted - {busy})
+    a.step(RETRY)
+    assert busy in a.coordinator.held()  # still busy, within renewDeadline: kept
+    a.busy.clear()
+    a.step(RETRY)
+    assert b.step(RETRY) == frozenset(wanted)
+    assert a.coordinator.held() == frozenset(range(SHARDS)) - wanted
+    assert set().union(*a.lost) == wanted
+
+    # a stops (killed or paused): b takes its shards once they expired by b's clock.
+    for _ in range(4):
+        assert b.step(RETRY) == frozenset(wanted)  # 2 s: a's Leases not expired yet
+    for _ in range(6):
+        b.step(RETRY)
+    assert b.coordinator.held() == frozenset(range(SHARDS))
+    assert b.coordinator.view.members.keys() == {"b"}
+
+    # a resumes: its shard fences closed by its own clock before it renews anything.
+    a.now += 4.0
+    assert all(e.fence.term() == NO_TERM for e in a.coordinator.electors)
+    with a.coordinator.scope(app_in(min(set(range(SHARDS)) - wanted))) as valid:
+        assert not valid
+    a.step()
+    assert set().union(*a.lost) == set(range(SHARDS))
+
+    # a gone for good (released its membership): the janitor, b, deletes its Lease.
+    a_member = a.coordinator.member.settings.name
+    a.coordinator.member.release()  # no further renewals from a
+    b.step(RETRY)
+    assert kube.get(LEASE_API, "Lease", name=a_member, namespace=namespace) is None
+    b.step(STALE_LEASES * DURATION)  # never its own
+    assert kube.get(LEASE_API, "Lease", name=b.coordinator.member.settings.name,
+                    namespace=namespace) is not None
