@@ -33,6 +33,7 @@ import yaml
 
 from gitops_ray.kube import Forbidden, Kube
 from gitops_ray.kube.leader import LEASE_API
+from gitops_ray.runtime.shards import GROUP_LABEL
 from gitops_ray.sync.records import record_name
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
@@ -50,7 +51,8 @@ RC_API = "ray.io/v1"
 APPLIED_KINDS = {"ServiceAccount", "ConfigMap", "Role", "RoleBinding", "ClusterRole",
                  "ClusterRoleBinding"}
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
-REPLACED_KINDS = {"Deployment", "Service"}  # the local process stands in for the pod
+REPLACED_KINDS = {"Deployment", "Service",  # the local process stands in for the pod
+                  "PodDisruptionBudget"}  # so there is no pod for a budget to guard
 # Requests the controller makes on purpose and handles: a kind is first watched
 # cluster-wide and, where RBAC says no, per namespace (gitops_ray/runtime/watches.py).
 EXPECTED_DENIALS = {"watch_forbidden"}
@@ -159,9 +161,12 @@ def test_chart_service_account_syncs_heals_and_prunes(
     eventually(lambda: "ResourceCreated" in _events(kube, team, "rc"), message="Event")
     eventually(lambda: "SyncSucceeded" in _events(kube, namespace, record_name("app")),
                message="the app's Event in the control namespace")
-    if variant == "cluster-wide":
-        lease = kube.get(LEASE_API, "Lease", name=sa_name, namespace=namespace)
-        assert lease and lease["spec"]["holderIdentity"] == "chart-sa"
+    if variant == "cluster-wide":  # the only replica holds its membership and every shard
+        leases, _ = kube.list(LEASE_API, "Lease", namespace,
+                              label_selector=f"{GROUP_LABEL}={sa_name}")
+        assert {lease["metadata"]["name"] for lease in leases} >= {f"{sa_name}-member-chart-sa",
+                                                                   f"{sa_name}-shard-0"}
+        assert {lease["spec"]["holderIdentity"] for lease in leases} == {"chart-sa"}
     # heal: a manual edit is reverted through the watch
     kube.patch(RC_API, "RayCluster", name="rc",
                namespace=team, patch={"spec": {"rayVersion": "2.0.0"}},
