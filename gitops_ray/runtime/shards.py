@@ -176,9 +176,15 @@ class ShardCoordinator:
     # -- the loop ----------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """One :meth:`step` every retryPeriod until ``stop``; then release everything."""
+        """One :meth:`step` every retryPeriod until ``stop``.
+
+        The caller then drains the controller's writes and calls :meth:`release_all`.
+        """
         while not stop.is_set():
-            self.step()
+            try:
+                self.step()
+            except Exception:  # a bug in one step must not end the renewals of the others
+                log.exception("shard_step_crashed", identity=self.identity)
             stop.wait(self.lease.retry_period)
 
     def step(self) -> None:
@@ -297,6 +303,8 @@ class ShardCoordinator:
         lost = before - now
         with self._lock:
             self._ready -= lost
+            for shard in lost:  # taken over while we were handing it over
+                self._releasing.pop(shard, None)
         if lost:
             log.info("shards_lost", shards=sorted(lost), identity=self.identity)
             self._on_lost(lost)
