@@ -45,8 +45,10 @@ from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
     Project,
     Projects,
+    ResolveCluster,
     cluster_conditions,
     forbidden_resources,
+    in_cluster_only,
     live_permitted,
     load,
     stops_sync,
@@ -260,7 +262,8 @@ class Pipeline:
                  events: EventSource | None = None,
                  shapes: ShapesSource | None = None,
                  projects: Projects | None = None,
-                 system: SystemSource | None = None) -> None:
+                 system: SystemSource | None = None,
+                 clusters: ResolveCluster = in_cluster_only) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -272,6 +275,7 @@ class Pipeline:
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
         self.projects = projects  # None: no AppProject rules (git-only, no Argo CD)
+        self.clusters = clusters  # destination clusters (reconcile.project.ResolveCluster)
         self.system: SystemSource = system or (lambda: NO_SETTINGS)
         self._warned: dict[str, tuple[str, ...]] = {}  # app -> rule warnings last logged
         # Latest entry per app spec / per object only: a long-running controller must not
@@ -415,7 +419,7 @@ class Pipeline:
             healths.append(health)
         for live in self._extraneous(app, {o.key for o in desired}, project):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
-        forbidden = self._forbidden(project, desired)
+        forbidden = self._forbidden(app, project, desired)
         app_diff = AppDiff(resources=_mark_forbidden(diffs, forbidden))
         rendered = self._last_render(app, local is not None)
         problems = rendered.problems if rendered is not None else ()
@@ -438,17 +442,20 @@ class Pipeline:
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
         """The app's AppProject and its conditions (none when projects are not enforced)."""
         if self.projects is None:
-            return None, cluster_conditions(app)
-        return load(app, self.projects, check_source=not local)
+            return None, cluster_conditions(app, self.clusters)
+        return load(app, self.projects, check_source=not local, resolve=self.clusters)
 
-    def _forbidden(self, project: Project | None, desired: list[DesiredObject]
-                   ) -> dict[ResourceKey, str]:
-        """Git's objects the project forbids, with Argo CD's sync message for each."""
-        if project is None:
+    def _forbidden(self, app: Application, project: Project | None,
+                   desired: list[DesiredObject]) -> dict[ResourceKey, str]:
+        """Git's objects the project or the cluster's Secret forbids, with why for each."""
+        cluster = self.clusters(app.destination)
+        if isinstance(cluster, str):  # a destination that left since the check: no sync
+            return {o.key: cluster for o in desired}
+        if project is None and not cluster.namespaces:
             return {}
         return forbidden_resources(project, [
             (o.key, _or(self._namespaced(o.api_version, o.key.kind), bool(o.key.namespace)))
-            for o in desired])
+            for o in desired], cluster)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str,
               system: SystemSettings = NO_SETTINGS) -> tuple[ResourceDiff, Health | None]:
