@@ -248,9 +248,9 @@ def cluster_forbidden(cluster: Cluster, key: ResourceKey, namespaced: bool) -> s
         return ""
     if not namespaced:
         return "" if cluster.cluster_resources else \
-            f"Cluster level {key.kind} {key.name!r} can not be managed when in namespaced mode"
+            f'Cluster level {key.kind} "{key.name}" can not be managed when in namespaced mode'
     if key.namespace not in cluster.namespaces:
-        return f"namespace {key.namespace!r} for {key.kind} {key.name!r} is not managed"
+        return f'namespace "{key.namespace}" for {key.kind} "{key.name}" is not managed'
     return ""
 
 

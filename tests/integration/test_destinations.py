@@ -168,7 +168,7 @@ def test_the_secrets_namespaces_and_cluster_resources_are_enforced(
     assert "namespace 'elsewhere' is not managed by cluster 'far'" in refused[0]["message"]
     failed = eventually(lambda: (ctl.status("wide").get("operation") or {}).get("message"),
                         message="the namespaced-mode sync failed")
-    assert f"Cluster level ClusterRole '{namespace}-role' can not be managed when in " \
+    assert f'Cluster level ClusterRole "{namespace}-role" can not be managed when in ' \
            "namespaced mode" in failed
     assert far_kube.get("rbac.authorization.k8s.io/v1", "ClusterRole",
                         name=f"{namespace}-role") is None

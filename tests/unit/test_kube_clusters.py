@@ -151,8 +151,8 @@ def test_a_destination_resolves_or_is_refused_with_the_resolvers_words() -> None
 def test_a_namespaced_cluster_forbids_objects_outside_it() -> None:
     role = ResourceKey("rbac.authorization.k8s.io", "ClusterRole", "", "r")
     assert cluster_forbidden(FAR, role, False) == \
-        "Cluster level ClusterRole 'r' can not be managed when in namespaced mode"
+        'Cluster level ClusterRole "r" can not be managed when in namespaced mode'
     assert cluster_forbidden(FAR, ResourceKey("", "ConfigMap", "x", "c"), True) == \
-        "namespace 'x' for ConfigMap 'c' is not managed"
+        'namespace "x" for ConfigMap "c" is not managed'
     assert cluster_forbidden(FAR, ResourceKey("", "ConfigMap", "team", "c"), True) == ""
     assert cluster_forbidden(IN_CLUSTER, role, False) == ""
