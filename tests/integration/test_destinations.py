@@ -28,6 +28,14 @@ from gitops_ray.kube import Kube
 from gitops_ray.runtime.logs import configure_logging
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
+from tests.integration.test_argocd_apps import (
+    OURS,
+    rayclusters,
+    start,
+    status_when,
+    sync_is,
+)
+from tests.integration.test_argocd_apps import application as argocd_application
 from tests.integration.test_cli_sync import Cli, configmap
 from tests.integration.test_controller import (
     Controller,
@@ -173,6 +181,43 @@ def test_the_secrets_namespaces_and_cluster_resources_are_enforced(
     assert far_kube.get("rbac.authorization.k8s.io/v1", "ClusterRole",
                         name=f"{namespace}-role") is None
     assert cm(far_kube, "wide", namespace) is None  # a sync is all or nothing
+
+
+def test_an_unusable_secret_refuses_its_apps_naming_the_field(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        far: LocalControlPlane, namespace: str) -> None:
+    broken = cluster_secret(far)
+    config = json.loads(base64.b64decode(broken["data"]["config"]))
+    config["execProviderConfig"] = {"command": "aws", "args": [far.token]}
+    broken["data"]["config"] = base64.b64encode(json.dumps(config).encode()).decode()
+    put_secret(kube, namespace, broken)
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
+                     "far/cm.yaml": configmap("for-far")})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    (refused,) = eventually(lambda: ctl.status("far").get("conditions"), message="refused")
+    assert (refused["type"], refused["message"]) == (
+        "InvalidSpecError", "cluster Secret 'cluster-far': data.config.execProviderConfig is "
+        "not supported (bearerToken and tlsClientConfig are)")
+    assert cm(kube, "for-far", namespace) is None
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_an_argo_cd_application_for_far_is_synced_there(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        far_kube: Kube, far: LocalControlPlane, namespace: str) -> None:
+    put_secret(kube, namespace, cluster_secret(far))  # Argo CD's namespace: the test's
+    sha = git_repo.commit(rayclusters("2.9.0", namespace))
+    app = argocd_application("ray", git_repo, namespace, annotations=OURS)
+    app["spec"]["destination"] = {"name": "far", "namespace": namespace}
+    kube.create(app, field_manager="tests")
+    start(start_controller, kube, namespace)
+    eventually(lambda: far_kube.get("ray.io/v1", "RayCluster", name="demo",
+                                    namespace=namespace), message="RayCluster in far")
+    obj = status_when(kube, namespace, "ray", sync_is("Synced"), "Synced in Argo CD's status")
+    assert obj["status"]["sync"]["revision"] == sha
+    assert kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace) is None
+    assert far.token not in json.dumps(obj)
 
 
 def test_an_unreachable_cluster_makes_only_its_apps_unknown(
