@@ -142,9 +142,11 @@ class ClusterRegistry:
                 normalize_server(dest.server) == IN_CLUSTER_SERVER:
             return IN_CLUSTER
         self._watch.ready(self._watch.options.sync_wait)
-        if dest.name:
-            return self._by_name(dest.name)
-        return self._by_server(normalize_server(dest.server))
+        found = self._by_name(dest.name) if dest.name else \
+            self._by_server(normalize_server(dest.server))
+        if isinstance(found, str) and self._watch.forbidden:  # RBAC: say why there are none
+            return f"{found} (gitops-ray may not list the cluster Secrets in {self.namespace})"
+        return found
 
     def _by_name(self, name: str) -> Cluster | str:
         with self._lock:
