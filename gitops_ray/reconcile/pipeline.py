@@ -43,6 +43,8 @@ from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
+    IN_CLUSTER,
+    Cluster,
     Project,
     Projects,
     ResolveCluster,
@@ -445,6 +447,11 @@ class Pipeline:
             return None, cluster_conditions(app, self.clusters)
         return load(app, self.projects, check_source=not local, resolve=self.clusters)
 
+    def cluster_of(self, app: Application) -> Cluster:
+        """The app's destination cluster (ours when it resolves to none: it is refused)."""
+        cluster = self.clusters(app.destination)
+        return IN_CLUSTER if isinstance(cluster, str) else cluster
+
     def _forbidden(self, app: Application, project: Project | None,
                    desired: list[DesiredObject]) -> dict[ResourceKey, str]:
         """Git's objects the project or the cluster's Secret forbids, with why for each."""
@@ -540,8 +547,8 @@ class Pipeline:
         """
         out = []
         for entry in self.store.load(app.name).inventory:
-            if entry.key in wanted or (project is not None
-                                        and not live_permitted(project, entry.key)):
+            if entry.key in wanted or (project is not None and not live_permitted(
+                    project, entry.key, self.cluster_of(app))):
                 continue
             live = self._live(entry.api_version, entry.kind, entry.namespace, entry.name)
             if live is not None and is_tracked_by(app.name, live):

@@ -381,17 +381,18 @@ def forbidden_resources(project: Project | None, keys: Iterable[tuple[ResourceKe
     return out
 
 
-def live_permitted(project: Project, key: ResourceKey) -> bool:
+def live_permitted(project: Project, key: ResourceKey, cluster: Cluster = IN_CLUSTER) -> bool:
     """``IsLiveResourcePermitted``: a live object is namespaced when it has a namespace.
 
     A live object that is not is invisible to Argo CD: not compared, never pruned.
     """
-    return not live_forbidden_reason(project, key)
+    return not live_forbidden_reason(project, key, cluster)
 
 
-def live_forbidden_reason(project: Project, key: ResourceKey) -> str:
-    """:func:`forbidden_reason` of a live object (``""``: permitted)."""
-    return forbidden_reason(project, key, key.namespace != "")
+def live_forbidden_reason(project: Project, key: ResourceKey,
+                          cluster: Cluster = IN_CLUSTER) -> str:
+    """:func:`forbidden_reason` of a live object on ``cluster`` (``""``: permitted)."""
+    return forbidden_reason(project, key, key.namespace != "", cluster)
 
 
 def normalize_git_url(repo: str) -> str:
