@@ -138,8 +138,7 @@ class ClusterRegistry:
         if dest.server and dest.name:
             return ("application destination can't have both name and server defined: "
                     f"{dest.name} {redact(dest.server)}")
-        if (not dest.server and dest.name in ("", IN_CLUSTER_NAME)) or \
-                normalize_server(dest.server) == IN_CLUSTER_SERVER:
+        if is_local(dest):
             return IN_CLUSTER
         self._watch.ready(self._watch.options.sync_wait)
         found = self._by_name(dest.name) if dest.name else \
@@ -264,6 +263,12 @@ class ClusterRegistry:
                 log.info("cluster_reachable", server=redact(bundle.cluster.server))
             if back:
                 self._on_change()
+
+
+def is_local(dest: Destination) -> bool:
+    """Whether ``dest`` is the controller's own cluster, whatever the Secrets say."""
+    return (not dest.server and dest.name in ("", IN_CLUSTER_NAME)) or \
+        normalize_server(dest.server) == IN_CLUSTER_SERVER
 
 
 def _ping(bundle: ClusterBundle) -> bool:

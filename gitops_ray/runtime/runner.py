@@ -17,6 +17,9 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
   refresh of every app (the render cache is keyed by the ConfigMaps' content, so only
   then are apps re-rendered);
 * a backoff that is due (self-heal, retry);
+* a cluster Secret that changed, or a destination cluster that answers again
+  (:mod:`gitops_ray.runtime.clusters`): a debounced refresh of every app whose
+  destination is not our own cluster;
 * with ``argocd.enabled``, an event on an opted-in Argo CD Application
   (:mod:`gitops_ray.runtime.argocd`): a changed definition re-merges the catalog (no git
   call), a requested operation or refresh refreshes that app at once;
@@ -65,7 +68,7 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.catalog import Catalog
-from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry
+from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
 from gitops_ray.runtime.inline import parse_inline
@@ -329,8 +332,9 @@ class Runtime:
         elif key == APPLICATIONS:
             self._reload_catalog(reason, specs=())
         elif key == CLUSTERS:  # a cluster Secret changed or a cluster answers again
-            for name in self.catalog.apps():
-                self.timers.schedule(name, self.settings.debounce)
+            for name, app in self.catalog.apps().items():
+                if not is_local(app.destination):  # ours are not affected
+                    self.timers.schedule(name, self.settings.debounce)
         else:
             self.controller.refresh(key, reason)
 
