@@ -35,7 +35,7 @@ import base64
 import binascii
 import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -84,7 +84,7 @@ class ClusterBundle:
 
 
 @dataclass(frozen=True)
-class _Broken:
+class Broken:
     """A cluster Secret we cannot use: who it claims to be, and why not."""
 
     name: str
@@ -105,7 +105,7 @@ class ClusterRegistry:
         self._lock = threading.Lock()
         self._building = threading.Lock()
         self._configs: dict[str, ClusterConfig] = {}  # by Secret name
-        self._broken: dict[str, _Broken] = {}  # by Secret name
+        self._broken: dict[str, Broken] = {}  # by Secret name
         self._bundles: dict[str, ClusterBundle] = {}  # by server
         self._stop = threading.Event()
         self._watch = KindWatch(
@@ -141,33 +141,12 @@ class ClusterRegistry:
         if is_local(dest):
             return IN_CLUSTER
         self._watch.ready(self._watch.options.sync_wait)
-        found = self._by_name(dest.name) if dest.name else \
-            self._by_server(normalize_server(dest.server))
+        with self._lock:
+            configs, broken = list(self._configs.values()), list(self._broken.values())
+        found = find_cluster(dest, configs, broken)
         if isinstance(found, str) and self._watch.forbidden:  # RBAC: say why there are none
             return f"{found} (gitops-ray may not list the cluster Secrets in {self.namespace})"
         return found
-
-    def _by_name(self, name: str) -> Cluster | str:
-        with self._lock:
-            found = [c for c in self._configs.values() if c.name == name]
-            broken = [b for b in self._broken.values() if b.name == name]
-        if broken and not found:
-            return broken[0].error
-        if len(found) > 1:
-            servers = " ".join(sorted(redact(c.server) for c in found))
-            return f"there are {len(found)} clusters with the same name: [{servers}]"
-        return _cluster(found[0]) if found else f"there are no clusters with this name: {name}"
-
-    def _by_server(self, server: str) -> Cluster | str:
-        with self._lock:
-            found = [c for c in self._configs.values() if c.server == server]
-            broken = [b for b in self._broken.values() if b.server == server]
-        if found:
-            return _cluster(found[0])
-        if broken:
-            return broken[0].error
-        shown = redact(server)
-        return f'error getting cluster by server "{shown}": cluster "{shown}" not found'
 
     def route(self, app: Application) -> ClusterBundle:
         """The bundle that syncs ``app``; :class:`ClusterUnavailable` while it is down.
@@ -239,7 +218,7 @@ class ClusterRegistry:
         except ClusterSecretError as e:
             claimed, server = _identity(secret)
             with self._lock:
-                self._broken[name] = _Broken(claimed, server, str(e))
+                self._broken[name] = Broken(claimed, server, str(e))
             log.warning("cluster_secret_unusable", secret=name, error=str(e))
             return
         with self._lock:
@@ -263,6 +242,34 @@ class ClusterRegistry:
                 log.info("cluster_reachable", server=redact(bundle.cluster.server))
             if back:
                 self._on_change()
+
+
+def find_cluster(dest: Destination, configs: Sequence[ClusterConfig],
+                 broken: Sequence[Broken]) -> Cluster | str:
+    """The remote cluster ``dest`` names among the Secrets, or Argo CD's message.
+
+    By ``name`` (several Secrets with one name is an error, as in Argo CD), else by
+    ``server``; a Secret we cannot use answers with its own error.
+    """
+    if dest.name:
+        found = [c for c in configs if c.name == dest.name]
+        unusable = [b for b in broken if b.name == dest.name]
+        if unusable and not found:
+            return unusable[0].error
+        if len(found) > 1:
+            servers = " ".join(sorted(redact(c.server) for c in found))
+            return f"there are {len(found)} clusters with the same name: [{servers}]"
+        return _cluster(found[0]) if found else \
+            f"there are no clusters with this name: {dest.name}"
+    server = normalize_server(dest.server)
+    found = [c for c in configs if c.server == server]
+    unusable = [b for b in broken if b.server == server]
+    if found:
+        return _cluster(found[0])
+    if unusable:
+        return unusable[0].error
+    shown = redact(server)
+    return f'error getting cluster by server "{shown}": cluster "{shown}" not found'
 
 
 def is_local(dest: Destination) -> bool:

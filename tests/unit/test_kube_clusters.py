@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube.clusters import (
+    ClusterConfig,
     ClusterSecretError,
     connect_cluster,
     normalize_server,
@@ -28,6 +29,7 @@ from gitops_ray.reconcile.project import (
     in_cluster_only,
 )
 from gitops_ray.render.apps import Application, AppSource, Destination
+from gitops_ray.runtime.clusters import Broken, find_cluster, is_local
 from gitops_ray.types import ResourceKey
 from localcluster.pki import write_pki
 
@@ -156,3 +158,33 @@ def test_a_namespaced_cluster_forbids_objects_outside_it() -> None:
         'namespace "x" for ConfigMap "c" is not managed'
     assert cluster_forbidden(FAR, ResourceKey("", "ConfigMap", "team", "c"), True) == ""
     assert cluster_forbidden(IN_CLUSTER, role, False) == ""
+
+
+# -- resolution (runtime.clusters) ------------------------------------------------------
+
+def config(name: str, server: str) -> ClusterConfig:
+    return ClusterConfig(name, server, f"cluster-{name}", bearer_token=TOKEN)
+
+
+def test_a_destination_is_found_by_name_or_server_as_argo_cd_finds_it() -> None:
+    configs = [config("far", "https://far:6443"), config("twin", "https://a:1"),
+               config("twin", "https://b:1")]
+    broken = [Broken("odd", "https://odd:1", "cluster Secret 'cluster-odd': data.config.x")]
+    assert find_cluster(Destination(name="far"), configs, broken) == \
+        Cluster("far", "https://far:6443")
+    assert find_cluster(Destination(server="https://far:6443/"), configs, broken) == \
+        Cluster("far", "https://far:6443")
+    assert find_cluster(Destination(name="near"), configs, broken) == \
+        "there are no clusters with this name: near"
+    assert find_cluster(Destination(name="twin"), configs, broken) == \
+        "there are 2 clusters with the same name: [https://a:1 https://b:1]"
+    assert find_cluster(Destination(server="https://u:p@x:1"), configs, broken) == \
+        'error getting cluster by server "https://***@x:1": cluster "https://***@x:1" not found'
+    assert find_cluster(Destination(name="odd"), configs, broken) == broken[0].error
+    assert find_cluster(Destination(server="https://odd:1"), configs, broken) == broken[0].error
+
+
+def test_our_own_cluster_needs_no_secret() -> None:
+    assert is_local(Destination()) and is_local(Destination(name="in-cluster"))
+    assert is_local(Destination(server="https://kubernetes.default.svc/"))
+    assert not is_local(Destination(name="far"))
