@@ -782,8 +782,11 @@ class Controller:
                 return
             try:
                 reconciler = self._target(app)[0]
+                # A destination that resolves to no cluster cannot be cascaded: its
+                # objects are orphaned, never looked for in another cluster instead.
+                unresolved = isinstance(reconciler.pipeline.clusters(app.destination), str)
                 teardown = delete_app(reconciler.syncer.kube, self.store, app.name,
-                                      policy=cascade_policy(app),
+                                      policy=None if unresolved else cascade_policy(app),
                                       protected=reconciler.protection(app))
             except (KubeError, ClusterUnavailable) as e:
                 teardown = None

@@ -113,7 +113,7 @@ from gitops_ray.types import Manifest
 log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 APPLICATIONS = "(applications)"  # re-merge the in-cluster Applications only (no git call)
-CLUSTERS = "(clusters)"  # refresh every app: a destination cluster changed or came back
+CLUSTERS = "(clusters)"  # refresh other clusters' apps: a Secret changed or one came back
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
 REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
