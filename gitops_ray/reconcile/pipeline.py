@@ -43,10 +43,14 @@ from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import pack, unpack
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
+    IN_CLUSTER,
+    Cluster,
     Project,
     Projects,
+    ResolveCluster,
     cluster_conditions,
     forbidden_resources,
+    in_cluster_only,
     live_permitted,
     load,
     stops_sync,
@@ -260,7 +264,8 @@ class Pipeline:
                  events: EventSource | None = None,
                  shapes: ShapesSource | None = None,
                  projects: Projects | None = None,
-                 system: SystemSource | None = None) -> None:
+                 system: SystemSource | None = None,
+                 clusters: ResolveCluster = in_cluster_only) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -272,6 +277,7 @@ class Pipeline:
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
         self.projects = projects  # None: no AppProject rules (git-only, no Argo CD)
+        self.clusters = clusters  # destination clusters (reconcile.project.ResolveCluster)
         self.system: SystemSource = system or (lambda: NO_SETTINGS)
         self._warned: dict[str, tuple[str, ...]] = {}  # app -> rule warnings last logged
         # Latest entry per app spec / per object only: a long-running controller must not
@@ -415,7 +421,7 @@ class Pipeline:
             healths.append(health)
         for live in self._extraneous(app, {o.key for o in desired}, project):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
-        forbidden = self._forbidden(project, desired)
+        forbidden = self._forbidden(app, project, desired)
         app_diff = AppDiff(resources=_mark_forbidden(diffs, forbidden))
         rendered = self._last_render(app, local is not None)
         problems = rendered.problems if rendered is not None else ()
@@ -438,17 +444,25 @@ class Pipeline:
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
         """The app's AppProject and its conditions (none when projects are not enforced)."""
         if self.projects is None:
-            return None, cluster_conditions(app)
-        return load(app, self.projects, check_source=not local)
+            return None, cluster_conditions(app, self.clusters)
+        return load(app, self.projects, check_source=not local, resolve=self.clusters)
 
-    def _forbidden(self, project: Project | None, desired: list[DesiredObject]
-                   ) -> dict[ResourceKey, str]:
-        """Git's objects the project forbids, with Argo CD's sync message for each."""
-        if project is None:
+    def cluster_of(self, app: Application) -> Cluster:
+        """The app's destination cluster (ours when it resolves to none: it is refused)."""
+        cluster = self.clusters(app.destination)
+        return IN_CLUSTER if isinstance(cluster, str) else cluster
+
+    def _forbidden(self, app: Application, project: Project | None,
+                   desired: list[DesiredObject]) -> dict[ResourceKey, str]:
+        """Git's objects the project or the cluster's Secret forbids, with why for each."""
+        cluster = self.clusters(app.destination)
+        if isinstance(cluster, str):  # a destination that left since the check: no sync
+            return {o.key: cluster for o in desired}
+        if project is None and not cluster.namespaces:
             return {}
         return forbidden_resources(project, [
             (o.key, _or(self._namespaced(o.api_version, o.key.kind), bool(o.key.namespace)))
-            for o in desired])
+            for o in desired], cluster)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str,
               system: SystemSettings = NO_SETTINGS) -> tuple[ResourceDiff, Health | None]:
@@ -533,8 +547,8 @@ class Pipeline:
         """
         out = []
         for entry in self.store.load(app.name).inventory:
-            if entry.key in wanted or (project is not None
-                                        and not live_permitted(project, entry.key)):
+            if entry.key in wanted or (project is not None and not live_permitted(
+                    project, entry.key, self.cluster_of(app))):
                 continue
             live = self._live(entry.api_version, entry.kind, entry.namespace, entry.name)
             if live is not None and is_tracked_by(app.name, live):

@@ -22,11 +22,18 @@ Argo CD would refuse is refused here with the same words:
   A forbidden desired object fails the sync ("resource g:K is not permitted in project
   p"), and a forbidden live object is never pruned (Argo CD drops it from the live state).
 
-**We deploy to our own cluster.** A destination ``server: https://kubernetes.default.svc``
-or ``name: in-cluster`` (or neither, as the git-only Applications are read) is ours, and
-matched against the project as Argo CD's in-cluster entry (that server *and* that name).
-A destination naming another cluster is not ours to sync: an ``InvalidSpecError`` saying
-so, since Argo CD itself would sync it to a cluster we do not talk to.
+**Destination clusters.** A destination ``server: https://kubernetes.default.svc`` or
+``name: in-cluster`` (or neither, as the git-only Applications are read) is the
+controller's own cluster, matched against the project as Argo CD's in-cluster entry (that
+server *and* that name). Another cluster is found by a :data:`ResolveCluster` (the
+controller's cluster Secrets, :mod:`gitops_ray.runtime.clusters`): by Secret ``name`` for
+``destination.name``, by ``server`` for ``destination.server``, with Argo CD's messages
+when there is none ("there are no clusters with this name: far"). Without one (the
+one-shot commands), only our own cluster exists and any other is an
+``InvalidSpecError``: an app synced into the wrong cluster is worse than one not synced.
+A cluster whose Secret lists ``namespaces`` refuses a destination namespace outside them
+(a condition), and any object outside them, or cluster-scoped unless ``clusterResources``
+is ``"true"`` (gitops-engine's sync messages, as forbidden objects: the sync fails).
 
 A broken project (a field of the wrong type, a pattern that does not compile) is an
 ``UnknownError`` condition naming the field: the app is not synced and nothing is pruned.
@@ -46,7 +53,7 @@ from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.kube import Kube, KubeError, UnknownKind
 from gitops_ray.redact import redact
 from gitops_ray.render.applications import IN_CLUSTER_SERVER
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import Application, Destination
 from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey
 
 IN_CLUSTER_NAME = "in-cluster"
@@ -71,6 +78,30 @@ class ProjectDestination:
     server: str = ""
     name: str = ""
     namespace: str = ""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A destination cluster as the rules see it (its Secret's fields, no credentials)."""
+
+    name: str
+    server: str
+    namespaces: tuple[str, ...] = ()  # empty: every namespace
+    cluster_resources: bool = True  # cluster-scoped kinds may be managed
+
+
+IN_CLUSTER = Cluster(IN_CLUSTER_NAME, IN_CLUSTER_SERVER)
+ResolveCluster = Callable[[Destination], "Cluster | str"]
+"""The cluster a destination names, or Argo CD's message saying there is none."""
+
+
+def in_cluster_only(dest: Destination) -> Cluster | str:
+    """The resolver without cluster Secrets: our own cluster, nothing else."""
+    if dest.server in ("", IN_CLUSTER_SERVER) and dest.name in ("", IN_CLUSTER_NAME):
+        return IN_CLUSTER
+    named = f"name '{dest.name}'" if dest.name else f"server '{redact(dest.server)}'"
+    return (f"application destination {named} is not the cluster gitops-ray syncs to "
+            f"(server '{IN_CLUSTER_SERVER}', name '{IN_CLUSTER_NAME}'): not synced")
 
 
 @dataclass(frozen=True)
@@ -146,12 +177,13 @@ class KubeProjects(ProjectsFrom):
 
 # -- the app's conditions -----------------------------------------------------------------
 
-def load(app: Application, projects: Projects, *, check_source: bool = True
+def load(app: Application, projects: Projects, *, check_source: bool = True,
+         resolve: ResolveCluster = in_cluster_only
          ) -> tuple[Project | None, tuple[AppCondition, ...]]:
     """The app's project and the conditions that stop it (``()``: it may be synced).
 
     Never raises: a project that cannot be read or parsed is an ``UnknownError``.
-    ``check_source``: as :func:`app_conditions`.
+    ``check_source``, ``resolve``: as :func:`app_conditions`.
     """
     try:
         manifest = projects.get(app.project)
@@ -164,15 +196,17 @@ def load(app: Application, projects: Projects, *, check_source: bool = True
     except ConfigError as e:
         return None, (_unknown(str(e)),)
     return project, app_conditions(app, project, argocd_namespace=projects.namespace,
-                                   check_source=check_source)
+                                   check_source=check_source, resolve=resolve)
 
 
 def app_conditions(app: Application, project: Project | None, *, argocd_namespace: str,
-                   check_source: bool = True) -> tuple[AppCondition, ...]:
+                   check_source: bool = True, resolve: ResolveCluster = in_cluster_only
+                   ) -> tuple[AppCondition, ...]:
     """What Argo CD's ``refreshAppConditions`` says about ``app`` under ``project``.
 
     ``None``: the project does not exist. ``check_source=False`` skips ``sourceRepos``
-    (a render of a local directory has no repository to check).
+    (a render of a local directory has no repository to check). ``resolve``: the
+    destination clusters there are (see the module docstring).
     """
     if project is None:
         return (_invalid(f"Application referencing project {app.project} which does not "
@@ -184,35 +218,53 @@ def app_conditions(app: Application, project: Project | None, *, argocd_namespac
     if check_source and not source_permitted(project, app.source.repo_url):
         out.append(_invalid(f"application repo {redact(app.source.repo_url)} is not "
                             f"permitted in project '{project.name}'"))
-    return (*out, *_destination_conditions(app, project))
+    return (*out, *_destination_conditions(app, project, resolve))
 
 
-def cluster_conditions(app: Application) -> tuple[AppCondition, ...]:
-    """Why ``app``'s destination cluster is not the one gitops-ray syncs to (``()``: it is).
+def cluster_conditions(app: Application, resolve: ResolveCluster = in_cluster_only
+                       ) -> tuple[AppCondition, ...]:
+    """Why ``app``'s destination cannot be synced to (``()``: it can).
 
-    Checked with or without AppProjects: an app meant for another cluster synced into
-    this one is worse than an app not synced at all.
+    Checked with or without AppProjects: the destination must resolve to a known
+    cluster (``resolve``), and its namespace be one the cluster's Secret allows.
     """
     dest = app.destination
     if dest.server and dest.name:  # the parser refuses it; a hand-built app may not
         return (_invalid("application destination can't have both name and server defined: "
                          f"{dest.name} {redact(dest.server)}"),)
-    if dest.server not in ("", IN_CLUSTER_SERVER) or dest.name not in ("", IN_CLUSTER_NAME):
-        named = f"name '{dest.name}'" if dest.name else f"server '{redact(dest.server)}'"
-        return (_invalid(f"application destination {named} is not the cluster gitops-ray "
-                         f"syncs to (server '{IN_CLUSTER_SERVER}', name "
-                         f"'{IN_CLUSTER_NAME}'): not synced"),)
+    cluster = resolve(dest)
+    if isinstance(cluster, str):
+        return (_invalid(cluster),)
+    if cluster.namespaces and dest.namespace and dest.namespace not in cluster.namespaces:
+        return (_invalid(f"application destination namespace '{dest.namespace}' is not "
+                         f"managed by cluster '{cluster.name or cluster.server}' (its Secret's "
+                         f"namespaces: {','.join(cluster.namespaces)})"),)
     return ()
 
 
-def _destination_conditions(app: Application, project: Project) -> tuple[AppCondition, ...]:
+def cluster_forbidden(cluster: Cluster, key: ResourceKey, namespaced: bool) -> str:
+    """gitops-engine's message for an object its cluster's Secret does not allow; or ``""``."""
+    if not cluster.namespaces:
+        return ""
+    if not namespaced:
+        return "" if cluster.cluster_resources else \
+            f'Cluster level {key.kind} "{key.name}" can not be managed when in namespaced mode'
+    if key.namespace not in cluster.namespaces:
+        return f'namespace "{key.namespace}" for {key.kind} "{key.name}" is not managed'
+    return ""
+
+
+def _destination_conditions(app: Application, project: Project, resolve: ResolveCluster
+                            ) -> tuple[AppCondition, ...]:
     dest = app.destination
-    remote = cluster_conditions(app)
+    remote = cluster_conditions(app, resolve)
     if remote:
         return remote
-    if destination_permitted(project, dest.namespace):
+    cluster = resolve(dest)
+    assert not isinstance(cluster, str)  # cluster_conditions said so
+    if destination_permitted(project, dest.namespace, server=cluster.server, name=cluster.name):
         return ()
-    server = dest.name or IN_CLUSTER_SERVER  # Argo CD names the cluster as it was given
+    server = dest.name or dest.server or IN_CLUSTER_SERVER  # as the app names it
     return (_invalid(f"application destination server '{server}' and namespace "
                      f"'{dest.namespace}' do not match any of the allowed destinations in "
                      f"project '{project.name}'"),)
@@ -299,41 +351,48 @@ def resource_permitted(project: Project, group: str, kind: str, namespaced: bool
         not _listed(group, kind, project.cluster_blacklist)
 
 
-def forbidden_reason(project: Project, key: ResourceKey, namespaced: bool) -> str:
+def forbidden_reason(project: Project, key: ResourceKey, namespaced: bool,
+                     cluster: Cluster = IN_CLUSTER) -> str:
     """Argo CD's sync message for an object the project forbids; ``""`` if it may be synced.
 
     The permission check of Argo CD's sync (``controller/sync.go``): the kind, then the
-    namespace of a namespaced object against the project's destinations.
+    namespace of a namespaced object against the project's destinations (on ``cluster``).
     """
     if not resource_permitted(project, key.group, key.kind, namespaced):
         return f"resource {key.group}:{key.kind} is not permitted in project {project.name}"
-    if namespaced and not destination_permitted(project, key.namespace):
+    if namespaced and not destination_permitted(project, key.namespace, server=cluster.server,
+                                                name=cluster.name):
         return f"namespace {key.namespace} is not permitted in project '{project.name}'"
     return ""
 
 
-def forbidden_resources(project: Project, keys: Iterable[tuple[ResourceKey, bool]]
-                        ) -> dict[ResourceKey, str]:
-    """The objects of a desired set (``(key, namespaced)`` pairs) the project forbids."""
+def forbidden_resources(project: Project | None, keys: Iterable[tuple[ResourceKey, bool]],
+                        cluster: Cluster = IN_CLUSTER) -> dict[ResourceKey, str]:
+    """The objects of a desired set (``(key, namespaced)`` pairs) forbidden.
+
+    By the project (if any) or by the destination cluster's Secret.
+    """
     out = {}
     for key, namespaced in keys:
-        reason = forbidden_reason(project, key, namespaced)
+        reason = cluster_forbidden(cluster, key, namespaced) or (
+            forbidden_reason(project, key, namespaced, cluster) if project else "")
         if reason:
             out[key] = reason
     return out
 
 
-def live_permitted(project: Project, key: ResourceKey) -> bool:
+def live_permitted(project: Project, key: ResourceKey, cluster: Cluster = IN_CLUSTER) -> bool:
     """``IsLiveResourcePermitted``: a live object is namespaced when it has a namespace.
 
     A live object that is not is invisible to Argo CD: not compared, never pruned.
     """
-    return not live_forbidden_reason(project, key)
+    return not live_forbidden_reason(project, key, cluster)
 
 
-def live_forbidden_reason(project: Project, key: ResourceKey) -> str:
-    """:func:`forbidden_reason` of a live object (``""``: permitted)."""
-    return forbidden_reason(project, key, key.namespace != "")
+def live_forbidden_reason(project: Project, key: ResourceKey,
+                          cluster: Cluster = IN_CLUSTER) -> str:
+    """:func:`forbidden_reason` of a live object on ``cluster`` (``""``: permitted)."""
+    return forbidden_reason(project, key, key.namespace != "", cluster)
 
 
 def normalize_git_url(repo: str) -> str:

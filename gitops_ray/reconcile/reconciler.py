@@ -45,6 +45,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import LeaseExpired
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.reconcile.project import (
+    Cluster,
     Project,
     format_conditions,
     live_forbidden_reason,
@@ -87,7 +88,7 @@ class Reconciler:
         Argo CD's resources finalizer deletes only what the project permits
         (``finalizeApplicationDeletion``); the rest is orphaned, as for prune.
         """
-        return _protection(self.pipeline.project(app))
+        return _protection(self.pipeline.project(app), self.pipeline.cluster_of(app))
 
     def sync(self, app: Application, *, revision: str | None = None, local: Path | None = None,
              prune: bool = False, dry_run: bool = False,
@@ -111,7 +112,9 @@ class Reconciler:
         request = SyncRequest(app, before.manifests(), before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
                               out_of_sync=before.out_of_sync, resume=resume,
-                              protected=_protection(before.project), progress=progress)
+                              protected=_protection(before.project,
+                                                    self.pipeline.cluster_of(app)),
+                              progress=progress)
         result = self._sync(request)
         result.subject = self.subject(app, result.revision, local=local)
         if blocked:
@@ -232,11 +235,15 @@ def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncRes
                        + "; ".join(why for _, why in forbidden), Reason.PROJECT_FORBIDDEN)
 
 
-def _protection(project: Project | None) -> Callable[[ResourceKey], str] | None:
-    """What prune must leave alone: live objects the project forbids (Argo CD: unseen)."""
+def _protection(project: Project | None, cluster: Cluster
+                ) -> Callable[[ResourceKey], str] | None:
+    """What prune must leave alone: live objects the project forbids (Argo CD: unseen).
+
+    Matched against the project's destinations on the app's own ``cluster``.
+    """
     if project is None:
         return None
-    return lambda key: live_forbidden_reason(project, key)
+    return lambda key: live_forbidden_reason(project, key, cluster)
 
 
 def _explain_blocked_prune(result: SyncResult, problems: tuple[str, ...]) -> None:

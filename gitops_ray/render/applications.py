@@ -371,10 +371,7 @@ def _destination(raw: object, ctx: _Context) -> Destination:
                        name=_string(data, "name", "spec.destination", ctx))
     if dest.server and dest.name:
         raise ctx.error("spec.destination can't have both name and server defined")
-    if dest.server not in ("", IN_CLUSTER_SERVER) or dest.name not in ("", "in-cluster"):
-        ctx.warn(f"spec.destination {dest.server or dest.name!r} is another cluster: gitops-ray "
-                 "syncs only the cluster it is connected to, so this app is not synced")
-    return dest
+    return dest  # another cluster resolves by its Secret, or is refused (reconcile.project)
 
 
 def _sync_policy(raw: object, ctx: _Context) -> SyncPolicy:

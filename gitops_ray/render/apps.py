@@ -64,7 +64,7 @@ class AppSource:
 
 @dataclass(frozen=True)
 class Destination:
-    """``spec.destination``; an app for another ``server``/``name`` is refused, not synced."""
+    """``spec.destination``; another ``server``/``name`` resolves by its cluster Secret."""
 
     namespace: str = ""
     server: str = ""

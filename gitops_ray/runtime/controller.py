@@ -118,6 +118,7 @@ from gitops_ray.reconcile.status import status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
+from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.runtime.compared import LastComparisons
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
@@ -147,6 +148,9 @@ STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repo
                "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
+Route = Callable[[Application], tuple[Reconciler, LiveCache]]
+"""The reconciler and watch cache of the app's destination cluster (runtime.clusters);
+raises a :class:`GitOpsRayError` (stage ``cluster``) while that cluster is unreachable."""
 CLUSTER_TRIGGERS = ("due",)  # watch events and backoffs: compare with the recent revision
 DELETE_RETRY_SECONDS = 10.0
 CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy", "rollbackOf")
@@ -216,7 +220,7 @@ class Controller:
                  fence: WriteFence | None = None,
                  clock: Callable[[], float] = time.time,
                  on_refreshed: Refreshed = lambda app, error: None,
-                 argocd: ArgoBridge | None = None,
+                 argocd: ArgoBridge | None = None, route: Route | None = None,
                  shards: ShardCoordinator | None = None) -> None:
         self.reconciler = reconciler
         self.recent = recent  # how old a resolved revision a poll or webhook accepts
@@ -250,6 +254,7 @@ class Controller:
         self._seen_pauses: dict[str, Pause | None] = {}  # in the last record event, by app
         self._requested: dict[str, ManualOperation] = {}  # by the web page, not run yet
         self.compared = LastComparisons()  # each app's last comparison, for the web page
+        self._route = route  # None: every app is synced to our own cluster
 
     # -- leadership ------------------------------------------------------------------
 
@@ -428,7 +433,7 @@ class Controller:
         """
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                      max_age=max_age)
-        comparison = self.pipeline.compare(app, revision=sha)
+        comparison = self._target(app)[0].pipeline.compare(app, revision=sha)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
@@ -573,6 +578,10 @@ class Controller:
         with self._cond:
             self._after_operation.add(name)
 
+    def _target(self, app: Application) -> tuple[Reconciler, LiveCache]:
+        """The reconciler and cache of the app's destination cluster (see :data:`Route`)."""
+        return self._route(app) if self._route is not None else (self.reconciler, self.cache)
+
     def _publish(self, name: str, comparison: Comparison) -> None:
         self.compared.remember(name, comparison)
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
@@ -596,9 +605,10 @@ class Controller:
                  revision=before.revision[:12], reason=decision.reason,
                  kind=decision.trigger, resources=len(decision.only or before.desired))
         started = time.monotonic()
-        with self.cache.fresh():
-            outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
-                                           only=decision.only, before=before, resume=resume)
+        reconciler, cache = self._target(app)
+        with cache.fresh():
+            outcome = reconciler.sync(app, revision=before.revision, prune=decision.prune,
+                                      only=decision.only, before=before, resume=resume)
         result = outcome.result
         fields = {**operation_fields(decision, observed, self.identity),
                   **(extra or {}), **_carried(resume)}
@@ -737,7 +747,7 @@ class Controller:
         revision = self.revisions.resolve(  # as Argo CD: resolved when it runs
             app.source.repo_url, op.revision or app.source.target_revision, max_age=0)
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
-            else self.pipeline.compare(app, revision=revision)
+            else self._target(app)[0].pipeline.compare(app, revision=revision)
         attempt = self._op_attempts.get(app.name, 0) + 1
         decision = Decision(Action.SYNC, f"operation initiated by {op.user or 'Argo CD'}",
                             prune=op.prune, only=op.only(r.key for r in before.diff.resources),
@@ -763,13 +773,14 @@ class Controller:
         if not options and running.revision == comparison.revision:
             return app, comparison
         app = with_sync_options(app, options)
-        return app, self.pipeline.compare(app, revision=running.revision)
+        return app, self._target(app)[0].pipeline.compare(app, revision=running.revision)
 
     def _dry_run(self, app: Application, before: Comparison, decision: Decision,
                  extra: dict[str, Any], log: FilteringBoundLogger) -> SyncResult:
         """A requested dry run: what a sync would do, recorded as an operation only."""
-        outcome = self.reconciler.sync(app, revision=before.revision, prune=decision.prune,
-                                       only=decision.only, before=before, dry_run=True)
+        outcome = self._target(app)[0].sync(app, revision=before.revision,
+                                            prune=decision.prune, only=decision.only,
+                                            before=before, dry_run=True)
         op = {**outcome.result.as_operation(), **extra, "trigger": "operation",
               "dryRun": True}
         self._update(app.name, lambda r: push_history(r.status, op))
@@ -827,10 +838,14 @@ class Controller:
             if not leading:
                 return
             try:
-                teardown = delete_app(self.store.kube, self.store, app.name,
-                                      policy=cascade_policy(app),
-                                      protected=self.reconciler.protection(app))
-            except KubeError as e:
+                reconciler = self._target(app)[0]
+                # A destination that resolves to no cluster cannot be cascaded: its
+                # objects are orphaned, never looked for in another cluster instead.
+                unresolved = isinstance(reconciler.pipeline.clusters(app.destination), str)
+                teardown = delete_app(reconciler.syncer.kube, self.store, app.name,
+                                      policy=None if unresolved else cascade_policy(app),
+                                      protected=reconciler.protection(app))
+            except (KubeError, ClusterUnavailable) as e:
                 teardown = None
                 log.warning("app_delete_failed", error=str(e))
             if teardown is not None and teardown.ok:
@@ -862,11 +877,13 @@ class Controller:
         log.warning("refresh_failed", stage=error.stage, error=str(error),
                     repo=redact_url(app.source.repo_url))
         state = self.metrics.apps.get(app.name)
-        self.metrics.apps.set(app.name, AppState(SyncStatus.UNKNOWN, state.health_status,
-                                                 state.last_sync))
+        unreachable = isinstance(error, ClusterUnavailable)  # nothing is known of its objects
+        health = HealthStatus.UNKNOWN.value if unreachable else state.health_status
+        self.metrics.apps.set(app.name, AppState(SyncStatus.UNKNOWN, health, state.last_sync))
         with self._write_guard(app.name) as leading:
             if leading:
-                self._save_error(app.name, f"{error.stage}: {error}")
+                self._save_error(app.name, f"{error.stage}: {error}",
+                                 {"health": health} if unreachable else {})
                 self._mirror(app.name, app)
 
     def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:
@@ -881,14 +898,15 @@ class Controller:
                 self._save_error(name, f"config: {error}")
                 self._mirror(name, None)
 
-    def _save_error(self, name: str, message: str) -> None:
+    def _save_error(self, name: str, message: str, extra: Mapping[str, Any] | None = None
+                    ) -> None:
         previous = self._written.get(name) or {}
         if previous.get("error") == message:
             return
         try:
             record = self._update(name, lambda r: r.status.update(
                 {"error": message, "sync": SyncStatus.UNKNOWN.value,
-                 "comparedAt": self._clock()}))
+                 "comparedAt": self._clock(), **(extra or {})}))
         except LeaseExpired as e:  # not leading any more: nothing to record
             _log.warning("status_not_saved", app=name, error=str(e))
             return

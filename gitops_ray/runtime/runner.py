@@ -17,6 +17,9 @@ Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
   refresh of every app (the render cache is keyed by the ConfigMaps' content, so only
   then are apps re-rendered);
 * a backoff that is due (self-heal, retry);
+* a cluster Secret that changed, or a destination cluster that answers again
+  (:mod:`gitops_ray.runtime.clusters`): a debounced refresh of every app whose
+  destination is not our own cluster;
 * with ``argocd.enabled``, an event on an opted-in Argo CD Application
   (:mod:`gitops_ray.runtime.argocd`): a changed definition re-merges the catalog (no git
   call), a requested operation or refresh refreshes that app at once;
@@ -68,11 +71,12 @@ from gitops_ray.reconcile.pipeline import (
     SystemSource,
     configmap_shapes,
 )
-from gitops_ray.reconcile.project import ProjectsFrom
+from gitops_ray.reconcile.project import IN_CLUSTER, Cluster, ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.catalog import Catalog
+from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
 from gitops_ray.runtime.inline import parse_inline
@@ -118,6 +122,7 @@ from gitops_ray.types import Manifest
 log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 APPLICATIONS = "(applications)"  # re-merge the in-cluster Applications only (no git call)
+CLUSTERS = "(clusters)"  # refresh other clusters' apps: a Secret changed or one came back
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
 REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
@@ -170,21 +175,55 @@ class Runtime:
         source = git_source(s, self.kube)
         projects = (ProjectsFrom(self.applications.project, s.argocd.namespace)
                     if self.applications is not None else None)
-        pipeline = Pipeline(self.kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
-                            live=self.cache.get, live_version=self.cache.version,
-                            events=self.cache.ray, shapes=self._pod_shapes(),
-                            projects=projects, system=self._argocd_settings())
-        syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
+        shapes, system = self._pod_shapes(), self._argocd_settings()
+
+        def reconciler(kube: Kube, cache: LiveCache) -> Reconciler:
+            """The pipeline and syncer of one cluster; the records always in ours."""
+            pipeline = Pipeline(kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
+                                live=cache.get, live_version=cache.version,
+                                events=cache.ray, shapes=shapes, projects=projects,
+                                system=system, clusters=self._resolve)
+            return Reconciler(pipeline, Syncer(kube, store, live_lookup=cache.lookup))
+
+        local = reconciler(self.kube, self.cache)
+        self.clusters = self._clusters(local, reconciler)
         argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
                   if self.applications is not None else None)
         return Controller(
-            reconciler=Reconciler(pipeline, syncer), cache=self.cache,
+            reconciler=local, cache=self.cache, route=self._route,
             catalog=Catalog(source, s.app_sources, parse_inline(s.applications),
                             cluster=self.applications),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
             identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
             on_refreshed=self.refreshes.observe, argocd=argocd, shards=self.shards)
+
+    def _clusters(self, local: Reconciler,
+                  reconciler: Callable[[Kube, LiveCache], Reconciler]) -> ClusterRegistry:
+        """Destination clusters from cluster Secrets (see :mod:`gitops_ray.runtime.clusters`).
+
+        In Argo CD's namespace with ``argocd.enabled``, else in the control namespace.
+        """
+        def build(kube: Kube) -> tuple[LiveCache, Reconciler]:
+            kube.fence = self.fence  # a write to any cluster needs the lease
+            kube.hooks.append(self.metrics.observe_request)
+            cache = LiveCache(kube, metrics=self.metrics, on_event=lambda kind, obj:
+                              self._on_cluster_event(cache, obj))
+            return cache, reconciler(kube, cache)
+
+        namespace = (self.settings.argocd.namespace if self.settings.argocd.enabled
+                     else self.settings.control_namespace)
+        return ClusterRegistry(
+            self.kube, namespace, build=build,
+            local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
+            on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
+
+    def _resolve(self, dest: Destination) -> Cluster | str:
+        return self.clusters.resolve(dest)  # a method: the registry is made after pipelines
+
+    def _route(self, app: Application) -> tuple[Reconciler, LiveCache]:
+        bundle = self.clusters.route(app)
+        return bundle.reconciler, bundle.cache
 
     def _pod_shapes(self) -> ShapesSource | None:
         """The pod-shape ConfigMaps, read from watches on their names (see the docstring)."""
@@ -219,6 +258,7 @@ class Runtime:
             self.argocd_cm.start()
         if self.applications is not None:
             self.applications.start()
+        self.clusters.start()
         if self.catalog.specs:
             self._poll(CATALOG)
         self.queue.submit(CATALOG, "startup")
@@ -258,6 +298,7 @@ class Runtime:
             self.controller.stop_leading(self.settings.shutdown_timeout)
         self.queue.drain(self.settings.shutdown_timeout)
         self.cache.stop()
+        self.clusters.stop()
         if self.applications is not None:
             self.applications.stop()
         self.http.stop()
@@ -349,6 +390,10 @@ class Runtime:
             self._reload_catalog(reason)
         elif key == APPLICATIONS:
             self._reload_catalog(reason, specs=())
+        elif key == CLUSTERS:  # a cluster Secret changed or a cluster answers again
+            for name, app in self.catalog.apps().items():
+                if not is_local(app.destination):  # ours are not affected
+                    self.timers.schedule(name, self.settings.debounce)
         else:
             self.controller.refresh(key, reason)
 
@@ -399,10 +444,14 @@ class Runtime:
             self.scheduler.remove_job(key)
 
     def _on_watch_event(self, kind: str, obj: Manifest) -> None:
+        self._on_cluster_event(self.cache, obj)
+
+    def _on_cluster_event(self, cache: LiveCache, obj: Manifest) -> None:
+        """An event of ``cache``'s cluster (ours or a destination) about an app's object."""
         if obj.get("kind") == "Event":  # a Warning about a RayCluster: refresh its app
-            obj = self._involved(obj)
+            obj = self._involved(cache, obj)
         elif obj.get("kind") == "Pod":  # a RayCluster's Pod: refresh the cluster's app
-            obj = self._owner(obj)
+            obj = self._owner(cache, obj)
         app = self.controller.app_for_event(obj)
         if app is not None:
             self.timers.schedule(app, self.settings.debounce)
@@ -427,22 +476,22 @@ class Runtime:
         for app in self.catalog.apps():
             self.timers.schedule(app, self.settings.debounce)
 
-    def _involved(self, event: Manifest) -> Manifest:
+    def _involved(self, cache: LiveCache, event: Manifest) -> Manifest:
         about = event.get("involvedObject") or {}
         try:
-            return self.cache.get(str(about.get("apiVersion", "")), str(about.get("kind", "")),
+            return cache.get(str(about.get("apiVersion", "")), str(about.get("kind", "")),
                                   str(about.get("namespace", "")),
                                   str(about.get("name", ""))) or {}
         except KubeError:
             return {}  # gone or unreadable: the next poll refreshes its app anyway
 
-    def _owner(self, pod: Manifest) -> Manifest:
+    def _owner(self, cache: LiveCache, pod: Manifest) -> Manifest:
         """The RayCluster that owns ``pod`` (its controller reference), or ``{}``."""
         meta = pod.get("metadata") or {}
         for ref in meta.get("ownerReferences") or []:
             if ref.get("kind") == "RayCluster" and ref.get("controller"):
                 try:
-                    return self.cache.get(str(ref.get("apiVersion", "")), "RayCluster",
+                    return cache.get(str(ref.get("apiVersion", "")), "RayCluster",
                                           str(meta.get("namespace", "")),
                                           str(ref.get("name", ""))) or {}
                 except KubeError:

@@ -1,31 +1,56 @@
-"""An app meant for another cluster is refused, never synced into this one.
+"""Destination clusters the Argo CD way: cluster Secrets, one client and cache per cluster.
 
-gitops-ray syncs only the cluster it is connected to. Before this test, an Application
-whose ``destination.name``/``server`` named another cluster was synced here with a
-warning: a ConfigMap meant for cluster ``far`` landed in the local cluster. Now the app
-gets Argo CD's ``InvalidSpecError`` condition and nothing is applied, with or without
-AppProjects, from the controller and from the CLI; its neighbours sync as before.
+Two or three real control planes: ours (the ``control_plane`` fixture, where the
+controller, its records and the cluster Secrets live) and ``far`` (another
+:class:`LocalControlPlane`, reached with the bearer token and CA of its Secret). An app
+whose ``destination.name``/``server`` names ``far`` lands in far and nowhere else; one
+naming no known cluster gets Argo CD's ``InvalidSpecError`` and nothing is written
+anywhere; the Secret's ``namespaces``/``clusterResources`` are enforced; a far that stops
+answering makes only its apps Unknown while ours go on syncing, and a new Secret brings it
+back. The Secret's token is never in a log line, a record, an Event or a status.
+
+The one-shot CLI does not read cluster Secrets: it still refuses another cluster.
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gitops_ray.kube import Kube
+from gitops_ray.runtime.logs import configure_logging
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
+from tests.integration.test_argocd_apps import (
+    OURS,
+    rayclusters,
+    start,
+    status_when,
+    sync_is,
+)
+from tests.integration.test_argocd_apps import application as argocd_application
 from tests.integration.test_cli_sync import Cli, configmap
-from tests.integration.test_controller import Controller, application, start_controller
-
-__all__ = ["start_controller"]
+from tests.integration.test_controller import (
+    Controller,
+    application,
+    push_payload,
+    start_controller,
+)
 from tests.waiting import eventually
 
-REMOTE = [{"name": "far"}, {"server": "https://far.example:6443"}]
+__all__ = ["start_controller"]
+
+UNKNOWN = [({"name": "far"}, "there are no clusters with this name: far"),
+           ({"server": "https://far.example:6443"},
+            'error getting cluster by server "https://far.example:6443": cluster '
+            '"https://far.example:6443" not found')]
 
 
 def remote_app(name: str, repo: str, namespace: str, destination: dict[str, str]
@@ -35,33 +60,217 @@ def remote_app(name: str, repo: str, namespace: str, destination: dict[str, str]
     return app
 
 
-@pytest.mark.parametrize("destination", REMOTE, ids=["name", "server"])
-def test_the_controller_refuses_another_cluster_and_syncs_the_rest(
+def cluster_secret(cp: LocalControlPlane, *, name: str = "far", secret: str = "cluster-far",
+                   **extra: str) -> dict[str, Any]:
+    """An Argo CD cluster Secret for ``cp``: bearer token and CA data."""
+    config = {"bearerToken": cp.token, "tlsClientConfig": {
+        "caData": base64.b64encode((cp.workdir / "ca.crt").read_bytes()).decode()}}
+    data = {"name": name, "server": cp.url, "config": json.dumps(config), **extra}
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret,
+                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}}
+
+
+def put_secret(kube: Kube, namespace: str, secret: dict[str, Any]) -> None:
+    secret = {**secret, "metadata": {**secret["metadata"], "namespace": namespace}}
+    kube.apply(secret, field_manager="tests", force=True)
+
+
+@pytest.fixture(scope="module")
+def far() -> Iterator[LocalControlPlane]:
+    with LocalControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture
+def far_kube(far: LocalControlPlane, namespace: str) -> Iterator[Kube]:
+    """A client of far, where the test's namespace exists too."""
+    kube = with_namespace(Kube.connect(str(far.kubeconfig)), namespace)
+    yield kube
+    kube.delete("v1", "Namespace", name=namespace)
+
+
+def with_namespace(kube: Kube, namespace: str) -> Kube:
+    """``kube``, whose cluster now has ``namespace`` too."""
+    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+                field_manager="tests")
+    return kube
+
+
+@pytest.fixture
+def logs() -> Iterator[io.StringIO]:
+    """Every log line of the test (JSON, debug level); the root logger restored after."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream = io.StringIO()
+    configure_logging("json", "debug", stream)
+    yield stream
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def cm(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
+    return kube.get("v1", "ConfigMap", name=name, namespace=namespace)
+
+
+def everything_said(kubes: list[Kube], namespace: str, logs: io.StringIO) -> str:
+    """Logs, records (ConfigMaps), Events and statuses: where a token must never be."""
+    said = [logs.getvalue()]
+    for kube in kubes:
+        for kind in ("ConfigMap", "Event"):
+            said.append(json.dumps(kube.list("v1", kind, namespace)[0]))
+    return "\n".join(said)
+
+
+@pytest.mark.parametrize("by", ["name", "server"])
+def test_an_app_for_far_lands_in_far_only(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
-        namespace: str, destination: dict[str, str]) -> None:
+        far_kube: Kube, far: LocalControlPlane, namespace: str, logs: io.StringIO,
+        by: str) -> None:
+    put_secret(kube, namespace, cluster_secret(far))
+    destination = {"name": "far"} if by == "name" else {"server": far.url + "/"}
     git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace, destination),
                      "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
                      "far/cm.yaml": configmap("for-far"), "here/cm.yaml": configmap("for-here")})
     ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
-    eventually(lambda: kube.get("v1", "ConfigMap", name="for-here", namespace=namespace),
-               message="the in-cluster app synced")
+    eventually(lambda: cm(far_kube, "for-far", namespace), message="far's app synced in far")
+    eventually(lambda: cm(kube, "for-here", namespace), message="our app synced here")
+    eventually(lambda: ctl.status("far").get("sync") == "Synced", message="far in sync")
+    assert cm(kube, "for-far", namespace) is None
+    assert cm(far_kube, "for-here", namespace) is None
+    assert not ctl.status("far").get("conditions")
+    assert far.token not in everything_said([kube, far_kube], namespace, logs)
+
+
+@pytest.mark.parametrize(("destination", "message"), UNKNOWN, ids=["name", "server"])
+def test_an_unknown_cluster_is_refused_and_nothing_is_written(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str, destination: dict[str, str], message: str) -> None:
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace, destination),
+                     "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
+                     "far/cm.yaml": configmap("for-far"), "here/cm.yaml": configmap("for-here")})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    eventually(lambda: cm(kube, "for-here", namespace), message="the in-cluster app synced")
     status = eventually(lambda: ctl.status("far").get("conditions"), message="a condition")
-    assert status[0]["type"] == "InvalidSpecError"
-    assert "is not the cluster gitops-ray syncs to" in status[0]["message"]
+    assert (status[0]["type"], status[0]["message"]) == ("InvalidSpecError", message)
     assert ctl.status("far")["sync"] == "Unknown"
-    assert kube.get("v1", "ConfigMap", name="for-far", namespace=namespace) is None
+    assert cm(kube, "for-far", namespace) is None
+
+
+def test_the_secrets_namespaces_and_cluster_resources_are_enforced(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        far_kube: Kube, far: LocalControlPlane, namespace: str) -> None:
+    put_secret(kube, namespace, cluster_secret(far, namespaces=namespace))
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": f"{namespace}-role"}, "rules": []}
+    outside = remote_app("outside", git_repo.url, "elsewhere", {"name": "far"})
+    git_repo.commit({"apps/outside.yaml": outside,
+                     "apps/wide.yaml": remote_app("wide", git_repo.url, namespace,
+                                                  {"name": "far"}),
+                     "outside/cm.yaml": configmap("outside"),
+                     "wide/cm.yaml": configmap("wide"), "wide/role.yaml": role})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    refused = eventually(lambda: ctl.status("outside").get("conditions"), message="refused")
+    assert refused[0]["type"] == "InvalidSpecError"
+    assert "namespace 'elsewhere' is not managed by cluster 'far'" in refused[0]["message"]
+    failed = eventually(lambda: (ctl.status("wide").get("operation") or {}).get("message"),
+                        message="the namespaced-mode sync failed")
+    assert f'Cluster level ClusterRole "{namespace}-role" can not be managed when in ' \
+           "namespaced mode" in failed
+    assert far_kube.get("rbac.authorization.k8s.io/v1", "ClusterRole",
+                        name=f"{namespace}-role") is None
+    assert cm(far_kube, "wide", namespace) is None  # a sync is all or nothing
+
+
+def test_an_unusable_secret_refuses_its_apps_naming_the_field(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        far: LocalControlPlane, namespace: str) -> None:
+    broken = cluster_secret(far)
+    config = json.loads(base64.b64decode(broken["data"]["config"]))
+    config["execProviderConfig"] = {"command": "aws", "args": [far.token]}
+    broken["data"]["config"] = base64.b64encode(json.dumps(config).encode()).decode()
+    put_secret(kube, namespace, broken)
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
+                     "far/cm.yaml": configmap("for-far")})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    (refused,) = eventually(lambda: ctl.status("far").get("conditions"), message="refused")
+    assert (refused["type"], refused["message"]) == (
+        "InvalidSpecError", "cluster Secret 'cluster-far': data.config.execProviderConfig is "
+        "not supported (bearerToken and tlsClientConfig are)")
+    assert cm(kube, "for-far", namespace) is None
+
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_an_argo_cd_application_for_far_is_synced_there(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        far_kube: Kube, far: LocalControlPlane, namespace: str) -> None:
+    put_secret(kube, namespace, cluster_secret(far))  # Argo CD's namespace: the test's
+    sha = git_repo.commit(rayclusters("2.9.0", namespace))
+    app = argocd_application("ray", git_repo, namespace, annotations=OURS)
+    app["spec"]["destination"] = {"name": "far", "namespace": namespace}
+    kube.create(app, field_manager="tests")
+    start(start_controller, kube, namespace)
+    eventually(lambda: far_kube.get("ray.io/v1", "RayCluster", name="demo",
+                                    namespace=namespace), message="RayCluster in far")
+    obj = status_when(kube, namespace, "ray", sync_is("Synced"), "Synced in Argo CD's status")
+    assert obj["status"]["sync"]["revision"] == sha
+    assert kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace) is None
+    assert far.token not in json.dumps(obj)
+
+
+def test_an_unreachable_cluster_makes_only_its_apps_unknown(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str, logs: io.StringIO) -> None:
+    gone = LocalControlPlane()
+    gone.start()
+    try:
+        gone_kube = with_namespace(Kube.connect(str(gone.kubeconfig)), namespace)
+        put_secret(kube, namespace, cluster_secret(gone))
+        git_repo.commit({
+            "apps/far.yaml": remote_app("far", git_repo.url, namespace, {"name": "far"}),
+            "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
+            "far/cm.yaml": configmap("for-far"), "here/cm.yaml": configmap("for-here")})
+        ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+        eventually(lambda: cm(gone_kube, "for-far", namespace), message="far synced")
+    finally:
+        gone.stop()
+    changed = {"k": "changed"}
+    sha = git_repo.commit({"here/cm.yaml": {**configmap("for-here"), "data": changed},
+                           "far/cm.yaml": {**configmap("for-far"), "data": changed}})
+
+    def far_unknown() -> dict[str, Any] | None:
+        ctl.webhook(push_payload(git_repo, sha))  # each try refreshes both apps
+        status = ctl.status("far")
+        return status if "is unreachable" in status.get("error", "") else None
+
+    status = eventually(far_unknown, message="far's app Unknown")
+    assert (status["sync"], status["health"]) == ("Unknown", "Unknown")
+    assert "destination cluster 'far'" in status["error"]
+    eventually(lambda: (cm(kube, "for-here", namespace) or {}).get("data") == changed,
+               message="our app synced the new commit")
+    with LocalControlPlane() as back:
+        back_kube = with_namespace(Kube.connect(str(back.kubeconfig)), namespace)
+        put_secret(kube, namespace, cluster_secret(back))  # the cluster moved: a new Secret
+        eventually(lambda: (cm(back_kube, "for-far", namespace) or {}).get("data") == changed,
+                   message="far's app synced to the cluster its Secret names now")
+        eventually(lambda: not ctl.status("far").get("error"), message="far recovered")
+        said = everything_said([kube, back_kube], namespace, logs)
+        assert gone.token not in said and back.token not in said
 
 
 def test_the_cli_refuses_another_cluster(control_plane: LocalControlPlane, kube: Kube,
                                          namespace: str, git_repo: GitRepo,
                                          tmp_path: Path) -> None:
     cli = Cli(control_plane, namespace, tmp_path / "cache")
-    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace, REMOTE[0]),
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
                      "far/cm.yaml": configmap("for-far")})
     result = cli.sync("--repo", git_repo.url, "--apps", "apps")
     assert result.exit_code != 0
     assert "InvalidSpecError" in result.output and "'far'" in result.output
-    assert kube.get("v1", "ConfigMap", name="for-far", namespace=namespace) is None
+    assert cm(kube, "for-far", namespace) is None
     diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
                "--apps", "apps", "-o", "json")
     (shown,) = json.loads(diff.stdout)

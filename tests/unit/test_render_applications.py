@@ -108,7 +108,6 @@ def test_unsupported_fields_warn() -> None:
                    "spec.source.helm.fileParameters is ignored",
                    "spec.syncPolicy.retry is ignored",
                    "spec.syncPolicy.automated.bogus is ignored (unknown",
-                   "'https://prod.example.com:6443' is another cluster",
                    "spec.sourceHydrator is ignored", "operation is ignored"):
         assert needle in warnings
     assert all(w.startswith("apps/a.yaml: ") for w in warnings.splitlines())

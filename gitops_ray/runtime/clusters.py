@@ -1,0 +1,308 @@
+"""Destination clusters: Argo CD cluster Secrets, and one client + watch cache + pipeline each.
+
+Why a registry: an Application's ``destination`` may name another cluster, and syncing
+it into ours instead is worse than not syncing it. So the controller watches the
+cluster Secrets (label ``argocd.argoproj.io/secret-type: cluster``; parsed by
+:mod:`gitops_ray.kube.clusters`) in Argo CD's namespace when ``argocd.enabled``, else in
+the control namespace, and resolves each app's destination as Argo CD does
+(:meth:`ClusterRegistry.resolve`): ``name`` by the Secret's ``name``, ``server`` by its
+``server``; ``in-cluster``, ``https://kubernetes.default.svc`` or no destination at all is
+the controller's own cluster. A destination that resolves to nothing is refused by the
+pipeline with Argo CD's message (an ``InvalidSpecError``): nothing rendered, applied or
+pruned anywhere.
+
+Each remote cluster gets its own :class:`ClusterBundle`, built on first use: its
+:class:`~gitops_ray.kube.Kube` (with the controller's write fence), its own
+:class:`~gitops_ray.runtime.watches.LiveCache` (its watch threads, its discovery) and
+its own pipeline and syncer; records stay in the control namespace of our own cluster
+for every app (one :class:`~gitops_ray.sync.records.RecordStore`). A changed Secret
+rebuilds only that cluster's bundle (the old watches stop); a deleted one drops it, and
+its apps are refused again.
+
+**Connection state.** Every request to a cluster feeds its own
+:class:`~gitops_ray.runtime.readiness.ApiHealth`; a new bundle is probed once
+(``GET /version``, :data:`PROBE_TIMEOUT`). While a cluster does not answer, its apps
+fail fast with :class:`ClusterUnavailable` (no request, no worker held: sync and health
+``Unknown``, a ``ComparisonError`` naming the cluster, never its credentials) and a probe
+thread asks it again every :data:`~gitops_ray.runtime.readiness.PROBE_INTERVAL` seconds;
+when it answers, ``on_change`` refreshes the apps. Other clusters' apps never wait for
+it: its watches run in their own threads, with their own backoff.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.kube import Kube, KubeError
+from gitops_ray.kube.clusters import (
+    CLUSTER_SECRET_SELECTOR,
+    ClusterConfig,
+    ClusterSecretError,
+    connect_cluster,
+    normalize_server,
+    parse_cluster_secret,
+)
+from gitops_ray.reconcile.project import IN_CLUSTER, IN_CLUSTER_NAME, Cluster
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.redact import redact
+from gitops_ray.render.applications import IN_CLUSTER_SERVER
+from gitops_ray.render.apps import Application, Destination
+from gitops_ray.runtime.readiness import PROBE_INTERVAL, ApiHealth
+from gitops_ray.runtime.watches import KindWatch, LiveCache, WatchOptions
+from gitops_ray.types import Manifest
+
+log = structlog.get_logger(__name__)
+PROBE_TIMEOUT = 5.0  # seconds a probe of a destination cluster may take
+Build = Callable[[Kube], tuple[LiveCache, Reconciler]]
+"""Make a cluster's watch cache and reconciler around its client (the runner's wiring)."""
+
+
+class ClusterUnavailable(GitOpsRayError):
+    """The app's destination cluster cannot be reached (or its client not built)."""
+
+    stage = "cluster"
+
+
+@dataclass
+class ClusterBundle:
+    """Everything that talks to one destination cluster."""
+
+    cluster: Cluster
+    kube: Kube
+    cache: LiveCache
+    reconciler: Reconciler
+    digest: str = ""
+    health: ApiHealth = field(default_factory=ApiHealth)
+
+
+@dataclass(frozen=True)
+class Broken:
+    """A cluster Secret we cannot use: who it claims to be, and why not."""
+
+    name: str
+    server: str
+    error: str
+
+
+class ClusterRegistry:
+    """The cluster Secrets of ``namespace``, resolved and connected (see module doc)."""
+
+    def __init__(self, kube: Kube, namespace: str, *, local: ClusterBundle, build: Build,
+                 on_change: Callable[[], None], options: WatchOptions | None = None
+                 ) -> None:
+        self.namespace = namespace
+        self.local = local
+        self._build = build
+        self._on_change = on_change
+        self._lock = threading.Lock()
+        self._building = threading.Lock()
+        self._configs: dict[str, ClusterConfig] = {}  # by Secret name
+        self._broken: dict[str, Broken] = {}  # by Secret name
+        self._bundles: dict[str, ClusterBundle] = {}  # by server
+        self._stop = threading.Event()
+        self._watch = KindWatch(
+            kube, "v1", "Secret", namespace, on_event=self._on_secret, stop=self._stop,
+            options=_secret_options(options or WatchOptions()))
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch.run, name="watch-cluster-secrets",
+                         daemon=True).start()
+        threading.Thread(target=self._probe, name="cluster-probe", daemon=True).start()
+        log.info("cluster_secrets_watched", namespace=self.namespace)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._lock:
+            bundles, self._bundles = list(self._bundles.values()), {}
+        for bundle in bundles:
+            bundle.cache.stop()
+
+    def ready(self, wait: float) -> bool:
+        """Whether the Secrets have been listed once (waits up to ``wait``)."""
+        return self._watch.ready(wait)
+
+    # -- resolution ------------------------------------------------------------------
+
+    def resolve(self, dest: Destination) -> Cluster | str:
+        """Argo CD's ``GetDestinationCluster``: the cluster, or its error message."""
+        if dest.server and dest.name:
+            return ("application destination can't have both name and server defined: "
+                    f"{dest.name} {redact(dest.server)}")
+        if is_local(dest):
+            return IN_CLUSTER
+        self._watch.ready(self._watch.options.sync_wait)
+        with self._lock:
+            configs, broken = list(self._configs.values()), list(self._broken.values())
+        found = find_cluster(dest, configs, broken)
+        if isinstance(found, str) and self._watch.forbidden:  # RBAC: say why there are none
+            return f"{found} (gitops-ray may not list the cluster Secrets in {self.namespace})"
+        return found
+
+    def route(self, app: Application) -> ClusterBundle:
+        """The bundle that syncs ``app``; :class:`ClusterUnavailable` while it is down.
+
+        Our own for a destination that does not resolve: its pipeline then refuses it.
+        """
+        cluster = self.resolve(app.destination)
+        if isinstance(cluster, str) or cluster.server == IN_CLUSTER_SERVER:
+            return self.local
+        bundle = self._bundle(cluster.server)
+        if bundle.health.down:  # the same words each time: one record write, one Event
+            raise ClusterUnavailable(
+                f"destination cluster '{cluster.name or redact(cluster.server)}' "
+                f"({redact(cluster.server)}) is unreachable: its API server does not answer; "
+                "retried when it does")
+        return bundle
+
+    def bundles(self) -> list[ClusterBundle]:
+        """The remote bundles built so far."""
+        with self._lock:
+            return list(self._bundles.values())
+
+    def _bundle(self, server: str) -> ClusterBundle:
+        with self._building:  # one bundle per cluster, however many workers ask at once
+            with self._lock:
+                config = next((c for c in self._configs.values() if c.server == server), None)
+                bundle = self._bundles.get(server)
+            if config is None:
+                raise ClusterUnavailable(f"destination cluster {redact(server)} has no Secret")
+            if bundle is not None and bundle.digest == config.digest:
+                return bundle
+            bundle = self._connect(config)
+        _ping(bundle)  # bounded; outside the lock, so other clusters' apps do not wait
+        return bundle
+
+    def _connect(self, config: ClusterConfig) -> ClusterBundle:
+        try:
+            kube = connect_cluster(config)
+        except ClusterSecretError as e:
+            raise ClusterUnavailable(str(e)) from e
+        health = ApiHealth()
+        kube.hooks.append(health.observe)
+        cache, reconciler = self._build(kube)
+        bundle = ClusterBundle(_cluster(config), kube, cache, reconciler, config.digest, health)
+        with self._lock:
+            old = self._bundles.get(config.server)
+            self._bundles[config.server] = bundle
+        if old is not None:
+            old.cache.stop()
+        log.info("cluster_connected", cluster=config.name, server=redact(config.server))
+        return bundle
+
+    # -- events ----------------------------------------------------------------------
+
+    def _on_secret(self, kind: str, secret: Manifest) -> None:
+        name = str((secret.get("metadata") or {}).get("name", ""))
+        with self._lock:
+            self._configs.pop(name, None)
+            self._broken.pop(name, None)
+        if kind != "DELETED":
+            self._read(name, secret)
+        self._drop_unused()
+        log.info("cluster_secret_changed", secret=name, change=kind)
+        self._on_change()
+
+    def _read(self, name: str, secret: Manifest) -> None:
+        try:
+            config = parse_cluster_secret(secret)
+        except ClusterSecretError as e:
+            claimed, server = _identity(secret)
+            with self._lock:
+                self._broken[name] = Broken(claimed, server, str(e))
+            log.warning("cluster_secret_unusable", secret=name, error=str(e))
+            return
+        with self._lock:
+            self._configs[name] = config
+
+    def _drop_unused(self) -> None:
+        """Stop the bundles whose Secret went or changed (rebuilt on their next use)."""
+        with self._lock:
+            digests = {c.server: c.digest for c in self._configs.values()}
+            stale = [s for s, b in self._bundles.items() if digests.get(s) != b.digest]
+            dropped = [self._bundles.pop(s) for s in stale]
+        for bundle in dropped:
+            bundle.cache.stop()
+            log.info("cluster_disconnected", server=redact(bundle.cluster.server))
+
+    def _probe(self) -> None:
+        """Ask the clusters that do not answer again; refresh the apps when one does."""
+        while not self._stop.wait(PROBE_INTERVAL):
+            back = [b for b in self.bundles() if b.health.down and _ping(b)]
+            for bundle in back:
+                log.info("cluster_reachable", server=redact(bundle.cluster.server))
+            if back:
+                self._on_change()
+
+
+def find_cluster(dest: Destination, configs: Sequence[ClusterConfig],
+                 broken: Sequence[Broken]) -> Cluster | str:
+    """The remote cluster ``dest`` names among the Secrets, or Argo CD's message.
+
+    By ``name`` (several Secrets with one name is an error, as in Argo CD), else by
+    ``server``; a Secret we cannot use answers with its own error.
+    """
+    if dest.name:
+        found = [c for c in configs if c.name == dest.name]
+        unusable = [b for b in broken if b.name == dest.name]
+        if unusable and not found:
+            return unusable[0].error
+        if len(found) > 1:
+            servers = " ".join(sorted(redact(c.server) for c in found))
+            return f"there are {len(found)} clusters with the same name: [{servers}]"
+        return _cluster(found[0]) if found else \
+            f"there are no clusters with this name: {dest.name}"
+    server = normalize_server(dest.server)
+    found = [c for c in configs if c.server == server]
+    unusable = [b for b in broken if b.server == server]
+    if found:
+        return _cluster(found[0])
+    if unusable:
+        return unusable[0].error
+    shown = redact(server)
+    return f'error getting cluster by server "{shown}": cluster "{shown}" not found'
+
+
+def is_local(dest: Destination) -> bool:
+    """Whether ``dest`` is the controller's own cluster, whatever the Secrets say."""
+    return (not dest.server and dest.name in ("", IN_CLUSTER_NAME)) or \
+        normalize_server(dest.server) == IN_CLUSTER_SERVER
+
+
+def _ping(bundle: ClusterBundle) -> bool:
+    """One bounded ``GET /version``; whether it answered (its health records either way)."""
+    with contextlib.suppress(KubeError):
+        bundle.kube.call("GET", "/version", verb="probe", timeout=PROBE_TIMEOUT)
+        return True
+    return False
+
+
+def _cluster(config: ClusterConfig) -> Cluster:
+    return Cluster(config.name, config.server, config.namespaces, config.cluster_resources)
+
+
+def _identity(secret: Manifest) -> tuple[str, str]:
+    """The ``name`` and ``server`` an unusable Secret claims, as far as they decode."""
+    data = secret.get("data") or {}
+    out = []
+    for key in ("name", "server"):
+        try:
+            out.append(base64.b64decode(str(data.get(key, "")), validate=True).decode().strip())
+        except (binascii.Error, UnicodeDecodeError):
+            out.append("")
+    return out[0], normalize_server(out[1])
+
+
+def _secret_options(options: WatchOptions) -> WatchOptions:
+    return WatchOptions(label_selector=CLUSTER_SECRET_SELECTOR, timeout=options.timeout,
+                        sync_wait=options.sync_wait, page_size=options.page_size,
+                        backoff=options.backoff)
