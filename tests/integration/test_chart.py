@@ -326,3 +326,28 @@ def test_web_page_actions_grant_the_reviews_only_when_enabled(install: Install, 
         cm = kube.get("v1", "ConfigMap", name=f"{release}-gitops-ray", namespace=namespace)
         assert yaml.safe_load(cm["data"]["config.yaml"])["ui"] == {"enabled": True,
                                                                    "actions": allowed}
+
+
+def test_destination_clusters_grant_secret_reads_only_when_enabled(
+        install: Install, kube: Kube, namespace: str) -> None:
+    """The cluster Secrets can be listed (hence other clusters used) only when asked for."""
+    off, on = unique(), unique()
+    install(off)
+    install(on, "--set", "destinationClusters.enabled=true")
+    for release, allowed in ((off, False), (on, True)):
+        sa = f"system:serviceaccount:{namespace}:{release}-gitops-ray"
+        for verb in ("list", "watch"):
+            assert _can(kube, sa, verb, "secrets", namespace=namespace) is allowed
+        assert not _can(kube, sa, "list", "secrets", namespace="kube-system")
+
+
+def test_destination_clusters_with_argo_cd_read_argo_cd_namespace_secrets(
+        helm_bin: Path, tmp_path: Path) -> None:
+    docs = template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                    "--set", "config.argocd.namespace=ops-argocd",
+                    "--set", "destinationClusters.enabled=true")
+    secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"].rsplit("-", 1)[-1]): d["rules"]
+             for d in docs if d["kind"] == "Role"}
+    assert secrets in roles[("ops-argocd", "argocd")]
+    assert all(secrets not in rules for (ns, _), rules in roles.items() if ns != "ops-argocd")

@@ -1,0 +1,446 @@
+"""Fleet figures: three clusters, three sharded controller replicas, one replica killed.
+
+Why black-box, as :mod:`bench.controller`: the figures must be what a platform team sees.
+Three real local control planes stand in for three clusters. The first one (``c0``) is
+also the controller's own cluster: it holds the app records, the shard Leases and the
+Argo CD cluster Secrets of the other two (``c1``, ``c2``: bearer token + CA, as Argo CD
+writes them). The config repo holds ``apps`` Applications per cluster, each with
+``destination.name`` naming its cluster, and ``per_cluster`` RayClusters per cluster
+(the same generator as the single-cluster figures, :mod:`bench.workload`).
+
+Figures, from one run:
+
+* **fleet cold sync**: three ``gitops-ray run`` replicas with sharding start against
+  three empty clusters; the time until every RayCluster exists in its cluster, and the
+  API requests each API server counted (``apiserver_request_total``) per new object.
+* **failover**: once everything is synced and idle, the replica holding the most shards
+  is SIGKILLed; right away one RayCluster of every app it owned is changed in git and the
+  push webhook goes to a surviving replica. The figure is the time from the kill until
+  every one of those changes is applied in its cluster (a watch per cluster), next to
+  the lease duration: the survivors must wait for the dead replica's shard Leases to
+  expire before they may write.
+* **overlap**: from the replicas' own logs (one JSON line per reconcile with the app, the
+  replica and the moments it started and ended), the apps reconciled by two replicas at
+  overlapping times: the target is zero.
+
+Run ``python -m bench.fleet --per-cluster 3000 --apps 50`` (the issue's size; about
+half an hour on 2 cores) or ``--per-cluster 100 --apps 5`` for a smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.controller import (
+    CONTROL_NAMESPACE,
+    GIT,
+    ApiServerRequests,
+    Controller,
+    delta,
+    head_env,
+    memory_kib,
+    request_summary,
+)
+from bench.machine import code_revision, machine_info
+from bench.workload import Workload, application, cluster_path, one_line_change, raycluster
+
+Manifest = dict[str, Any]
+CLUSTERS = ("c0", "c1", "c2")
+IN_CLUSTER = "in-cluster"
+RESULTS = Path(__file__).resolve().parent / "results"
+LEASE_DURATION = 15.0
+LEASE_NAME = "gitops-ray"  # leaderElection.leaseName
+
+
+# -- the workload of one cluster ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FleetWorkload:
+    """``per_cluster`` RayClusters in ``apps`` apps in each of :data:`CLUSTERS`."""
+
+    per_cluster: int
+    apps: int
+
+    def workload(self, cluster: int) -> Workload:
+        return Workload(clusters=self.per_cluster, apps=self.apps, seed=cluster)
+
+    def app_name(self, cluster: int, app: int) -> str:
+        return f"{CLUSTERS[cluster]}-{self.workload(cluster).app_name(app)}"
+
+    def destination(self, cluster: int) -> str:
+        return IN_CLUSTER if cluster == 0 else CLUSTERS[cluster]
+
+    def files(self, repo_url: str) -> Iterator[tuple[str, str]]:
+        import yaml
+
+        for c in range(len(CLUSTERS)):
+            wl = self.workload(c)
+            for app in range(wl.apps):
+                doc = application(wl, app, repo_url=repo_url)
+                doc["metadata"]["name"] = self.app_name(c, app)
+                doc["spec"]["source"]["path"] = f"{CLUSTERS[c]}/clusters/{wl.app_name(app)}"
+                doc["spec"]["destination"] = {"name": self.destination(c),
+                                              "namespace": wl.namespace(app)}
+                yield f"apps/{self.app_name(c, app)}.yaml", yaml.safe_dump(doc, sort_keys=False)
+            for index in range(wl.clusters):
+                yield (f"{CLUSTERS[c]}/{cluster_path(wl, index)}",
+                       yaml.safe_dump(raycluster(wl, index, tracked=False), sort_keys=False))
+
+
+class FleetRepo:
+    """A bare repository (the "remote") and a work tree pushing to it."""
+
+    def __init__(self, root: Path, fleet: FleetWorkload) -> None:
+        self.fleet = fleet
+        self.bare, self.work = root / "remote.git", root / "work"
+        root.mkdir(parents=True, exist_ok=True)
+        self._git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
+        self._git(root, "clone", "-q", str(self.bare), str(self.work))
+
+    @property
+    def url(self) -> str:
+        return self.bare.as_uri()
+
+    @staticmethod
+    def _git(cwd: Path, *args: str) -> str:
+        return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    def populate(self) -> str:
+        for rel, text in self.fleet.files(self.url):
+            path = self.work / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return self.push("the fleet")
+
+    def change(self, cluster: int, index: int, value: str) -> None:
+        one_line_change(self.fleet.workload(cluster), self.work / CLUSTERS[cluster], index,
+                        value)
+
+    def push(self, message: str) -> str:
+        self._git(self.work, "add", "-A")
+        self._git(self.work, "commit", "-q", "-m", message)
+        self._git(self.work, "push", "-q", "origin", "HEAD:main")
+        return self._git(self.work, "rev-parse", "HEAD")
+
+
+# -- clusters ------------------------------------------------------------------------------
+
+
+def cluster_secret(name: str, cp: Any) -> Manifest:
+    """An Argo CD cluster Secret for control plane ``cp`` (bearer token + CA)."""
+    ca = base64.b64encode((cp.workdir / "ca.crt").read_bytes()).decode()
+    config = {"bearerToken": cp.token, "tlsClientConfig": {"insecure": False, "caData": ca}}
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": f"cluster-{name}", "namespace": CONTROL_NAMESPACE,
+                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+            "type": "Opaque",
+            "stringData": {"name": name, "server": cp.url, "config": json.dumps(config)}}
+
+
+@dataclass
+class Fleet:
+    """Three control planes, their clients and request counters, and the config repo."""
+
+    fleet: FleetWorkload
+    cps: list[Any]
+    kubes: list[Any]
+    apis: list[ApiServerRequests]
+    repo: FleetRepo
+    workdir: Path
+    replicas: list[Replica] = field(default_factory=list)
+
+    def count_rayclusters(self) -> list[int]:
+        return [len(k.list_pages("ray.io/v1", "RayCluster")) if hasattr(k, "list_pages")
+                else len(k.list("ray.io/v1", "RayCluster")[0]) for k in self.kubes]
+
+    def snapshot(self) -> list[Any]:
+        return [api.snapshot() for api in self.apis]
+
+
+@contextlib.contextmanager
+def fleet_environment(fleet: FleetWorkload, workdir: Path) -> Iterator[Fleet]:
+    from gitops_ray.kube import Kube
+    from localcluster import LocalControlPlane
+
+    with contextlib.ExitStack() as stack:
+        cps = [stack.enter_context(LocalControlPlane()) for _ in CLUSTERS]
+        kubes = [Kube.connect(str(cp.kubeconfig)) for cp in cps]
+        home = kubes[0]
+        home.create({"apiVersion": "v1", "kind": "Namespace",
+                     "metadata": {"name": CONTROL_NAMESPACE}}, field_manager="bench")
+        for name, cp in zip(CLUSTERS[1:], cps[1:], strict=True):
+            home.create(cluster_secret(name, cp), field_manager="bench")
+        repo = FleetRepo(workdir / "repo", fleet)
+        repo.populate()
+        apis = [ApiServerRequests(cp.url, cp.token, cp.workdir / "ca.crt") for cp in cps]
+        env = Fleet(fleet, cps, kubes, apis, repo, workdir)
+        try:
+            yield env
+        finally:
+            for replica in env.replicas:
+                replica.stop()
+
+
+# -- the replicas --------------------------------------------------------------------------
+
+
+@dataclass
+class Replica(Controller):
+    """``gitops-ray run`` with leader election and sharding on, one identity each."""
+
+    identity: str = ""
+    lease_duration: float = LEASE_DURATION
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        argv.remove("--no-leader-elect")
+        return [*argv, *SHARDING_ARGS, "--leader-election-identity", self.identity,
+                "--webhook-advertise-url",
+                f"http://127.0.0.1:{self.ports['webhook']}/webhook"]
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+SHARDING_ARGS: list[str] = []  # filled in with the sharding settings
+
+
+def start_replicas(env: Fleet, count: int) -> None:
+    for n in range(count):
+        replica = Replica(env.cps[0].kubeconfig, env.repo.url, env.workdir / f"replica-{n}",
+                          interval="0", identity=f"replica-{n}")
+        replica.workdir.mkdir(parents=True, exist_ok=True)
+        env.replicas.append(replica)
+    threads = [threading.Thread(target=r.start) for r in env.replicas]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# -- the figures ---------------------------------------------------------------------------
+
+
+def fleet_cold_sync(env: Fleet, replicas: int, timeout: float) -> dict[str, Any]:
+    """Replicas start on empty clusters; until every RayCluster is in its cluster."""
+    before = env.snapshot()
+    start = time.monotonic()
+    start_replicas(env, replicas)
+    want = env.fleet.per_cluster
+    counts = env.count_rayclusters()
+    while min(counts) < want:
+        if time.monotonic() - start > timeout:
+            return {"error": f"not synced after {timeout:.0f}s: {counts} of {want} each"}
+        time.sleep(1.0)
+        counts = env.count_rayclusters()
+    wall = time.monotonic() - start
+    after = env.snapshot()
+    per = [request_summary(delta(b, a)) for b, a in zip(before, after, strict=True)]
+    total = sum(p["total"] for p in per)
+    return {"wall_s": wall, "rayclusters": want * len(CLUSTERS),
+            "api_requests_per_cluster": per,
+            "requests_per_new_raycluster": total / (want * len(CLUSTERS))}
+
+
+def shard_holders(env: Fleet, shards: int) -> dict[int, str]:
+    """Who holds each shard Lease now (read from the home cluster)."""
+    leases, _ = env.kubes[0].list("coordination.k8s.io/v1", "Lease", CONTROL_NAMESPACE)
+    out: dict[int, str] = {}
+    for lease in leases:
+        name = lease["metadata"]["name"]
+        prefix = f"{LEASE_NAME}-shard-"
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            holder = (lease.get("spec") or {}).get("holderIdentity")
+            if holder:
+                out[int(name[len(prefix):])] = holder
+    return out
+
+
+def apps_of(env: Fleet, shards: int, owned: set[int]) -> list[tuple[int, int]]:
+    """``(cluster, app)`` of every app whose shard is in ``owned``."""
+    from gitops_ray.runtime.shards import shard_of
+
+    return [(c, a) for c in range(len(CLUSTERS)) for a in range(env.fleet.apps)
+            if shard_of(env.fleet.app_name(c, a), shards) in owned]
+
+
+class Applied:
+    """A watch per cluster: when each awaited RayCluster shows its head's new env value."""
+
+    def __init__(self, env: Fleet, wanted: dict[tuple[int, str, str], str]) -> None:
+        self.wanted = dict(wanted)  # (cluster, namespace, name) -> CONFIG_REVISION value
+        self.seen: dict[tuple[int, str, str], float] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._threads = [threading.Thread(target=self._watch, args=(env, c), daemon=True)
+                         for c in range(len(CLUSTERS))]
+        self._versions = [k.list("ray.io/v1", "RayCluster")[1] for k in env.kubes]
+        for t in self._threads:
+            t.start()
+
+    def _watch(self, env: Fleet, cluster: int) -> None:
+        version = self._versions[cluster]
+        while not self._done.is_set():
+            with contextlib.suppress(Exception):
+                for event in env.kubes[cluster].watch("ray.io/v1", "RayCluster",
+                                                      resource_version=version,
+                                                      timeout_seconds=30):
+                    version = event.object.get("metadata", {}).get("resourceVersion", version)
+                    self._seen(cluster, event.object)
+                    if self._done.is_set():
+                        return
+
+    def _seen(self, cluster: int, obj: Manifest) -> None:
+        meta = obj.get("metadata", {})
+        key = (cluster, meta.get("namespace", ""), meta.get("name", ""))
+        value = self.wanted.get(key)
+        if value is None or head_env(obj, "CONFIG_REVISION") != value:
+            return
+        with self._lock:
+            self.seen.setdefault(key, time.monotonic())
+            if len(self.seen) == len(self.wanted):
+                self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(timeout)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
+    """SIGKILL the replica holding the most shards, change one RayCluster of each of its
+    apps, push the webhook to a survivor; time until every change is applied."""
+    holders = shard_holders(env, shards)
+    by_replica: dict[str, set[int]] = {}
+    for shard, holder in holders.items():
+        by_replica.setdefault(holder, set()).add(shard)
+    victim_id = max(by_replica, key=lambda r: len(by_replica[r]))
+    victim = next(r for r in env.replicas if r.identity == victim_id)
+    owned = apps_of(env, shards, by_replica[victim_id])
+    value = f"failover-{time.time_ns()}"
+    wanted: dict[tuple[int, str, str], str] = {}
+    for cluster, app in owned:
+        wl = env.fleet.workload(cluster)
+        index = wl.members(app).start
+        env.repo.change(cluster, index, value)
+        wanted[(cluster, wl.namespace(app), wl.cluster_name(index))] = value
+    applied = Applied(env, wanted)
+    try:
+        killed = time.monotonic()
+        victim.kill()
+        sha = env.repo.push(f"one RayCluster of each of {len(owned)} apps of {victim_id}")
+        survivor = next(r for r in env.replicas if r is not victim)
+        survivor.push_webhook(env.repo.url, sha)
+        done = applied.wait(timeout)
+        latencies = sorted(t - killed for t in applied.seen.values())
+    finally:
+        applied.stop()
+    return {"killed": victim_id, "shards_of_killed": len(by_replica[victim_id]),
+            "apps_of_killed": len(owned), "applied": len(applied.seen),
+            "all_applied": done, "lease_duration_s": LEASE_DURATION,
+            "kill_to_last_applied_s": latencies[-1] if latencies else None,
+            "kill_to_first_applied_s": latencies[0] if latencies else None,
+            "shards_after": _count_by_holder(shard_holders(env, shards))}
+
+
+def _count_by_holder(holders: dict[int, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for holder in holders.values():
+        out[holder] = out.get(holder, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def reconciles(path: Path) -> list[tuple[str, float, float]]:
+    """``(app, started, ended)`` of every refresh a replica logged (``refresh_done``)."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if '"refresh_done"' not in line:
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            doc = json.loads(line)
+            out.append((doc["app"], float(doc["started_at"]), float(doc["ended_at"])))
+    return out
+
+
+def overlaps(env: Fleet) -> dict[str, Any]:
+    """Apps whose refreshes on two replicas overlapped in time (the target is none)."""
+    spans: dict[str, list[tuple[float, float, str]]] = {}
+    total = 0
+    for replica in env.replicas:
+        for path in sorted(replica.workdir.glob("controller-*.log")):
+            for app, started, ended in reconciles(path):
+                spans.setdefault(app, []).append((started, ended, replica.identity))
+                total += 1
+    twice: set[str] = set()
+    for app, runs in spans.items():
+        runs.sort()
+        latest = runs[0]  # the run that ends last among those started so far
+        for run in runs[1:]:
+            if run[2] != latest[2] and run[0] < latest[1]:
+                twice.add(app)
+            latest = max(latest, run, key=lambda r: r[1])
+    return {"refreshes_logged": total, "apps": len(spans),
+            "apps_reconciled_twice_at_once": sorted(twice)}
+
+
+def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
+        ) -> dict[str, Any]:
+    """Every fleet figure, from one run."""
+    SHARDING_ARGS[:] = ["--sharding", "--shards", str(shards)]
+    out: dict[str, Any] = {"per_cluster": fleet.per_cluster, "apps_per_cluster": fleet.apps,
+                           "clusters": len(CLUSTERS), "replicas": replicas, "shards": shards,
+                           "machine": machine_info(), "code": code_revision(),
+                           "load_average_at_start": list(os.getloadavg())}
+    with tempfile.TemporaryDirectory(prefix="gitops-ray-fleet-") as tmp, \
+            fleet_environment(fleet, Path(tmp)) as env:
+        out["cold_sync"] = fleet_cold_sync(env, replicas, timeout=3600)
+        log(f"fleet cold sync: {json.dumps(out['cold_sync'])[:300]}")
+        for replica in env.replicas:
+            replica.wait_idle(timeout=1800)
+        out["shards_before"] = _count_by_holder(shard_holders(env, shards))
+        out["load_average_before_failover"] = list(os.getloadavg())
+        out["failover"] = failover(env, shards, timeout=600)
+        log(f"failover: {json.dumps(out['failover'])}")
+        out["overlap"] = overlaps(env)
+        log(f"overlap: {json.dumps(out['overlap'])}")
+        out["memory_kib"] = {r.identity: memory_kib(r.pid) for r in env.replicas
+                             if r.proc is not None and r.proc.poll() is None}
+    out["load_average_at_end"] = list(os.getloadavg())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--per-cluster", type=int, default=3000)
+    parser.add_argument("--apps", type=int, default=50, help="apps per cluster")
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=16)
+    parser.add_argument("--out", type=Path, default=RESULTS / "fleet.json")
+    args = parser.parse_args()
+    result = run(FleetWorkload(args.per_cluster, args.apps), replicas=args.replicas,
+                 shards=args.shards)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
