@@ -55,6 +55,7 @@ from bench.controller import (
     request_summary,
 )
 from bench.machine import code_revision, machine_info
+from bench.sharding import intervals, overlapping
 from bench.workload import Workload, application, cluster_path, one_line_change, raycluster
 
 Manifest = dict[str, Any]
@@ -163,10 +164,17 @@ class Fleet:
     repo: FleetRepo
     workdir: Path
     replicas: list[Replica] = field(default_factory=list)
+    killed: dict[str, float] = field(default_factory=dict)  # identity -> wall time of kill
 
     def count_rayclusters(self) -> list[int]:
-        return [len(k.list_pages("ray.io/v1", "RayCluster")) if hasattr(k, "list_pages")
-                else len(k.list("ray.io/v1", "RayCluster")[0]) for k in self.kubes]
+        """RayClusters per cluster, from a one-item LIST (``remainingItemCount`` + 1)."""
+        counts = []
+        for kube in self.kubes:
+            page = kube.call("GET", "/apis/ray.io/v1/rayclusters", query={"limit": 1})
+            meta = page.get("metadata") or {}
+            counts.append(len(page.get("items") or []) + int(meta.get("remainingItemCount")
+                                                                or 0))
+        return counts
 
     def snapshot(self) -> list[Any]:
         return [api.snapshot() for api in self.apis]
@@ -259,18 +267,15 @@ def fleet_cold_sync(env: Fleet, replicas: int, timeout: float) -> dict[str, Any]
             "requests_per_new_raycluster": total / (want * len(CLUSTERS))}
 
 
-def shard_holders(env: Fleet, shards: int) -> dict[int, str]:
+def shard_holders(env: Fleet) -> dict[int, str]:
     """Who holds each shard Lease now (read from the home cluster)."""
-    leases, _ = env.kubes[0].list("coordination.k8s.io/v1", "Lease", CONTROL_NAMESPACE)
-    out: dict[int, str] = {}
-    for lease in leases:
-        name = lease["metadata"]["name"]
-        prefix = f"{LEASE_NAME}-shard-"
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            holder = (lease.get("spec") or {}).get("holderIdentity")
-            if holder:
-                out[int(name[len(prefix):])] = holder
-    return out
+    from gitops_ray.kube.leader import LEASE_API
+    from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL
+
+    items, _ = env.kubes[0].list(LEASE_API, "Lease", CONTROL_NAMESPACE,
+                                 label_selector=f"{GROUP_LABEL}={LEASE_NAME},{ROLE_LABEL}=shard")
+    return {int(i["metadata"]["name"].rsplit("-", 1)[1]): str(i["spec"]["holderIdentity"])
+            for i in items if (i.get("spec") or {}).get("holderIdentity")}
 
 
 def apps_of(env: Fleet, shards: int, owned: set[int]) -> list[tuple[int, int]]:
@@ -328,7 +333,7 @@ class Applied:
 def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
     """SIGKILL the replica holding the most shards, change one RayCluster of each of its
     apps, push the webhook to a survivor; time until every change is applied."""
-    holders = shard_holders(env, shards)
+    holders = shard_holders(env)
     by_replica: dict[str, set[int]] = {}
     for shard, holder in holders.items():
         by_replica.setdefault(holder, set()).add(shard)
@@ -344,7 +349,7 @@ def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
         wanted[(cluster, wl.namespace(app), wl.cluster_name(index))] = value
     applied = Applied(env, wanted)
     try:
-        killed = time.monotonic()
+        killed, killed_wall = time.monotonic(), time.time()
         victim.kill()
         sha = env.repo.push(f"one RayCluster of each of {len(owned)} apps of {victim_id}")
         survivor = next(r for r in env.replicas if r is not victim)
@@ -353,12 +358,13 @@ def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
         latencies = sorted(t - killed for t in applied.seen.values())
     finally:
         applied.stop()
+    env.killed[victim_id] = killed_wall
     return {"killed": victim_id, "shards_of_killed": len(by_replica[victim_id]),
             "apps_of_killed": len(owned), "applied": len(applied.seen),
             "all_applied": done, "lease_duration_s": LEASE_DURATION,
             "kill_to_last_applied_s": latencies[-1] if latencies else None,
             "kill_to_first_applied_s": latencies[0] if latencies else None,
-            "shards_after": _count_by_holder(shard_holders(env, shards))}
+            "shards_after": _count_by_holder(shard_holders(env))}
 
 
 def _count_by_holder(holders: dict[int, str]) -> dict[str, int]:
@@ -368,37 +374,17 @@ def _count_by_holder(holders: dict[int, str]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def reconciles(path: Path) -> list[tuple[str, float, float]]:
-    """``(app, started, ended)`` of every refresh a replica logged (``refresh_done``)."""
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        if '"refresh_done"' not in line:
-            continue
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            doc = json.loads(line)
-            out.append((doc["app"], float(doc["started_at"]), float(doc["ended_at"])))
-    return out
-
-
-def overlaps(env: Fleet) -> dict[str, Any]:
-    """Apps whose refreshes on two replicas overlapped in time (the target is none)."""
-    spans: dict[str, list[tuple[float, float, str]]] = {}
-    total = 0
+def overlaps(env: Fleet, killed: dict[str, float]) -> dict[str, Any]:
+    """Syncs of one app by two replicas at overlapping times, from the replicas' logs
+    (:func:`bench.sharding.intervals`: ``sync_started`` .. ``sync_finished``; a killed
+    replica's open syncs end at the kill). The target is none."""
+    by: dict[str, list[tuple[str, float, float]]] = {}
     for replica in env.replicas:
         for path in sorted(replica.workdir.glob("controller-*.log")):
-            for app, started, ended in reconciles(path):
-                spans.setdefault(app, []).append((started, ended, replica.identity))
-                total += 1
-    twice: set[str] = set()
-    for app, runs in spans.items():
-        runs.sort()
-        latest = runs[0]  # the run that ends last among those started so far
-        for run in runs[1:]:
-            if run[2] != latest[2] and run[0] < latest[1]:
-                twice.add(app)
-            latest = max(latest, run, key=lambda r: r[1])
-    return {"refreshes_logged": total, "apps": len(spans),
-            "apps_reconciled_twice_at_once": sorted(twice)}
+            by.setdefault(replica.identity, []).extend(
+                intervals(path, killed.get(replica.identity)))
+    return {"syncs_logged": sum(len(v) for v in by.values()),
+            "overlapping_syncs": overlapping(by)}
 
 
 def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
@@ -415,11 +401,11 @@ def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
         log(f"fleet cold sync: {json.dumps(out['cold_sync'])[:300]}")
         for replica in env.replicas:
             replica.wait_idle(timeout=1800)
-        out["shards_before"] = _count_by_holder(shard_holders(env, shards))
+        out["shards_before"] = _count_by_holder(shard_holders(env))
         out["load_average_before_failover"] = list(os.getloadavg())
         out["failover"] = failover(env, shards, timeout=600)
         log(f"failover: {json.dumps(out['failover'])}")
-        out["overlap"] = overlaps(env)
+        out["overlap"] = overlaps(env, env.killed)
         log(f"overlap: {json.dumps(out['overlap'])}")
         out["memory_kib"] = {r.identity: memory_kib(r.pid) for r in env.replicas
                              if r.proc is not None and r.proc.poll() is None}
