@@ -163,7 +163,8 @@ class Runtime:
                             live=self.cache.get, live_version=self.cache.version,
                             events=self.cache.ray, shapes=self._pod_shapes(),
                             projects=projects, system=self._argocd_settings())
-        syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup)
+        syncer = Syncer(self.kube, store, live_lookup=self.cache.lookup,
+                        parallelism=s.sync_parallelism)
         argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
                   if self.applications is not None else None)
         return Controller(
