@@ -101,7 +101,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
     began = time.monotonic()
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
-    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store, parallelism=sync_parallelism))
+    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store, parallelism=sync_parallelism,
+                                                app_events=True))
     origin = _origin(opts)
 
     def sync_one(app: Application, display: SyncDisplay) -> SyncResult:

@@ -49,9 +49,9 @@ re-read. Each apply's response is kept (:attr:`SyncResult.landed`): it is the li
 object as our write left it, so the comparison after the sync reads nothing back.
 
 **Events** (:mod:`gitops_ray.sync.events`): one per app and step that changed or failed
-something, on the app's record, with the counts; one per object only for what users look
-for on the object itself: configured (a change to something that existed), pruned, and
-failed.
+something, on the app's record, with the counts (``app_events``: the one-shot commands;
+the controller posts its own); one per object only for what users look for on the object
+itself: configured (a change to something that existed), pruned, and failed.
 
 **A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
 failure, whichever step it happens in, is returned as a ``Failed`` result with a
@@ -263,11 +263,15 @@ class Syncer:
     """Applies and prunes apps through one :class:`Kube` client."""
 
     def __init__(self, kube: Kube, store: RecordStore, *,
-                 live_lookup: LiveLookup | None = None, parallelism: int = 1) -> None:
+                 live_lookup: LiveLookup | None = None, parallelism: int = 1,
+                 app_events: bool = False) -> None:
         self.kube = kube
         self.store = store
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
         self.parallelism = max(1, parallelism)  # runtime/settings.py: sync.parallelism
+        self.app_events = app_events
+        """Post the app's Event of each step (the one-shot commands; the controller posts
+        its own, which also says what triggered the sync)."""
 
     def sync(self, request: SyncRequest, rules: IgnoreRules) -> SyncResult:
         """Sync one app; never raises but :class:`LeaseExpired` (see the module docstring)."""
@@ -279,7 +283,7 @@ class Syncer:
             result.fail(str(e), e.reason, cause=cause)
         if not result.running and not result.finished_at:
             result.finished_at = time.time()
-        if not request.dry_run:
+        if self.app_events and not request.dry_run:
             post_summary(self.kube, self.store.namespace, app=result.app,
                          revision=result.revision, phase=result.phase,
                          message=result.message, actions=[r.action for r in result.resources])

@@ -5,9 +5,10 @@ post one is logged and never fails a sync. They are also writes, and one per obj
 would double what a cold sync costs the API server, so:
 
 * one Event per app and sync step that changed or failed something (:func:`post_summary`):
-  about the app's record ConfigMap in the control namespace, its message the counts
-  (reason ``Synced``, ``SyncRunning`` or ``SyncFailed``; "app a at revision
-  0123456789ab: 20 created, 3 configured, 77 unchanged", then the step's message).
+  about the app's record ConfigMap in the control namespace (reason ``SyncSucceeded``,
+  ``SyncRunning`` or ``SyncFailed``, as the controller's own), its message the counts
+  ("app a at revision 0123456789ab: 20 created, 3 configured, 77 unchanged", then the
+  step's message). The one-shot commands post it; the controller posts its own.
   ``kubectl get events -n <control namespace>`` lists the syncs; a step that changed
   nothing posts nothing;
 * one Event per object only where ``kubectl describe <object>`` is where users look
@@ -63,6 +64,7 @@ SUMMARISED = (ResourceAction.CREATED, ResourceAction.CONFIGURED, ResourceAction.
               ResourceAction.DELETING, ResourceAction.FAILED)
 """The actions a sync step's Event counts; a step with none of them posts no Event."""
 _REASONS = {OperationPhase.FAILED: "SyncFailed", OperationPhase.RUNNING: "SyncRunning"}
+"""As the controller's own Event of a sync (runtime/controller.py): SyncSucceeded/Failed."""
 
 
 def summary(*, app: str, revision: str, phase: OperationPhase, message: str,
@@ -73,7 +75,7 @@ def summary(*, app: str, revision: str, phase: OperationPhase, message: str,
         return None
     said = ", ".join(f"{n} {a.value}" for a, n in sorted(counts.items(), key=_by_weight))
     text = f"app {app} at revision {revision[:12]}: {said or 'nothing applied'}"
-    return _REASONS.get(phase, "Synced"), text + (f"; {message}" if message else "")
+    return _REASONS.get(phase, "SyncSucceeded"), text + (f"; {message}" if message else "")
 
 
 def _by_weight(item: tuple[ResourceAction, int]) -> tuple[int, str]:

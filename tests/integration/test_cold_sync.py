@@ -84,7 +84,7 @@ def test_cold_sync_costs_at_most_two_requests_per_new_object(
     assert json.loads(status.stdout)[0]["sync"] == "Synced"  # the comparison after is right
     events = kube.list("v1", "Event", namespace)[0]
     assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [
-        ("Synced", record_name("cold"))]
+        ("SyncSucceeded", record_name("cold"))]
     assert f"{CLUSTERS} created" in events[0]["message"]
 
 
@@ -96,7 +96,8 @@ class Env:
                                  tools=RenderTools(helm_bin=str(helm)))
 
     def reconciler(self, parallelism: int) -> Reconciler:
-        return Reconciler(self.pipeline, Syncer(self.kube, self.store, parallelism=parallelism))
+        return Reconciler(self.pipeline, Syncer(self.kube, self.store, parallelism=parallelism,
+                                                app_events=True))
 
     def app(self, repo: GitRepo, name: str) -> Application:
         return application_from_flags(name=name, repo_url=repo.url, path="manifests",

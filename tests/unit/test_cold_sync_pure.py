@@ -19,7 +19,7 @@ A = ResourceAction
 def test_summary_counts_what_a_step_did() -> None:
     said = summary(app="a", revision="0123456789abcdef", phase=OperationPhase.SUCCEEDED,
                    message="", actions=[A.UNCHANGED, A.CREATED, A.CREATED, A.PRUNED])
-    assert said == ("Synced", "app a at revision 0123456789ab: 2 created, 1 pruned, "
+    assert said == ("SyncSucceeded", "app a at revision 0123456789ab: 2 created, 1 pruned, "
                               "1 unchanged")
 
 
