@@ -195,3 +195,38 @@ def test_changed_objects_land_first_then_the_rest_is_reasserted(
               for e in env.kube.list("v1", "Event", env.namespace)[0]}
     assert ("ResourceConfigured", "rc-3") in events  # on the object a user describes
     assert not any(name.startswith("rc-") and name != "rc-3" for _, name in events)
+
+
+def _reads(kube: Kube) -> Counter[str]:
+    return Counter({verb: n for (verb, _), n in kube.stats.items() if verb in ("get", "list")})
+
+
+def test_a_comparison_lists_an_apps_objects_once_and_falls_back_to_gets_past_the_bound(
+        control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo, tmp_path: Path,
+        helm_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = Kube.connect(str(control_plane.kubeconfig))  # its own request counts
+    store = RecordStore(kube, namespace)
+    pipeline = Pipeline(kube, GitSource(tmp_path / "cache"), store,
+                        tools=RenderTools(helm_bin=str(helm_bin)))
+    git_repo.commit({"manifests/cms.yaml": [_cm(f"mine-{i}", 0) for i in range(3)]})
+    app = application_from_flags(name="lists", repo_url=git_repo.url, path="manifests",
+                                 dest_namespace=namespace)
+    assert Reconciler(pipeline, Syncer(kube, store)).sync(app).result.ok
+
+    before = _reads(kube)
+    comparison = pipeline.compare(app)
+    assert comparison.diff.status == "Synced"
+    assert set(comparison.live) == {o.key for o in comparison.desired}
+    assert _reads(kube)["list"] - before["list"] == 1
+    assert _reads(kube)["get"] - before["get"] <= 2  # the app's record, not its objects
+
+    for i in range(10):  # someone else's ConfigMaps in the same namespace
+        kube.create({**_cm(f"theirs-{i}", 0), "metadata": {"name": f"theirs-{i}",
+                                                            "namespace": namespace}},
+                    field_manager="someone")
+    monkeypatch.setattr("gitops_ray.reconcile.pipeline.LIST_BOUND", 4)  # 4 x 3 < 13 listed
+    before = _reads(kube)
+    comparison = pipeline.compare(app)
+    assert comparison.diff.status == "Synced"
+    assert comparison.live == {}  # past the bound: nothing kept from the LIST ...
+    assert _reads(kube)["get"] - before["get"] >= 3  # ... and one GET per object instead
