@@ -37,10 +37,10 @@ retries. Groups and waves stay sequential and prune stays last; an apply that fa
 stops the group from starting more, and the step fails as a sequential one would. Each
 worker runs in a copy of the caller's :mod:`contextvars` context, so the write fence
 (:mod:`gitops_ray.kube.fence`) sees the leadership term the step was started under.
-Results are in apply order whatever the order they landed in; the progress watcher is
-told as each lands. The objects the comparison found OutOfSync go first within their
-group, so after a commit the changed ones land (and are reported) before the rest are
-re-asserted.
+The objects the comparison found OutOfSync are started first within their group, so
+after a commit the changed ones land (and are reported) before the rest are re-asserted.
+Results are in the order the applies were started, whatever the order they landed in;
+the progress watcher is told as each lands, one at a time.
 
 **What an apply costs**: the live object is what the comparison before the sync read
 (:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI, the watch cache
