@@ -37,8 +37,9 @@ retries. Groups and waves stay sequential and prune stays last; an apply that fa
 stops the group from starting more, and the step fails as a sequential one would. Each
 worker runs in a copy of the caller's :mod:`contextvars` context, so the write fence
 (:mod:`gitops_ray.kube.fence`) sees the leadership term the step was started under.
-The objects the comparison found OutOfSync are started first within their group, so
-after a commit the changed ones land (and are reported) before the rest are re-asserted.
+The objects the comparison found OutOfSync are applied first within their group, as a
+batch of their own, so after a commit the changed ones land (and are reported) before
+the rest are re-asserted.
 Results are in the order the applies were started, whatever the order they landed in;
 the progress watcher is told as each lands, one at a time.
 
@@ -384,12 +385,12 @@ class Syncer:
                    result: SyncResult) -> bool:
         """Apply one wave, kind group after kind group; ``False`` when an apply failed."""
         for group in kind_groups(objs):
-            todo = _changed_first(request, [o for o in group
-                                            if not self._skipped(request, ResourceKey.of(o))])
-            for outcome in self._apply_group(request, todo, rules):
-                _settle(outcome, result)
-            if result.phase == OperationPhase.FAILED:
-                return False
+            todo = [o for o in group if not self._skipped(request, ResourceKey.of(o))]
+            for batch in _changed_first(request, todo):
+                for outcome in self._apply_group(request, batch, rules):
+                    _settle(outcome, result)
+                if result.phase == OperationPhase.FAILED:
+                    return False
         return True
 
     def _apply_group(self, request: SyncRequest, objs: list[Manifest],
@@ -649,12 +650,16 @@ def _settle(outcome: _Outcome, result: SyncResult) -> None:
                     cause=outcome.error)
 
 
-def _changed_first(request: SyncRequest, objs: list[Manifest]) -> list[Manifest]:
-    """``objs`` with those the comparison found OutOfSync first (a stable sort)."""
-    changed = request.out_of_sync
-    if not changed:
-        return objs
-    return sorted(objs, key=lambda o: ResourceKey.of(o) not in changed)
+def _changed_first(request: SyncRequest, objs: list[Manifest]) -> list[list[Manifest]]:
+    """``objs`` as batches: those the comparison found OutOfSync, then the rest.
+
+    The second batch starts once the first has landed, so a commit's change does not
+    wait behind (nor share the API server with) re-asserting what was in sync.
+    """
+    changed = request.out_of_sync or frozenset()
+    first = [o for o in objs if ResourceKey.of(o) in changed]
+    rest = [o for o in objs if ResourceKey.of(o) not in changed]
+    return [batch for batch in (first, rest) if batch]
 
 
 def _told(request: SyncRequest, outcome: ResourceResult) -> ResourceResult:

@@ -185,7 +185,7 @@ def test_changed_objects_land_first_then_the_rest_is_reasserted(
         def done(self, key: ResourceKey, action: ResourceAction) -> None:
             heard.append((key.name, action))
 
-    outcome = env.reconciler(1).sync(app, progress=Progress())
+    outcome = env.reconciler(4).sync(app, progress=Progress())  # a batch of its own first
     assert outcome.result.ok, outcome.result.message
     assert heard[0] == ("rc-3", ResourceAction.CONFIGURED)  # told as soon as it landed
     assert sorted(heard[1:]) == [(f"rc-{i}", ResourceAction.UNCHANGED) for i in (0, 1, 2, 4)]
