@@ -180,7 +180,8 @@ def rollback_command(app: str, history_id: int, **opts: Any) -> None:
                     fg="yellow", err=True)
     request = RollbackRequest(history_id, now, pause_until=until, prune=prune,
                               timeout=timeout, poll=POLL_SECONDS, by=_user())
-    done = rollback(Reconciler(pipeline, Syncer(pipeline.kube, store)), application, request)
+    syncer = Syncer(pipeline.kube, store, app_events=True)
+    done = rollback(Reconciler(pipeline, syncer), application, request)
     _report(app, history_id, done)
     sys.exit(0 if done.result.ok else EXIT_ERROR)
 

@@ -56,6 +56,7 @@ from gitops_ray.cli.common import (
     connect,
     kube_options,
     select_apps,
+    setting_option,
     shapes_options,
 )
 from gitops_ray.cli.delete import report_teardown
@@ -69,6 +70,7 @@ from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
+from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync.engine import Syncer, SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -89,16 +91,18 @@ Status = dict[str, Any]
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
               help="Apps synced at the same time (each app's results are printed as it "
                    "finishes).")
+@setting_option("sync.parallelism", type=click.IntRange(1, MAX_SYNC_PARALLELISM))
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for sync waves (argocd.argoproj.io/sync-wave) to become "
                    "healthy before giving up; the sync then fails.")
-def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
-                 **opts: Any) -> None:
+def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: int,
+                 timeout: float, **opts: Any) -> None:
     """Apply the selected apps once."""
     began = time.monotonic()
     pipeline, store = build_pipeline(opts)
     selection = select_apps(pipeline.source, opts)
-    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
+    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store, parallelism=sync_parallelism,
+                                                app_events=True))
     origin = _origin(opts)
 
     def sync_one(app: Application, display: SyncDisplay) -> SyncResult:
