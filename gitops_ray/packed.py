@@ -181,3 +181,8 @@ def _thaw(piece: Piece) -> Any:
             node = node[step]
         node[path[-1]] = _thaw(part)
     return skeleton
+
+
+SHELF = Shelf()
+"""The controller's one shelf: git's objects (the render cache) and the watch cache's live
+objects share their pieces, so a pod template git and the cluster agree on is stored once."""

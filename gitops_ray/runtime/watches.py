@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
-from gitops_ray.packed import Piece, Shelf
+from gitops_ray.packed import SHELF, Piece, Shelf
 from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS, event_token, pod_token
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
@@ -418,7 +418,7 @@ class LiveCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._local = threading.local()
-        self.shelf = Shelf()  # every watch's objects share their sub-structures
+        self.shelf = SHELF  # shared with git's objects (the pipeline's render cache)
         self.warnings = WarningEvents(kube, options=options, on_event=on_event,
                                       stop=self._stop, metrics=metrics, shelf=self.shelf)
         self.ray = RaySignals(self.warnings, ClusterPods(
