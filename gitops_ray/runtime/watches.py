@@ -236,6 +236,9 @@ class IndexedWatch:
             return ",".join(sorted(self._index.get((namespace, name), {}).values()))
 
     def _ready(self, namespace: str) -> KindWatch | None:
+        watch = self._watches.get(None)  # the common case, without a lock: listed, allowed
+        if watch is not None and watch.synced.is_set() and not watch.forbidden:
+            return watch
         watch = self._started(None)
         watch.settled.wait(self._options.sync_wait)
         if watch.forbidden:

@@ -131,3 +131,19 @@ def test_deep_nesting_is_bounded() -> None:
     shelf = Shelf()
     piece = shelf.pack(obj)
     assert marshal.dumps(piece.unpack(), 2) == marshal.dumps(obj, 2)
+
+
+def test_status_facts_of_git_objects_are_those_of_the_manifest() -> None:
+    """The status's images and git replicas, remembered by content, equal a fresh reading."""
+    from gitops_ray.health.workergroups import replicas_of
+    from gitops_ray.reconcile.pipeline import DesiredObject
+    from gitops_ray.reconcile.status import desired_facts, images_of
+
+    for obj in [c.desired for c in CASES[:10]] + [samples.raycluster("demo", "team-a"),
+                                                   {"apiVersion": "v1", "kind": "ConfigMap",
+                                                    "metadata": {"name": "c"}}]:
+        desired = DesiredObject.of(obj)
+        facts = desired_facts(desired)
+        assert sorted(facts.images) == images_of([obj])
+        assert facts.replicas == (replicas_of(obj) if obj["kind"] == "RayCluster" else None)
+        assert desired_facts(DesiredObject.of(obj)) is facts  # same content: not read again
