@@ -51,7 +51,7 @@ from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
-from gitops_ray.packed import pack, unpack
+from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
     IN_CLUSTER,
@@ -189,22 +189,24 @@ def pods_token(pods: Sequence[Manifest]) -> str:
 class DesiredObject:
     """One of git's objects (with our tracking id) as the pipeline keeps it between passes.
 
-    Identity and content digest are at hand; the object itself is packed
-    (:mod:`gitops_ray.packed`) and unpacked only when a diff, a dry run or a sync needs it.
+    Identity and content digest are at hand; the object itself is packed on the shared
+    :data:`~gitops_ray.packed.SHELF` (what it repeats of other objects, git's or live,
+    is stored once) and unpacked only when a diff, a dry run or a sync needs it.
     """
 
     api_version: str
     key: ResourceKey
     digest: str
-    blob: bytes = field(repr=False)
+    piece: Piece = field(repr=False)
 
     @classmethod
     def of(cls, obj: Manifest) -> DesiredObject:
-        return cls(str(obj.get("apiVersion", "")), ResourceKey.of(obj), _digest(obj), pack(obj))
+        return cls(str(obj.get("apiVersion", "")), ResourceKey.of(obj), _digest(obj),
+                   SHELF.pack(obj))
 
     def manifest(self) -> Manifest:
         """A private copy of the object."""
-        return unpack(self.blob)
+        return self.piece.unpack()
 
     @property
     def coordinates(self) -> tuple[str, str, str, str]:
