@@ -149,6 +149,43 @@ def test_webhook_push_is_applied_and_forgeries_are_rejected(
     assert 'gitops_ray_k8s_requests_total{code="200",verb="apply"}' in metrics
 
 
+def test_two_pushes_in_quick_succession_both_land_with_polling_off(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    """A second push while the first one's refresh runs is applied too (no poll to rescue it)."""
+    rc = raycluster("twice")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [application("twice", git_repo.url, namespace)]},
+                           interval="0")
+    eventually(lambda: ray_version(ctl, "twice") == "2.52.0", message="first sync")
+
+    first = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    assert ctl.webhook(push_payload(git_repo, first)).status_code == 202
+    second = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.54.0")})
+    assert ctl.webhook(push_payload(git_repo, second)).status_code == 202
+    eventually(lambda: ray_version(ctl, "twice") == "2.54.0", message="second push applied")
+    eventually(lambda: ctl.status("twice").get("revision") == second, message="status")
+
+
+def test_a_push_during_the_sync_of_the_previous_one_is_applied_after_it(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    rc = raycluster("during")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [application("during", git_repo.url, namespace)]},
+                           interval="0")
+    eventually(lambda: ray_version(ctl, "during") == "2.52.0", message="first sync")
+
+    first = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    assert ctl.webhook(push_payload(git_repo, first)).status_code == 202
+    # The first push's sync has applied: its refresh is still recording it (status, events).
+    eventually(lambda: ray_version(ctl, "during") == "2.53.0", message="first push applied")
+    second = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.54.0")})
+    assert ctl.webhook(push_payload(git_repo, second)).status_code == 202
+    eventually(lambda: ray_version(ctl, "during") == "2.54.0", message="second push applied")
+    eventually(lambda: ctl.status("during").get("revision") == second, message="status")
+
+
 def test_polling_applies_a_commit_without_a_webhook(
         start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str) -> None:
