@@ -10,7 +10,10 @@ per app would turn one push into hundreds of identical requests to the git serve
   backoff) accept any age, as Argo CD's ``CompareWithRecent`` does: drift is about the
   cluster, not about git;
 * a push webhook invalidates the pushed repository first, so the refreshes it
-  triggers see the new commit;
+  triggers see the new commit. An invalidated answer is never reused, whatever age the
+  caller accepts: the work queue merges a push's request into one already waiting for
+  the app (a watch event's, caused by the previous push's own sync), and that refresh,
+  which accepts any age, must still see the new commit;
 * a failure is remembered for a few seconds, and nobody waits long for a call already in
   flight, so fifty apps on an unreachable (or hanging) git server cannot occupy every
   worker: the other apps keep being refreshed.
@@ -41,6 +44,7 @@ class _Entry:
     at: float = -math.inf
     error: str = ""
     failed_at: float = -math.inf
+    stale: bool = False  # a push invalidated it: ask git, whatever age is accepted
 
 
 class Revisions:
@@ -75,7 +79,7 @@ class Revisions:
 
     def _answer(self, entry: _Entry, repo: str, revision: str, max_age: float) -> str:
         now = self._clock()
-        if entry.sha and now - entry.at <= max_age:
+        if entry.sha and not entry.stale and now - entry.at <= max_age:
             return entry.sha
         if entry.error and now - entry.failed_at < self._retry_after:
             raise SourceError(entry.error)
@@ -84,7 +88,7 @@ class Revisions:
         except SourceError as e:
             entry.error, entry.failed_at = str(e), self._clock()
             raise
-        entry.sha, entry.at, entry.error = sha, self._clock(), ""
+        entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), "", False
         return sha
 
     def invalidate(self, repos: Collection[str]) -> None:
@@ -93,7 +97,7 @@ class Revisions:
             entries = [e for (r, _), e in self._entries.items() if normalize_repo_url(r) in repos]
         for entry in entries:
             with entry.lock:
-                entry.at = entry.failed_at = -math.inf
+                entry.stale, entry.failed_at = True, -math.inf
 
     def _entry(self, repo: str, revision: str) -> _Entry:
         with self._lock:

@@ -12,6 +12,8 @@ import hashlib
 import hmac
 import itertools
 import json
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -147,6 +149,115 @@ def test_webhook_push_is_applied_and_forgeries_are_rejected(
     assert 'gitops_ray_webhook_requests_total{provider="github",result="accepted"} 1.0' in metrics
     assert 'gitops_ray_app_info{app="hooked",health_status=' in metrics
     assert 'gitops_ray_k8s_requests_total{code="200",verb="apply"}' in metrics
+
+
+def test_two_pushes_in_quick_succession_both_land_with_polling_off(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    """A second push while the first one's refresh runs is applied too (no poll to rescue it)."""
+    rc = raycluster("twice")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [application("twice", git_repo.url, namespace)]},
+                           interval="0")
+    eventually(lambda: ray_version(ctl, "twice") == "2.52.0", message="first sync")
+
+    first = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    assert ctl.webhook(push_payload(git_repo, first)).status_code == 202
+    second = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.54.0")})
+    assert ctl.webhook(push_payload(git_repo, second)).status_code == 202
+    eventually(lambda: ray_version(ctl, "twice") == "2.54.0", message="second push applied")
+    eventually(lambda: ctl.status("twice").get("revision") == second, message="status")
+
+
+def test_a_push_during_the_sync_of_the_previous_one_is_applied_after_it(
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
+        namespace: str) -> None:
+    rc = raycluster("during")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [application("during", git_repo.url, namespace)]},
+                           interval="0")
+    eventually(lambda: ray_version(ctl, "during") == "2.52.0", message="first sync")
+
+    first = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    assert ctl.webhook(push_payload(git_repo, first)).status_code == 202
+    # The first push's sync has applied: its refresh is still recording it (status, events).
+    eventually(lambda: ray_version(ctl, "during") == "2.53.0", message="first push applied")
+    second = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.54.0")})
+    assert ctl.webhook(push_payload(git_repo, second)).status_code == 202
+    eventually(lambda: ray_version(ctl, "during") == "2.54.0", message="second push applied")
+    eventually(lambda: ctl.status("during").get("revision") == second, message="status")
+
+
+class StalledGitServer:
+    """An HTTP git host that holds every connection while ``hold`` is set, until ``release``.
+
+    Not held, a connection is closed at once (git fails fast). Held, git waits for an
+    answer: the refresh that asked occupies its worker for as long as the test wants.
+    """
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/org/stalled.git"
+        self.hold, self.release = threading.Event(), threading.Event()
+        self.held = 0
+        threading.Thread(target=self._serve, name="stalled-git", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            if self.hold.is_set():
+                self.held += 1
+                threading.Thread(target=self._wait_and_close, args=(conn,), daemon=True).start()
+            else:
+                conn.close()
+
+    def _wait_and_close(self, conn: socket.socket) -> None:
+        self.release.wait(60)
+        conn.close()
+
+    def close(self) -> None:
+        self.release.set()
+        self._server.close()
+
+
+@pytest.fixture
+def stalled_git() -> Iterator[StalledGitServer]:
+    server = StalledGitServer()
+    yield server
+    server.close()
+
+
+def test_a_push_merged_into_a_waiting_watch_refresh_is_applied(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str, stalled_git: StalledGitServer) -> None:
+    """The bug behind "two pushes 0.7 s apart": the first push's sync causes watch events,
+    so a refresh of the app (reason ``due``, which accepts any cached revision) is waiting
+    when the second push arrives, and the queue merges the push into it. That refresh must
+    still resolve the pushed commit. Made deterministic with one worker held by another
+    app's slow git server, and a manual edit for the watch event."""
+    rc = raycluster("merged")
+    git_repo.commit({"manifests/rc.yaml": rc})
+    ctl = start_controller({"applications": [
+        application("merged", git_repo.url, namespace),
+        application("slow", stalled_git.url, namespace)]}, interval="0", workers="1")
+    eventually(lambda: ray_version(ctl, "merged") == "2.52.0", message="first sync")
+    eventually(lambda: not ctl.runtime.queue.busy(), message="startup refreshes done")
+
+    stalled_git.hold.set()
+    slow = {"ref": "refs/heads/main", "after": "f" * 40,
+            "repository": {"clone_url": stalled_git.url, "default_branch": "main"}}
+    assert ctl.webhook(slow).status_code == 202
+    eventually(lambda: stalled_git.held, message="the only worker waits for the slow host")
+    manual_edit(kube, namespace, "merged", "2.52.1")  # a watch event: a "due" refresh waits
+    eventually(lambda: "merged" in ctl.runtime.queue.busy(), message="watch refresh queued")
+    sha = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})
+    assert ctl.webhook(push_payload(git_repo, sha)).json()["refreshed"] == ["merged"]
+    stalled_git.release.set()
+    eventually(lambda: ray_version(ctl, "merged") == "2.53.0", message="pushed commit applied")
+    eventually(lambda: ctl.status("merged").get("revision") == sha, message="status")
 
 
 def test_polling_applies_a_commit_without_a_webhook(

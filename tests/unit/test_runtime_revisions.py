@@ -66,6 +66,19 @@ def test_webhook_invalidates_every_spelling_of_the_repo() -> None:
     assert git.calls[("https://github.com/org/other.git", "main")] == 1
 
 
+def test_after_a_push_even_a_cluster_triggered_refresh_asks_git_once() -> None:
+    """A push's request can be merged into a watch event's refresh, which accepts any age."""
+    git, clock = Git(), Clock()
+    revisions = Revisions(git.resolve, clock=clock)
+    revisions.resolve("https://g/r.git", "main", max_age=RECENT)
+    clock.now += 0.7  # the second push, well within RECENT of the first one's answer
+    git.sha = "b" * 40
+    revisions.invalidate({normalize_repo_url("https://g/r.git")})
+    assert revisions.resolve("https://g/r.git", "main", max_age=FOREVER) == "b" * 40
+    assert revisions.resolve("https://g/r.git", "main", max_age=FOREVER) == "b" * 40
+    assert sum(git.calls.values()) == 2  # the first one and one after the push
+
+
 def test_concurrent_callers_share_one_call() -> None:
     release = threading.Event()
     calls: list[str] = []
