@@ -52,7 +52,7 @@ from gitops_ray.reconcile.argocdcm import (
     parse_argocd_cm,
 )
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
-from gitops_ray.reconcile.project import KubeProjects
+from gitops_ray.reconcile.project import KubeProjects, ResolveCluster, in_cluster_only
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
@@ -296,9 +296,18 @@ def connect(opts: dict[str, Any]) -> Kube:
 
 
 def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
-    """Connect to the cluster and build the pipeline for a command."""
+    """Connect to the cluster and build the pipeline for a command (our cluster only)."""
     kube = connect(opts)
     store = RecordStore(kube, opts["control_namespace"])
+    return pipeline_factory(opts, kube, store)(kube, in_cluster_only), store
+
+
+PipelineFor = Callable[[Kube, ResolveCluster], Pipeline]
+"""A pipeline comparing with one cluster's client (records, settings and git: ours)."""
+
+
+def pipeline_factory(opts: dict[str, Any], kube: Kube, store: RecordStore) -> PipelineFor:
+    """What every cluster's pipeline shares, read once from our cluster ``kube``."""
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts["helm_bin"])
     shapes = configmap_shapes(
@@ -308,13 +317,16 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
         patches=opts.get("patches_configmap") or "")
     argocd = argocd_namespace(opts)
     system = system_settings(kube, opts)
-    pipeline = Pipeline(kube, source, store, tools=tools,
+    projects = KubeProjects(kube, argocd) if argocd else None
+    cached_shapes = functools.cache(shapes)  # one read per command
+
+    def pipeline(target: Kube, clusters: ResolveCluster) -> Pipeline:
+        return Pipeline(target, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
                         jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
-                        shapes=functools.cache(shapes),  # one read per command
-                        projects=KubeProjects(kube, argocd) if argocd else None,
-                        system=lambda: system)
-    return pipeline, store
+                        shapes=cached_shapes, projects=projects, system=lambda: system,
+                        clusters=clusters)
+    return pipeline
 
 
 def argocd_namespace(opts: dict[str, Any]) -> str:

@@ -51,7 +51,6 @@ from gitops_ray.cli.common import (
     CliCommand,
     Selection,
     app_options,
-    build_pipeline,
     check_known,
     connect,
     kube_options,
@@ -59,6 +58,7 @@ from gitops_ray.cli.common import (
     shapes_options,
 )
 from gitops_ray.cli.delete import report_teardown
+from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
@@ -66,10 +66,9 @@ from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.pipeline import Pipeline
-from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.engine import Syncer, SyncResult
+from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
 from gitops_ray.sync.teardown import delete_app, policy_of
@@ -96,15 +95,15 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
                  **opts: Any) -> None:
     """Apply the selected apps once."""
     began = time.monotonic()
-    pipeline, store = build_pipeline(opts)
-    selection = select_apps(pipeline.source, opts)
-    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store))
+    destinations = Destinations(opts)  # each app synced in its destination cluster
+    store = destinations.store
+    selection = select_apps(destinations.source, opts)
     origin = _origin(opts)
 
     def sync_one(app: Application, display: SyncDisplay) -> SyncResult:
         progress = display.start(app.name)
         try:
-            outcome = reconciler.sync_until_done(
+            outcome = destinations.reconciler(app).sync_until_done(
                 app, revision=selection.revision, local=selection.local, prune=prune,
                 dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS, progress=progress)
             result = outcome.result
@@ -242,10 +241,11 @@ def _selected(opts: dict[str, Any]) -> bool:
     return bool(opts.get("repo") or opts.get("local_dir"))
 
 
-def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
+def refresh(pipeline: Pipeline | Destinations, store: RecordStore, selection: Selection, *,
             record: bool, pinned: dict[str, str] | None = None) -> dict[str, Status]:
     """Compare the selected apps now (and record the result); the statuses by app.
 
+    Each app with its destination cluster's pipeline, given :class:`Destinations`.
     ``pinned`` remembers each app's commit from the first round, so repeated rounds
     (``wait``) compare the cluster with one commit and cost no git request.
     """
@@ -253,8 +253,9 @@ def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
     out = {}
     for app in selection.apps:
         try:
-            comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
-                                          local=selection.local)
+            target = pipeline.pipeline(app) if isinstance(pipeline, Destinations) else pipeline
+            comparison = target.compare(app, revision=pins.get(app.name, selection.revision),
+                                        local=selection.local)
         except GitOpsRayError as e:
             error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
                      "comparedAt": time.time()}
@@ -292,9 +293,9 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
     """
     names = tuple(apps) + tuple(opts.get("app_names") or ())
     if refresh_now:
-        pipeline, store = build_pipeline(opts)
-        selection = select_apps(pipeline.source, {**opts, "app_names": names})
-        statuses = refresh(pipeline, store, selection, record=True)
+        destinations = Destinations(opts)
+        selection = select_apps(destinations.source, {**opts, "app_names": names})
+        statuses = refresh(destinations, destinations.store, selection, record=True)
     else:
         records = RecordStore(connect(opts), opts["control_namespace"]).list_apps()
         check_known(names, records)
@@ -369,10 +370,11 @@ def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple
 def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
     """How to read the apps' state each round; fails at once on unknown apps."""
     if _selected(opts):
-        pipeline, store = build_pipeline(opts)
-        selection = select_apps(pipeline.source, {**opts, "app_names": apps})  # or fail
+        destinations = Destinations(opts)
+        selection = select_apps(destinations.source, {**opts, "app_names": apps})  # or fail
         pinned: dict[str, str] = {}
-        return lambda: refresh(pipeline, store, selection, record=False, pinned=pinned)
+        return lambda: refresh(destinations, destinations.store, selection, record=False,
+                               pinned=pinned)
     kube = connect(opts)
     store = RecordStore(kube, opts["control_namespace"])
     check_known(apps, store.list_apps())

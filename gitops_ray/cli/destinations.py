@@ -1,0 +1,141 @@
+"""Destination clusters for the one-shot commands: each app in the cluster it names.
+
+Why: an Application's ``destination`` may name another cluster (an Argo CD cluster
+Secret), and ``sync`` applying it to ours instead is worse than not syncing it at all. The
+controller watches the Secrets (:mod:`gitops_ray.runtime.clusters`); ``sync``, ``diff``,
+``get`` (and ``status --refresh``) read them once, on the first app that names another
+cluster: one LIST by the label ``argocd.argoproj.io/secret-type: cluster`` in Argo CD's
+namespace with ``--argocd``/``--argocd-namespace``, else in ``--control-namespace``, as
+the controller does. A Forbidden list means no other cluster, and the app gets the
+controller's ``InvalidSpecError`` saying so.
+
+Each app's destination is resolved by the controller's own function
+(:func:`~gitops_ray.runtime.clusters.resolve_destination`); a destination that resolves to
+nothing is refused by our cluster's pipeline, which writes nothing anywhere. Each cluster
+used gets its own client and pipeline, built on first use; the records, pod-shape
+ConfigMaps, AppProjects and ``argocd-cm`` stay our cluster's. A cluster that does not
+answer one bounded probe (:data:`~gitops_ray.runtime.clusters.PROBE_TIMEOUT`) fails its
+apps with the controller's message (:func:`~gitops_ray.runtime.clusters.unreachable`)
+and the other apps go on. Credentials stay in memory: no message names them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from gitops_ray.cli.common import argocd_namespace, connect, pipeline_factory
+from gitops_ray.kube import Forbidden, Kube
+from gitops_ray.kube.clusters import (
+    CLUSTER_SECRET_SELECTOR,
+    ClusterConfig,
+    ClusterSecretError,
+    connect_cluster,
+)
+from gitops_ray.reconcile.pipeline import Pipeline
+from gitops_ray.reconcile.project import Cluster
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render.applications import IN_CLUSTER_SERVER
+from gitops_ray.render.apps import Application, Destination
+from gitops_ray.runtime.clusters import (
+    Broken,
+    ClusterUnavailable,
+    answers,
+    is_local,
+    read_secret,
+    resolve_destination,
+    unreachable,
+)
+from gitops_ray.source import GitSource
+from gitops_ray.sync.engine import Syncer
+from gitops_ray.sync.records import RecordStore
+
+
+class Destinations:
+    """Our cluster's pipeline, and another's for each destination cluster (see module doc)."""
+
+    def __init__(self, opts: dict[str, Any]) -> None:
+        self._kube = connect(opts)
+        self.store = RecordStore(self._kube, opts["control_namespace"])
+        self.namespace = argocd_namespace(opts) or str(opts["control_namespace"])
+        self._make = pipeline_factory(opts, self._kube, self.store)
+        self.local = self._make(self._kube, self.resolve)
+        self._lock = threading.Lock()
+        self._listing = threading.Lock()
+        self._secrets: tuple[list[ClusterConfig], list[Broken], bool] | None = None
+        self._remote: dict[str, Pipeline | str] = {}  # by server: its pipeline, or why not
+        self._reconcilers: dict[int, Reconciler] = {}
+
+    @property
+    def source(self) -> GitSource:
+        return self.local.source
+
+    def resolve(self, dest: Destination) -> Cluster | str:
+        """The controller's resolution, among the Secrets read once."""
+        if is_local(dest) or (dest.name and dest.server):
+            return resolve_destination(dest, [], [])
+        configs, broken, forbidden = self._read()
+        return resolve_destination(dest, configs, broken,
+                                   forbidden_in=self.namespace if forbidden else "")
+
+    def pipeline(self, app: Application) -> Pipeline:
+        """The pipeline of ``app``'s cluster; :class:`ClusterUnavailable` when it is down.
+
+        Ours for a destination that resolves to no cluster: its pipeline refuses the app.
+        """
+        return self.pipeline_for(app.destination)
+
+    def pipeline_for(self, dest: Destination) -> Pipeline:
+        """:meth:`pipeline` of an app with this destination."""
+        cluster = self.resolve(dest)
+        if isinstance(cluster, str) or cluster.server == IN_CLUSTER_SERVER:
+            return self.local
+        with self._lock:  # one client and one probe per cluster, however many apps ask
+            found = self._remote.get(cluster.server)
+            if found is None:
+                found = self._remote[cluster.server] = self._connect(cluster)
+        if isinstance(found, str):
+            raise ClusterUnavailable(found)
+        return found
+
+    def reconciler(self, app: Application) -> Reconciler:
+        """The pipeline and syncer of ``app``'s cluster (records: ours)."""
+        pipeline = self.pipeline(app)
+        with self._lock:
+            found = self._reconcilers.get(id(pipeline))
+            if found is None:
+                found = Reconciler(pipeline, Syncer(pipeline.kube, self.store))
+                self._reconcilers[id(pipeline)] = found
+        return found
+
+    def kube(self, dest: Destination) -> Kube:
+        """The client of the cluster of an app with this destination, for live reads."""
+        return self.pipeline_for(dest).kube
+
+    def _read(self) -> tuple[list[ClusterConfig], list[Broken], bool]:
+        """The cluster Secrets, listed once: usable ones, unusable ones, whether Forbidden."""
+        with self._listing:
+            if self._secrets is None:
+                self._secrets = _list_secrets(self._kube, self.namespace)
+            return self._secrets
+
+    def _connect(self, cluster: Cluster) -> Pipeline | str:
+        configs = self._read()[0]
+        config = next(c for c in configs if c.server == cluster.server)
+        try:
+            kube = connect_cluster(config)
+        except ClusterSecretError as e:
+            return str(e)
+        if not answers(kube):
+            return str(unreachable(cluster))
+        return self._make(kube, self.resolve)
+
+
+def _list_secrets(kube: Kube, namespace: str) -> tuple[list[ClusterConfig], list[Broken], bool]:
+    try:
+        secrets, _ = kube.list("v1", "Secret", namespace, label_selector=CLUSTER_SECRET_SELECTOR)
+    except Forbidden:  # RBAC: no other cluster, and the refusal says why
+        return [], [], True
+    read = [read_secret(s) for s in secrets]
+    return ([c for c in read if isinstance(c, ClusterConfig)],
+            [b for b in read if isinstance(b, Broken)], False)
