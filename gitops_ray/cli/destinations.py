@@ -22,9 +22,10 @@ and the other apps go on. Credentials stay in memory: no message names them.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
-from gitops_ray.cli.common import argocd_namespace, connect, pipeline_factory
+from gitops_ray.cli.common import PipelineFor, argocd_namespace, connect, pipeline_factory
 from gitops_ray.kube import Forbidden, Kube
 from gitops_ray.kube.clusters import (
     CLUSTER_SECRET_SELECTOR,
@@ -52,19 +53,29 @@ from gitops_ray.sync.records import RecordStore
 
 
 class Destinations:
-    """Our cluster's pipeline, and another's for each destination cluster (see module doc)."""
+    """Our cluster's client and pipeline, and another's for each destination cluster.
+
+    Pipelines need the app options (``--cache-dir``, ``--helm``, ...); a command without
+    them (``delete``) uses the clients alone.
+    """
 
     def __init__(self, opts: dict[str, Any]) -> None:
+        self._opts = opts
         self._kube = connect(opts)
         self.store = RecordStore(self._kube, opts["control_namespace"])
         self.namespace = argocd_namespace(opts) or str(opts["control_namespace"])
-        self._make = pipeline_factory(opts, self._kube, self.store)
-        self.local = self._make(self._kube, self.resolve)
         self._lock = threading.Lock()
         self._listing = threading.Lock()
         self._secrets: tuple[list[ClusterConfig], list[Broken], bool] | None = None
-        self._remote: dict[str, Pipeline | str] = {}  # by server: its pipeline, or why not
-        self._reconcilers: dict[int, Reconciler] = {}
+        self._clients: dict[str, Kube | str] = {}  # by server: its client, or why none
+        self._pipelines: dict[str, Pipeline] = {}  # by server ("": ours)
+        self._reconcilers: dict[str, Reconciler] = {}
+        self._make: PipelineFor | None = None
+
+    @property
+    def local(self) -> Pipeline:
+        """Our cluster's pipeline (also the one that refuses an unknown destination)."""
+        return self._pipeline("", self._kube)
 
     @property
     def source(self) -> GitSource:
@@ -83,34 +94,45 @@ class Destinations:
 
         Ours for a destination that resolves to no cluster: its pipeline refuses the app.
         """
-        return self.pipeline_for(app.destination)
-
-    def pipeline_for(self, dest: Destination) -> Pipeline:
-        """:meth:`pipeline` of an app with this destination."""
-        cluster = self.resolve(dest)
-        if isinstance(cluster, str) or cluster.server == IN_CLUSTER_SERVER:
-            return self.local
-        with self._lock:  # one client and one probe per cluster, however many apps ask
-            found = self._remote.get(cluster.server)
-            if found is None:
-                found = self._remote[cluster.server] = self._connect(cluster)
-        if isinstance(found, str):
-            raise ClusterUnavailable(found)
-        return found
+        server, kube = self._target(app.destination)
+        return self._pipeline(server, kube)
 
     def reconciler(self, app: Application) -> Reconciler:
         """The pipeline and syncer of ``app``'s cluster (records: ours)."""
-        pipeline = self.pipeline(app)
+        server, kube = self._target(app.destination)
+        pipeline = self._pipeline(server, kube)
         with self._lock:
-            found = self._reconcilers.get(id(pipeline))
+            found = self._reconcilers.get(server)
             if found is None:
-                found = Reconciler(pipeline, Syncer(pipeline.kube, self.store))
-                self._reconcilers[id(pipeline)] = found
+                found = self._reconcilers[server] = Reconciler(
+                    pipeline, Syncer(pipeline.kube, self.store))
         return found
 
     def kube(self, dest: Destination) -> Kube:
-        """The client of the cluster of an app with this destination, for live reads."""
-        return self.pipeline_for(dest).kube
+        """The client of the cluster of an app with this destination (ours if it has none)."""
+        return self._target(dest)[1]
+
+    def _target(self, dest: Destination) -> tuple[str, Kube]:
+        """The remote cluster's server and client, or ``("", ours)``."""
+        cluster = self.resolve(dest)
+        if isinstance(cluster, str) or cluster.server == IN_CLUSTER_SERVER:
+            return "", self._kube
+        with self._lock:  # one client and one probe per cluster, however many apps ask
+            found = self._clients.get(cluster.server)
+            if found is None:
+                found = self._clients[cluster.server] = self._connect(cluster)
+        if isinstance(found, str):
+            raise ClusterUnavailable(found)
+        return cluster.server, found
+
+    def _pipeline(self, server: str, kube: Kube) -> Pipeline:
+        with self._lock:
+            found = self._pipelines.get(server)
+            if found is None:
+                if self._make is None:  # read once: settings, pod shapes, argocd-cm
+                    self._make = pipeline_factory(self._opts, self._kube, self.store)
+                found = self._pipelines[server] = self._make(kube, self.resolve)
+        return found
 
     def _read(self) -> tuple[list[ClusterConfig], list[Broken], bool]:
         """The cluster Secrets, listed once: usable ones, unusable ones, whether Forbidden."""
@@ -119,16 +141,20 @@ class Destinations:
                 self._secrets = _list_secrets(self._kube, self.namespace)
             return self._secrets
 
-    def _connect(self, cluster: Cluster) -> Pipeline | str:
-        configs = self._read()[0]
-        config = next(c for c in configs if c.server == cluster.server)
+    def _connect(self, cluster: Cluster) -> Kube | str:
+        config = next(c for c in self._read()[0] if c.server == cluster.server)
         try:
             kube = connect_cluster(config)
         except ClusterSecretError as e:
             return str(e)
-        if not answers(kube):
-            return str(unreachable(cluster))
-        return self._make(kube, self.resolve)
+        return kube if answers(kube) else str(unreachable(cluster))
+
+
+def recorded_destination(status: Mapping[str, Any]) -> Destination:
+    """The destination an app's record names (ours for a record that names none)."""
+    return Destination(namespace=str(status.get("destinationNamespace") or ""),
+                       server=str(status.get("destinationServer") or ""),
+                       name=str(status.get("destinationName") or ""))
 
 
 def _list_secrets(kube: Kube, namespace: str) -> tuple[list[ClusterConfig], list[Broken], bool]:

@@ -39,14 +39,13 @@ from gitops_ray.cli.common import (
     select_apps,
     shapes_options,
 )
-from gitops_ray.cli.destinations import Destinations
+from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.live import LiveTree, read_tree
 from gitops_ray.cli.sync import refresh
 from gitops_ray.cli.views import console, duration, human_time, iso, print_groups
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
-from gitops_ray.render.apps import Destination
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
@@ -99,12 +98,6 @@ def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppR
         record = records[app]
     return destinations.kube(recorded_destination(record.status)), record
 
-
-def recorded_destination(status: Status) -> Destination:
-    """The destination the app's record names (ours for a record that names none)."""
-    return Destination(namespace=str(status.get("destinationNamespace") or ""),
-                       server=str(status.get("destinationServer") or ""),
-                       name=str(status.get("destinationName") or ""))
 
 
 # -- the summary ----------------------------------------------------------------------------

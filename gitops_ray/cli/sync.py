@@ -57,13 +57,12 @@ from gitops_ray.cli.common import (
     select_apps,
     shapes_options,
 )
-from gitops_ray.cli.delete import report_teardown
-from gitops_ray.cli.destinations import Destinations
+from gitops_ray.cli.delete import delete_recorded, report_teardown
+from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
-from gitops_ray.kube import Kube
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
@@ -71,7 +70,7 @@ from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
-from gitops_ray.sync.teardown import delete_app, policy_of
+from gitops_ray.sync.teardown import policy_of
 from gitops_ray.types import ResourceAction, SyncStatus
 
 POLL_SECONDS = 1.0
@@ -131,7 +130,7 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
                 fg="red" if tally.failed else "green", err=True)
     failed = bool(tally.failed)
     if origin and prune and not dry_run and not opts.get("app_names"):
-        failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
+        failed |= not _delete_removed(destinations, origin, {a.name for a in selection.apps})
     sys.exit(EXIT_ERROR if failed else 0)
 
 
@@ -151,16 +150,26 @@ def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str
         display.warn(f"warning: app {app.name}: origin not recorded: {e}")
 
 
-def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str]) -> bool:
-    """Delete the apps synced from ``origin`` whose Application left it (True: all went)."""
+def _delete_removed(destinations: Destinations, origin: dict[str, str],
+                    present: set[str]) -> bool:
+    """Delete the apps synced from ``origin`` whose Application left it (True: all went).
+
+    Each in the cluster its record names (:func:`~gitops_ray.cli.delete.delete_recorded`).
+    """
     ok = True
-    for name, record in sorted(store.list_apps().items()):
+    for name, record in sorted(destinations.store.list_apps().items()):
         source = record.status.get("appSource") or {}
         if name in present or {k: source.get(k) for k in origin} != origin:
             continue
-        teardown = delete_app(store.kube, store, name,
-                              policy=policy_of(source.get("finalizers") or ()))
-        report_teardown(teardown, cascade=bool(policy_of(source.get("finalizers") or ())))
+        try:
+            teardown, cascaded = delete_recorded(
+                destinations, name, record.status,
+                policy=policy_of(source.get("finalizers") or ()))
+        except GitOpsRayError as e:  # its cluster does not answer: kept, said, retried
+            click.secho(f"app {name}: not deleted: {e}", fg="red", err=True)
+            ok = False
+            continue
+        report_teardown(teardown, cascade=cascaded)
         ok &= teardown.ok
     return ok
 
@@ -375,13 +384,15 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
         pinned: dict[str, str] = {}
         return lambda: refresh(destinations, destinations.store, selection, record=False,
                                pinned=pinned)
-    kube = connect(opts)
-    store = RecordStore(kube, opts["control_namespace"])
+    destinations = Destinations(opts)
+    store = destinations.store
     check_known(apps, store.list_apps())
-    return lambda: {a: _recorded_with_live_health(kube, store.load(a)) for a in apps}
+    return lambda: {a: _recorded_with_live_health(destinations, store.load(a)) for a in apps}
 
 
-def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
+def _recorded_with_live_health(destinations: Destinations, record: AppRecord) -> Status:
+    """The record, with health read live in the cluster the record names."""
+    kube = destinations.kube(recorded_destination(record.status))
     health = live_health(kube, record)
     status = {**record.status, "health": health.status.value, "healthMessage": health.message}
     if deletions_finished(record, kube):  # the record predates the end of its prune
