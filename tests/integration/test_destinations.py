@@ -299,12 +299,14 @@ def test_the_cli_syncs_diffs_and_gets_each_app_in_its_cluster(
     cpu = next(g for g in rc["workerGroups"] if g["group"] == "cpu")
     assert (cpu["gitReplicas"], cpu["liveReplicas"]) == (1, 3)  # far's object, read live
 
+    restarted = cli("restart", *cli.kube_args, "far", "demo", "--dry-run")  # found in far
     waited = cli("wait", *cli.kube_args, "--health", "--timeout", "120", "here")
     deleted = cli("delete", *cli.kube_args, "far")  # cascades in far, by far's inventory
-    assert (waited.exit_code, deleted.exit_code) == (0, 0), waited.output + deleted.output
+    assert (restarted.exit_code, waited.exit_code, deleted.exit_code) == (0, 0, 0), \
+        restarted.output + waited.output + deleted.output
     eventually(lambda: cm(far_kube, "for-far", namespace) is None, message="deleted in far")
     assert cm(kube, "for-here", namespace) is not None
-    assert far.token not in said_by(synced, diff, got, waited, deleted)
+    assert far.token not in said_by(synced, diff, got, restarted, waited, deleted)
 
 
 def scale_far_workers(kube: Kube, namespace: str, *, replicas: int) -> None:
