@@ -21,6 +21,9 @@ enforces the apps' Argo CD AppProjects, read from that namespace
 (:mod:`gitops_ray.reconcile.project`); without it no project rules apply, as in the
 git-only mode.
 
+Every cluster-backed command works on each app in the cluster its ``destination`` names
+(:mod:`gitops_ray.cli.destinations`, built on :func:`pipeline_factory`).
+
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
 that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
@@ -52,7 +55,7 @@ from gitops_ray.reconcile.argocdcm import (
     parse_argocd_cm,
 )
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
-from gitops_ray.reconcile.project import KubeProjects, ResolveCluster, in_cluster_only
+from gitops_ray.reconcile.project import KubeProjects, ResolveCluster
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
@@ -293,13 +296,6 @@ def _name_from_path(path: str) -> str:
 
 def connect(opts: dict[str, Any]) -> Kube:
     return Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
-
-
-def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
-    """Connect to the cluster and build the pipeline for a command (our cluster only)."""
-    kube = connect(opts)
-    store = RecordStore(kube, opts["control_namespace"])
-    return pipeline_factory(opts, kube, store)(kube, in_cluster_only), store
 
 
 PipelineFor = Callable[[Kube, ResolveCluster], Pipeline]

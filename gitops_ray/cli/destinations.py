@@ -3,20 +3,25 @@
 Why: an Application's ``destination`` may name another cluster (an Argo CD cluster
 Secret), and ``sync`` applying it to ours instead is worse than not syncing it at all. The
 controller watches the Secrets (:mod:`gitops_ray.runtime.clusters`); ``sync``, ``diff``,
-``get`` (and ``status --refresh``) read them once, on the first app that names another
-cluster: one LIST by the label ``argocd.argoproj.io/secret-type: cluster`` in Argo CD's
-namespace with ``--argocd``/``--argocd-namespace``, else in ``--control-namespace``, as
-the controller does. A Forbidden list means no other cluster, and the app gets the
-controller's ``InvalidSpecError`` saying so.
+``get``, ``status --refresh``, ``wait``, ``rollback``, ``restart`` and ``delete`` read
+them once, on the first app that names another cluster: one LIST by the label
+``argocd.argoproj.io/secret-type: cluster`` in Argo CD's namespace with
+``--argocd``/``--argocd-namespace``, else in ``--control-namespace``, as the controller
+does. A Forbidden list means no other cluster, and the app gets the controller's
+``InvalidSpecError`` saying so.
 
 Each app's destination is resolved by the controller's own function
 (:func:`~gitops_ray.runtime.clusters.resolve_destination`); a destination that resolves to
 nothing is refused by our cluster's pipeline, which writes nothing anywhere. Each cluster
 used gets its own client and pipeline, built on first use; the records, pod-shape
-ConfigMaps, AppProjects and ``argocd-cm`` stay our cluster's. A cluster that does not
-answer one bounded probe (:data:`~gitops_ray.runtime.clusters.PROBE_TIMEOUT`) fails its
-apps with the controller's message (:func:`~gitops_ray.runtime.clusters.unreachable`)
-and the other apps go on. Credentials stay in memory: no message names them.
+ConfigMaps, AppProjects and ``argocd-cm`` stay our cluster's. The commands that start from
+a record (``get``, ``wait``, ``restart``, ``delete``) use the destination it keeps
+(``destinationName``/``destinationServer``, :func:`recorded_destination`); ``delete`` of
+an app whose destination resolves to no cluster orphans its objects, as the controller
+does. A cluster that does not answer one bounded probe
+(:data:`~gitops_ray.runtime.clusters.PROBE_TIMEOUT`) fails its apps with the controller's
+message (:func:`~gitops_ray.runtime.clusters.unreachable`) and the other apps go on.
+Credentials stay in memory: no message names them.
 """
 
 from __future__ import annotations
@@ -109,7 +114,14 @@ class Destinations:
         return found
 
     def kube(self, dest: Destination) -> Kube:
-        """The client of the cluster of an app with this destination (ours if it has none)."""
+        """The client of the cluster of an app with this destination (ours if it has none).
+
+        :class:`ClusterUnavailable` when it resolves to no cluster (nothing is read
+        elsewhere instead) or does not answer.
+        """
+        cluster = self.resolve(dest)
+        if isinstance(cluster, str):
+            raise ClusterUnavailable(cluster)
         return self._target(dest)[1]
 
     def _target(self, dest: Destination) -> tuple[str, Kube]:
