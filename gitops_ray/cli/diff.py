@@ -122,7 +122,7 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
         _warn(comparison)
         failed |= _refused(comparison)
         changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
-        views = group_views(pipeline.kube(app.destination), comparison)
+        views = group_views(pipeline.pipeline(app).kube, comparison)  # compared there
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,
