@@ -45,6 +45,7 @@ from tests.integration.test_controller import (
     push_payload,
     start_controller,
 )
+from tests.integration.test_controller_leases import limited_kube
 from tests.samples import raycluster
 from tests.waiting import eventually
 
@@ -362,3 +363,21 @@ def test_the_cli_fails_only_the_apps_of_an_unreachable_cluster(
     assert diff.exit_code == 2 and unreachable in shown["far"]["error"]
     assert shown["here"]["status"] == "Synced"
     assert gone.token not in said_by(result, status, diff)
+
+
+def test_the_cli_says_why_when_it_may_not_list_the_cluster_secrets(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    limited_kube(kube, control_plane, namespace, tmp_path)  # ConfigMaps only, no Secrets
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
+                     "far/cm.yaml": configmap("for-far")})
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    diff = cli("diff", "--kubeconfig", str(tmp_path / "limited.kubeconfig"),
+               "--control-namespace", namespace, "--cache-dir", str(cli.cache),
+               "--repo", git_repo.url, "--apps", "apps", "-o", "json")
+    (shown,) = json.loads(diff.stdout)
+    assert (diff.exit_code, shown["resources"]) == (2, [])
+    assert (shown["conditions"][0]["type"], shown["conditions"][0]["message"]) == (
+        "InvalidSpecError", "there are no clusters with this name: far (gitops-ray may not "
+        f"list the cluster Secrets in {namespace})")
