@@ -43,6 +43,11 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     at = ctl.get(size, {}) if size else {}
     rows = []
 
+    cold = at.get("cold_sync") or {}
+    rows.append(_row("cold sync wall < 20 s", size, cold.get("wall_s"),
+                     lambda v: v < 20.0, "s"))
+    rows.append(_row("cold sync <= 2 API requests per new object", size,
+                     cold.get("requests_per_new_object"), lambda v: v <= 2.0, ""))
     noop = at.get("noop_cycle")
     rows.append(_row("no-op cycle wall < 1 s", size, _median(noop, "wall_s"),
                      lambda v: v < 1.0, "s"))
@@ -127,6 +132,8 @@ _FIGURES: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("1 cold sync wall", lambda c: _fmt(c.get("cold_sync"), "wall_s")),
     ("1 cold sync API requests", lambda c: str(
         (c.get("cold_sync") or {}).get("api_requests", {}).get("total", "-"))),
+    ("1 cold sync requests per new object",
+     lambda c: _fmt(c.get("cold_sync"), "requests_per_new_object", "")),
     ("2 no-op cycle wall", lambda c: _fmt(c.get("noop_cycle"), "wall_s")),
     ("2 no-op cycle CPU", lambda c: _fmt(c.get("noop_cycle"), "cpu_s")),
     ("2 no-op cycle API requests", lambda c: _fmt(c.get("noop_cycle"), "api_requests_total",

@@ -64,8 +64,9 @@ class Destinations:
     them (``delete``) uses the clients alone.
     """
 
-    def __init__(self, opts: dict[str, Any]) -> None:
+    def __init__(self, opts: dict[str, Any], *, parallelism: int = 1) -> None:
         self._opts = opts
+        self._parallelism = parallelism  # of each sync's applies (``sync.parallelism``)
         self._kube = connect(opts)
         self.store = RecordStore(self._kube, opts["control_namespace"])
         self.namespace = argocd_namespace(opts) or str(opts["control_namespace"])
@@ -110,7 +111,8 @@ class Destinations:
             found = self._reconcilers.get(server)
             if found is None:
                 found = self._reconcilers[server] = Reconciler(
-                    pipeline, Syncer(pipeline.kube, self.store))
+                    pipeline, Syncer(pipeline.kube, self.store, parallelism=self._parallelism,
+                                     app_events=True))
         return found
 
     def kube(self, dest: Destination) -> Kube:

@@ -55,6 +55,7 @@ from gitops_ray.cli.common import (
     connect,
     kube_options,
     select_apps,
+    setting_option,
     shapes_options,
 )
 from gitops_ray.cli.delete import delete_recorded, report_teardown
@@ -67,6 +68,7 @@ from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
+from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -87,14 +89,15 @@ Status = dict[str, Any]
 @click.option("--parallel", default=4, show_default=True, type=click.IntRange(1, 32),
               help="Apps synced at the same time (each app's results are printed as it "
                    "finishes).")
+@setting_option("sync.parallelism", type=click.IntRange(1, MAX_SYNC_PARALLELISM))
 @click.option("--timeout", default=300.0, show_default=True, type=click.FloatRange(0),
               help="Seconds to wait for sync waves (argocd.argoproj.io/sync-wave) to become "
                    "healthy before giving up; the sync then fails.")
-def sync_command(prune: bool, dry_run: bool, parallel: int, timeout: float,
-                 **opts: Any) -> None:
+def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: int,
+                 timeout: float, **opts: Any) -> None:
     """Apply the selected apps once."""
     began = time.monotonic()
-    destinations = Destinations(opts)  # each app synced in its destination cluster
+    destinations = Destinations(opts, parallelism=sync_parallelism)  # each app in its cluster
     store = destinations.store
     selection = select_apps(destinations.source, opts)
     origin = _origin(opts)

@@ -13,6 +13,17 @@ two caches that make repeated passes cheap, which is what the controller relies 
   unchanged pair costs no API request and no normalisation. The ``argocd-cm`` settings
   (a :data:`SystemSource`) are part of the rules: editing them re-compares every object.
 
+**What a comparison reads.** Without a cached live source (the CLI), the objects of one
+app that share a kind and namespace are read with one paged LIST (bounded: a namespace
+holding many more objects of the kind than the app has falls back to one GET each), not
+one GET per object; what it read is kept on the :class:`Comparison` (:attr:`~Comparison.live`)
+so the sync that follows looks nothing up again. The comparison after a sync is given the
+sync's apply responses (:class:`~gitops_ray.sync.engine.Landed`): each is the live object
+*and* the dry-run prediction (applying the same body again changes nothing), so an object
+the sync just applied costs no read and no dry run; a RayCluster it just created has no
+Events or Pods to read yet (any there are name an earlier object of the same name). Only
+objects the sync did not apply are compared the usual way.
+
 What is kept between passes is packed (:mod:`gitops_ray.packed`): at 1,000 RayClusters
 decoded objects would be most of the controller's memory. Live objects come from a
 :class:`LiveSource` (plain GETs for the CLI, the watch cache in the controller), with a
@@ -26,7 +37,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -40,7 +51,7 @@ from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
-from gitops_ray.packed import pack, unpack
+from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
     IN_CLUSTER,
@@ -61,7 +72,7 @@ from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
-from gitops_ray.sync.engine import prepare
+from gitops_ray.sync.engine import Landed, prepare
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
@@ -83,6 +94,10 @@ SystemSource = Callable[[], SystemSettings]
 """Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
+LIST_AT_LEAST = 2
+"""Objects of one kind and namespace from which a comparison LISTs them rather than GETs."""
+LIST_BOUND = 500
+"""A LIST stops (and GETs are used instead) past max(this, 4 x the app's objects) items."""
 REJECTIONS = "type=Warning,involvedObject.kind=RayCluster"
 """The Events a RayCluster's health reads: the operator's Warnings about it."""
 
@@ -174,22 +189,24 @@ def pods_token(pods: Sequence[Manifest]) -> str:
 class DesiredObject:
     """One of git's objects (with our tracking id) as the pipeline keeps it between passes.
 
-    Identity and content digest are at hand; the object itself is packed
-    (:mod:`gitops_ray.packed`) and unpacked only when a diff, a dry run or a sync needs it.
+    Identity and content digest are at hand; the object itself is packed on the shared
+    :data:`~gitops_ray.packed.SHELF` (what it repeats of other objects, git's or live,
+    is stored once) and unpacked only when a diff, a dry run or a sync needs it.
     """
 
     api_version: str
     key: ResourceKey
     digest: str
-    blob: bytes = field(repr=False)
+    piece: Piece = field(repr=False)
 
     @classmethod
     def of(cls, obj: Manifest) -> DesiredObject:
-        return cls(str(obj.get("apiVersion", "")), ResourceKey.of(obj), _digest(obj), pack(obj))
+        return cls(str(obj.get("apiVersion", "")), ResourceKey.of(obj), _digest(obj),
+                   SHELF.pack(obj))
 
     def manifest(self) -> Manifest:
         """A private copy of the object."""
-        return unpack(self.blob)
+        return self.piece.unpack()
 
     @property
     def coordinates(self) -> tuple[str, str, str, str]:
@@ -214,6 +231,8 @@ class Comparison:
     project: Project | None = None  # the app's AppProject, when projects are enforced
     forbidden: dict[ResourceKey, str] = field(default_factory=dict)  # by the project: why
     resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
+    live: dict[ResourceKey, Manifest | None] = field(default_factory=dict, repr=False)
+    """Live objects read by LIST for this comparison (None: absent); empty with a cache."""
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -273,6 +292,7 @@ class Pipeline:
         self.builtin_rules = builtin_rules
         self.jq_timeout = jq_timeout
         self._live = live or self._get
+        self._listing = live is None  # no cache: LIST an app's objects per kind and namespace
         self._live_version = live_version or _unknown_version
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
@@ -400,11 +420,13 @@ class Pipeline:
             return None
 
     def compare(self, app: Application, *, revision: str | None = None,
-                local: Path | None = None) -> Comparison:
+                local: Path | None = None,
+                landed: Mapping[ResourceKey, Landed] | None = None) -> Comparison:
         """Render and diff one app against the cluster, under its AppProject's rules.
 
         An app its project does not allow is not rendered (Argo CD does not fetch its
         repository either): sync status Unknown, and the conditions say why.
+        ``landed``: the apply responses of the sync just done (see the module docstring).
         """
         project, conditions = self._project(app, local is not None)
         if stops_sync(conditions):
@@ -414,9 +436,12 @@ class Pipeline:
         system = self.system()
         rules = self.rules(app, system)
         rules_digest = _digest(app.ignore_differences) + system.digest
+        landed = landed or {}
+        snapshot = self._snapshot([o for o in desired if o.key not in landed])
         diffs, healths = [], []
         for obj in desired:
-            diff, health = self._diff(obj, rules, obj.digest + rules_digest, system)
+            diff, health = self._diff(obj, rules, obj.digest + rules_digest, system,
+                                      landed=landed.get(obj.key), snapshot=snapshot)
             diffs.append(diff)
             healths.append(health)
         for live in self._extraneous(app, {o.key for o in desired}, project):
@@ -434,7 +459,7 @@ class Pipeline:
                           problems, rendered.shapes if rendered is not None else "", rollouts,
                           conditions, project, forbidden,
                           {o.key: h for o, h in zip(desired, healths, strict=True)
-                           if h is not None})
+                           if h is not None}, snapshot)
 
     def project(self, app: Application) -> Project | None:
         """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
@@ -465,30 +490,36 @@ class Pipeline:
             for o in desired], cluster)
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str,
-              system: SystemSettings = NO_SETTINGS) -> tuple[ResourceDiff, Health | None]:
+              system: SystemSettings = NO_SETTINGS, *, landed: Landed | None = None,
+              snapshot: Mapping[ResourceKey, Manifest | None] | None = None
+              ) -> tuple[ResourceDiff, Health | None]:
         """Diff and health of one object, or the last ones if nothing changed.
 
         Reused while its desired content, the app's ignore rules, the live
         ``resourceVersion`` and the Events health reads stay the same: no read, no dry
         run, no normalisation. With the watch cache the versions are known without
-        unpacking the live object, so a no-op pass unpacks nothing.
+        unpacking the live object, so a no-op pass unpacks nothing. ``landed``: the
+        object as the sync's apply left it, live and prediction at once (the watch cache
+        may not have seen that write yet, so its version is not asked).
         """
-        known = self._live_version(*desired.coordinates)
+        known = self._live_version(*desired.coordinates) if landed is None else None
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
             signals = self._signals(desired.key, (), ())
             hit = self._recall(desired.key, (content, f"{known}|{signals}"))
             if hit is not None:
                 return hit.diff, hit.health
         obj = desired.manifest()
-        live = self._live(*desired.coordinates)
-        events = self._events_about(desired.key, live)
-        pods = self._pods_of(desired.key, live)
+        live = self._live_of(desired, landed, snapshot or {})
+        fresh = landed is not None and landed.created and not self._events.cached
+        events = () if fresh else self._events_about(desired.key, live)
+        pods = () if fresh else self._pods_of(desired.key, live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
         version = (content, f"{live_version}|{self._signals(desired.key, events, pods)}")
         hit = self._recall(desired.key, version)
         if hit is not None:
             return hit.diff, hit.health
-        predicted = self._predict(obj, live, rules) if live is not None else None
+        predicted = landed.live if landed is not None else \
+            self._predict(obj, live, rules) if live is not None else None
         result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         health = assess(live, events=events, pods=pods, custom=system.health)
         # A Synced diff is remembered without its normalized copies: only the verdict is
@@ -498,6 +529,49 @@ class Pipeline:
         with self._lock:
             self._memo[desired.key] = _Memo(version, slim, health)
         return result, health
+
+    def _live_of(self, desired: DesiredObject, landed: Landed | None,
+                 snapshot: Mapping[ResourceKey, Manifest | None]) -> Manifest | None:
+        if landed is not None:
+            return landed.live
+        if desired.key in snapshot:
+            return snapshot[desired.key]
+        return self._live(*desired.coordinates)
+
+    def _snapshot(self, desired: Iterable[DesiredObject]) -> dict[ResourceKey, Manifest | None]:
+        """Live objects of ``desired`` read by LIST, per kind and namespace (see module doc).
+
+        Only without a cached live source, only for groups of :data:`LIST_AT_LEAST` or
+        more; a group whose LIST is refused or too long is left out (GETs answer it).
+        """
+        if not self._listing:
+            return {}
+        groups: dict[tuple[str, str, str], list[DesiredObject]] = {}
+        for obj in desired:
+            groups.setdefault((obj.api_version, obj.key.kind, obj.key.namespace), []
+                              ).append(obj)
+        out: dict[ResourceKey, Manifest | None] = {}
+        for (api_version, kind, namespace), members in groups.items():
+            if len(members) >= LIST_AT_LEAST:
+                out.update(self._listed(api_version, kind, namespace, members))
+        return out
+
+    def _listed(self, api_version: str, kind: str, namespace: str,
+                members: list[DesiredObject]) -> dict[ResourceKey, Manifest | None]:
+        """``members`` as one LIST finds them (absent: None); ``{}`` when it cannot tell."""
+        bound, found = max(LIST_BOUND, 4 * len(members)), {}
+        try:
+            seen = 0
+            for page, _ in self.kube.list_pages(api_version, kind, namespace or None):
+                seen += len(page)
+                if seen > bound:
+                    return {}
+                found.update({str(o["metadata"]["name"]): o for o in page})
+        except UnknownKind:
+            return {o.key: None for o in members}  # as a GET says: no such kind, no object
+        except KubeError:
+            return {}  # e.g. RBAC allows GET but not LIST
+        return {o.key: found.get(o.key.name) for o in members}
 
     def _signals(self, key: ResourceKey, events: Sequence[Manifest],
                  pods: Sequence[Manifest]) -> str:

@@ -3,7 +3,10 @@
 Shared by ``gitops-ray sync`` and the controller, so a one-shot sync and an automated one
 behave the same. The second comparison is what the status reports: after a sync the app
 should be Synced, and if it is not (an admission webhook changed something, a field we
-cannot own) the status says so instead of assuming success.
+cannot own) the status says so instead of assuming success. It costs nothing per object
+the sync applied: the apply responses are the live objects it compares
+(:meth:`Pipeline.compare`'s ``landed``), and the live objects the first comparison read
+are what the sync starts from (:attr:`SyncRequest.live`).
 
 **No prune after a partial render.** A render that tolerated a problem (a skipped file,
 an ignored patch file: :mod:`gitops_ray.render.notes`) may be missing objects that are
@@ -114,7 +117,7 @@ class Reconciler:
                               out_of_sync=before.out_of_sync, resume=resume,
                               protected=_protection(before.project,
                                                     self.pipeline.cluster_of(app)),
-                              progress=progress)
+                              progress=progress, live=before.live)
         result = self._sync(request)
         result.subject = self.subject(app, result.revision, local=local)
         if blocked:
@@ -155,7 +158,8 @@ class Reconciler:
                        local: Path | None) -> Comparison | GitOpsRayError:
         """The comparison after the sync, or why it failed (the result fails too)."""
         try:
-            return self.pipeline.compare(app, revision=result.revision, local=local)
+            return self.pipeline.compare(app, revision=result.revision, local=local,
+                                         landed=result.landed)
         except LeaseExpired:
             raise
         except GitOpsRayError as e:

@@ -10,14 +10,16 @@ may read ConfigMaps in the control namespace.
 
 from __future__ import annotations
 
+import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from gitops_ray.diff.ray import RAY_GROUP
 from gitops_ray.health import Health, HealthStatus, aggregate, assess
 from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
 from gitops_ray.kube import Kube, UnknownKind
-from gitops_ray.reconcile.pipeline import Comparison
+from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Destination
 from gitops_ray.sync.engine import SyncResult
@@ -27,22 +29,24 @@ from gitops_ray.types import Manifest, ResourceKey, SyncStatus, split_api_versio
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 MAX_IMAGES = 50
+MAX_FACTS = 100_000  # git objects whose images and replicas are remembered (by content)
 
 
 def status_of(comparison: Comparison) -> dict[str, Any]:
     """The status fields a comparison determines."""
     health = comparison.health
-    manifests = comparison.manifests()  # unpacked once: images and git's replicas
+    facts = [desired_facts(d) for d in comparison.desired]  # by content: a no-op unpacks none
     return {
         "revision": comparison.revision,
         "sync": comparison.diff.status.value,
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
-        "resources": resources_of(comparison, manifests),
+        "resources": _rows(comparison, {f.key: f.replicas for f in facts
+                                        if f.replicas is not None}),
         "conditions": [{"type": c.type.value, "message": c.message}
                        for c in comparison.conditions],
-        "images": images_of(manifests)[:MAX_IMAGES],
+        "images": sorted(set().union(*(f.images for f in facts)))[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
@@ -69,8 +73,13 @@ def resources_of(comparison: Comparison,
     Ray objects also keep git's ``replicas`` per worker group (``gitReplicas``), for the
     worker-group view of ``get``. ``manifests``: git's objects, if already unpacked.
     """
+    return _rows(comparison, git_replicas(
+        comparison.manifests() if manifests is None else manifests))
+
+
+def _rows(comparison: Comparison, replicas: dict[ResourceKey, dict[str, int | None]]
+          ) -> list[dict[str, Any]]:
     versions = {o.key: o.api_version for o in comparison.desired}
-    replicas = git_replicas(comparison.manifests() if manifests is None else manifests)
     rows = []
     for r in comparison.diff.resources:
         api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
@@ -95,6 +104,40 @@ def git_replicas(manifests: list[Manifest]) -> dict[ResourceKey, dict[str, int |
     keys = [(ResourceKey.of(m), m) for m in manifests]
     return {key: replicas_of(m) for key, m in keys
             if key.group == RAY_GROUP and key.kind in CLUSTER_SPEC}
+
+
+@dataclass(frozen=True)
+class DesiredFacts:
+    """What the status reads of one of git's objects: its images and git's replicas."""
+
+    key: ResourceKey
+    images: frozenset[str]
+    replicas: dict[str, int | None] | None  # Ray objects with worker groups only
+
+
+_facts: dict[str, DesiredFacts] = {}
+_facts_lock = threading.Lock()
+
+
+def desired_facts(obj: DesiredObject) -> DesiredFacts:
+    """``obj``'s facts, remembered by its content digest (at most :data:`MAX_FACTS`).
+
+    Why: the status is derived on every refresh, and unpacking every git object of
+    every app for its images would make a no-op cycle at 10,000 RayClusters cost
+    seconds; an unchanged object's facts are the same as last time.
+    """
+    with _facts_lock:
+        known = _facts.get(obj.digest)
+    if known is not None and known.key == obj.key:
+        return known
+    manifest = obj.manifest()
+    replicas = git_replicas([manifest]).get(obj.key)
+    facts = DesiredFacts(obj.key, frozenset(images_of([manifest])), replicas)
+    with _facts_lock:
+        if len(_facts) >= MAX_FACTS:
+            del _facts[next(iter(_facts))]
+        _facts[obj.digest] = facts
+    return facts
 
 
 def images_of(objects: list[Manifest]) -> list[str]:

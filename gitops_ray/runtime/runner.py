@@ -183,7 +183,8 @@ class Runtime:
                                 live=cache.get, live_version=cache.version,
                                 events=cache.ray, shapes=shapes, projects=projects,
                                 system=system, clusters=self._resolve)
-            return Reconciler(pipeline, Syncer(kube, store, live_lookup=cache.lookup))
+            return Reconciler(pipeline, Syncer(kube, store, live_lookup=cache.lookup,
+                                               parallelism=s.sync_parallelism))
 
         local = reconciler(self.kube, self.cache)
         self.clusters = self._clusters(local, reconciler)

@@ -160,6 +160,17 @@ def _positive_int(value: object) -> int:
     return number
 
 
+MAX_SYNC_PARALLELISM = 64
+"""Applies in flight for one app at most: each is a thread and a pooled connection."""
+
+
+def _parallelism(value: object) -> int:
+    number = _positive_int(value)
+    if number > MAX_SYNC_PARALLELISM:
+        raise ValueError(f"must be at most {MAX_SYNC_PARALLELISM}")
+    return number
+
+
 def _count(value: object) -> int:
     number = int(str(value))
     if number < 0:
@@ -237,6 +248,7 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _positive_int: {"type": "integer", "minimum": 1},
     _count: {"type": "integer", "minimum": 0},
     _shard_count: {"type": "integer", "minimum": 1, "maximum": MAX_SHARDS},
+    _parallelism: {"type": "integer", "minimum": 1, "maximum": MAX_SYNC_PARALLELISM},
     _factor: {"type": "number", "minimum": 1},
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
@@ -288,6 +300,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("interval", parse_duration, 120.0, "Poll interval per app; 0 disables polling."),
     Option("jitter", parse_duration, 60.0, "Random extra delay added to each poll."),
     Option("workers", _positive_int, 8, "Apps refreshed in parallel."),
+    Option("sync.parallelism", _parallelism, 8,
+           "Objects of one app applied at the same time (within a sync wave and kind group).",
+           flag="--sync-parallelism"),
     Option("debounce", parse_duration, 0.2, "Coalesce watch events of an app this long."),
     Option("cacheDir", _str, str(DEFAULT_CACHE), "Where git mirrors are kept."),
     Option("helm", _str, HELM_BIN, "helm v3 binary."),
@@ -471,6 +486,7 @@ class Settings:
     interval: float
     jitter: float
     workers: int
+    sync_parallelism: int
     debounce: float
     cache_dir: Path
     helm_bin: str
@@ -570,6 +586,7 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
     return Settings(
         control_namespace=namespace, kubeconfig=s["kubeconfig"], context=s["context"],
         interval=s["interval"], jitter=s["jitter"], workers=s["workers"],
+        sync_parallelism=s["sync.parallelism"],
         debounce=s["debounce"], cache_dir=Path(s["cacheDir"]).expanduser(),
         helm_bin=s["helm"], app_sources=_app_sources(s, lists.get("appSources"), where),
         applications=_applications(lists.get("applications"), where),

@@ -19,8 +19,12 @@ How it stays correct:
   that covers objects that exist but are not labelled yet (adopted on first sync) and
   objects that do not exist (they are OutOfSync anyway);
 * objects are kept packed (:mod:`gitops_ray.packed`, a tenth of the memory of decoded
-  JSON) next to their ``resourceVersion``. :meth:`LiveCache.version` answers from that
-  alone, which is all a no-op pass needs (the pipeline's diff memo is keyed by it);
+  JSON) next to their ``resourceVersion``, on one :class:`~gitops_ray.packed.Shelf`:
+  a sub-structure many objects repeat (a pod template, an env list, ``managedFields``
+  trees) is stored once, and every object is kept whole (the takeover patch, the
+  web page and health read it as the API server sent it). :meth:`LiveCache.version`
+  answers from the version alone, which is all a no-op pass needs (the pipeline's diff
+  memo is keyed by it);
   :meth:`LiveCache.get` unpacks a private copy. A relist is read page by page, so a
   restart never holds every object decoded at once;
 * objects we read but do not manage (the pod-shape ConfigMaps, see :class:`NamedObjects`)
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
-from gitops_ray.packed import pack, unpack
+from gitops_ray.packed import SHELF, Piece, Shelf
 from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS, event_token, pod_token
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
@@ -50,7 +54,7 @@ from gitops_ray.types import Manifest
 log = structlog.get_logger(__name__)
 EventHandler = Callable[[str, Manifest], None]
 Key = tuple[str, str]  # (namespace, name)
-Entry = tuple[str, bytes]  # (resourceVersion, packed object)
+Entry = tuple[str, Piece]  # (resourceVersion, packed object)
 MAX_BACKOFF = 30.0
 
 
@@ -71,8 +75,9 @@ class KindWatch:
 
     def __init__(self, kube: Kube, api_version: str, kind: str, namespace: str | None, *,
                  options: WatchOptions, on_event: EventHandler, stop: threading.Event,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, shelf: Shelf | None = None) -> None:
         self.kube, self.api_version, self.kind = kube, api_version, kind
+        self._shelf = shelf or Shelf()
         self.namespace = namespace
         self.options = options
         self.synced = threading.Event()  # the first list succeeded
@@ -88,7 +93,7 @@ class KindWatch:
         """A private copy of the cached object."""
         with self._lock:
             entry = self._objects.get((namespace, name))
-        return unpack(entry[1]) if entry is not None else None
+        return entry[1].unpack() if entry is not None else None
 
     def version(self, namespace: str, name: str) -> str | None:
         """The cached object's ``resourceVersion`` (``None``: not cached), without unpacking."""
@@ -134,7 +139,7 @@ class KindWatch:
                 self.api_version, self.kind, self.namespace,
                 label_selector=self.options.label_selector,
                 field_selector=self.options.field_selector, limit=self.options.page_size):
-            fresh.update((_key(o), (_version(o), pack(o))) for o in page)
+            fresh.update((_key(o), (_version(o), self._shelf.pack(o))) for o in page)
             version = page_version
         with self._lock:
             old, self._objects = self._objects, fresh
@@ -151,9 +156,9 @@ class KindWatch:
         for key, (version, blob) in new.items():
             before = old.get(key)
             if before is None or before[0] != version:
-                self._emit("ADDED" if before is None else "MODIFIED", unpack(blob))
+                self._emit("ADDED" if before is None else "MODIFIED", blob.unpack())
         for key in old.keys() - new.keys():
-            self._emit("DELETED", unpack(old[key][1]))
+            self._emit("DELETED", old[key][1].unpack())
 
     def _stream(self, version: str) -> str:
         for event in self.kube.watch(self.api_version, self.kind, self.namespace,
@@ -172,7 +177,7 @@ class KindWatch:
     def _apply(self, kind: str, obj: Manifest) -> None:
         obj.setdefault("apiVersion", self.api_version)
         obj.setdefault("kind", self.kind)
-        entry = (_version(obj), pack(obj)) if kind != "DELETED" else None
+        entry = (_version(obj), self._shelf.pack(obj)) if kind != "DELETED" else None
         with self._lock:
             if entry is None:
                 self._objects.pop(_key(obj), None)
@@ -202,8 +207,9 @@ class IndexedWatch:
                  label_selector: str | None, field_selector: str | None,
                  about: Callable[[Manifest], Key], token: Callable[[Manifest], str],
                  on_event: EventHandler, stop: threading.Event,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, shelf: Shelf | None = None) -> None:
         self._kind, self._token = kind, token
+        self._shelf = shelf or Shelf()
         self._options = dataclasses.replace(options, label_selector=label_selector,
                                             field_selector=field_selector)
         self._kube, self._stop, self._metrics = kube, stop, metrics
@@ -230,6 +236,9 @@ class IndexedWatch:
             return ",".join(sorted(self._index.get((namespace, name), {}).values()))
 
     def _ready(self, namespace: str) -> KindWatch | None:
+        watch = self._watches.get(None)  # the common case, without a lock: listed, allowed
+        if watch is not None and watch.synced.is_set() and not watch.forbidden:
+            return watch
         watch = self._started(None)
         watch.settled.wait(self._options.sync_wait)
         if watch.forbidden:
@@ -242,7 +251,7 @@ class IndexedWatch:
             if watch is None:
                 watch = KindWatch(self._kube, "v1", self._kind, namespace,
                                   options=self._options, on_event=self._indexed,
-                                  stop=self._stop, metrics=self._metrics)
+                                  stop=self._stop, metrics=self._metrics, shelf=self._shelf)
                 self._watches[namespace] = watch
                 threading.Thread(target=watch.run, name=f"watch-{self._kind.lower()}s",
                                  daemon=True).start()
@@ -285,10 +294,11 @@ class WarningEvents(IndexedWatch):
     cached = True
 
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
-                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+                 stop: threading.Event, metrics: Metrics | None = None,
+                 shelf: Shelf | None = None) -> None:
         super().__init__(kube, "Event", options=options, label_selector=None,
                          field_selector=REJECTIONS, about=_involved, token=event_token,
-                         on_event=on_event, stop=stop, metrics=metrics)
+                         on_event=on_event, stop=stop, metrics=metrics, shelf=shelf)
 
     def about(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Warning Events about RayCluster ``namespace/name``."""
@@ -305,10 +315,11 @@ class ClusterPods(IndexedWatch):
     """
 
     def __init__(self, kube: Kube, *, options: WatchOptions, on_event: EventHandler,
-                 stop: threading.Event, metrics: Metrics | None = None) -> None:
+                 stop: threading.Event, metrics: Metrics | None = None,
+                 shelf: Shelf | None = None) -> None:
         super().__init__(kube, "Pod", options=options, label_selector=RAY_CLUSTER_LABEL,
                          field_selector=None, about=_cluster_label, token=pod_token,
-                         on_event=on_event, stop=stop, metrics=metrics)
+                         on_event=on_event, stop=stop, metrics=metrics, shelf=shelf)
 
     def of(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Pods of RayCluster ``namespace/name`` (by name)."""
@@ -324,10 +335,11 @@ class ClusterServices(IndexedWatch):
     """
 
     def __init__(self, kube: Kube, *, options: WatchOptions, stop: threading.Event,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, shelf: Shelf | None = None) -> None:
         super().__init__(kube, "Service", options=options, label_selector=RAY_CLUSTER_LABEL,
                          field_selector=None, about=_cluster_label, token=_version,
-                         on_event=lambda kind, obj: None, stop=stop, metrics=metrics)
+                         on_event=lambda kind, obj: None, stop=stop, metrics=metrics,
+                         shelf=shelf)
 
     def of(self, namespace: str, name: str) -> list[Manifest]:
         """Copies of the Services of RayCluster ``namespace/name`` (by name)."""
@@ -409,13 +421,15 @@ class LiveCache:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._local = threading.local()
+        self.shelf = SHELF  # shared with git's objects (the pipeline's render cache)
         self.warnings = WarningEvents(kube, options=options, on_event=on_event,
-                                      stop=self._stop, metrics=metrics)
+                                      stop=self._stop, metrics=metrics, shelf=self.shelf)
         self.ray = RaySignals(self.warnings, ClusterPods(
-            kube, options=options, on_event=on_event, stop=self._stop, metrics=metrics))
+            kube, options=options, on_event=on_event, stop=self._stop, metrics=metrics,
+            shelf=self.shelf))
         self._named: list[NamedObjects] = []
         self.services = ClusterServices(kube, options=options, stop=self._stop,
-                                        metrics=metrics)
+                                        metrics=metrics, shelf=self.shelf)
 
     def watch_named(self, api_version: str, kind: str, namespace: str, names: Iterable[str],
                     *, on_event: EventHandler) -> NamedObjects:
@@ -536,7 +550,7 @@ class LiveCache:
             if key in self._watches:
                 return self._watches[key]
             watch = KindWatch(self.kube, *key, options=self.options, on_event=self._on_event,
-                              stop=self._stop, metrics=self._metrics)
+                              stop=self._stop, metrics=self._metrics, shelf=self.shelf)
             self._watches[key] = watch
         threading.Thread(target=watch.run, name=f"watch-{key[1]}", daemon=True).start()
         log.info("watch_started", kind=key[1], api_version=key[0], namespace=key[2] or "*")

@@ -30,6 +30,30 @@ how far each app got, so a request may carry a watcher that hears how many objec
 will handle and each one as it is done. It is told, never asked: it cannot change the
 sync, and the controller passes none.
 
+**Parallel apply** (``sync.parallelism``): within a wave, objects of one kind-order
+group (:func:`~gitops_ray.sync.order.kind_groups`: Namespaces, then ... , then custom
+resources) are applied up to ``parallelism`` at a time, each with its own conflict
+retries. Groups and waves stay sequential and prune stays last; an apply that fails
+stops the group from starting more, and the step fails as a sequential one would. Each
+worker runs in a copy of the caller's :mod:`contextvars` context, so the write fence
+(:mod:`gitops_ray.kube.fence`) sees the leadership term the step was started under.
+The objects the comparison found OutOfSync are applied first within their group, as a
+batch of their own, so after a commit the changed ones land (and are reported) before
+the rest are re-asserted.
+Results are in the order the applies were started, whatever the order they landed in;
+the progress watcher is told as each lands, one at a time.
+
+**What an apply costs**: the live object is what the comparison before the sync read
+(:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI, the watch cache
+in the controller), so a new object costs one write; a stale one costs a 409 and a
+re-read. Each apply's response is kept (:attr:`SyncResult.landed`): it is the live
+object as our write left it, so the comparison after the sync reads nothing back.
+
+**Events** (:mod:`gitops_ray.sync.events`): one per app and step that changed or failed
+something, on the app's record, with the counts (``app_events``: the one-shot commands;
+the controller posts its own); one per object only for what users look for on the object
+itself: configured (a change to something that existed), pruned, and failed.
+
 **A sync never raises** (the failure contract, :mod:`gitops_ray.sync.reasons`): every
 failure, whichever step it happens in, is returned as a ``Failed`` result with a
 :class:`~gitops_ray.sync.reasons.Reason`, so it is recorded as an operation and
@@ -47,9 +71,12 @@ exists" means the namespace is there, which is all we asked for.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,10 +87,10 @@ from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.health import Health, HealthStatus, assess
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.events import post_event
+from gitops_ray.sync.events import post_event, post_summary
 from gitops_ray.sync.merge import Path, keep_live_values
 from gitops_ray.sync.operation import OperationState, only_field
-from gitops_ray.sync.order import apply_order, prune_order, sync_options, waves
+from gitops_ray.sync.order import kind_groups, prune_order, sync_options, waves
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.takeover import (
@@ -116,6 +143,18 @@ class ResourceResult:
     message: str = ""
 
 
+@dataclass(frozen=True)
+class Landed:
+    """An apply's response: the object as our write left it (see the module docstring).
+
+    ``created``: it did not exist before, so nothing else (Events, Pods) can be about it
+    yet but what came after this write.
+    """
+
+    live: Manifest = field(repr=False)
+    created: bool = False
+
+
 @dataclass
 class SyncResult:
     """The outcome of one sync operation, or of one step of it (Argo's phases).
@@ -137,6 +176,8 @@ class SyncResult:
     state: dict[str, Any] = field(default_factory=dict)  # Running: what the next step needs
     earlier: list[dict[str, Any]] = field(default_factory=list)  # earlier steps' resources
     subject: str = ""  # the revision's commit subject, for the history (one bounded line)
+    landed: dict[ResourceKey, Landed] = field(default_factory=dict, repr=False, compare=False)
+    """Apply responses of this step (server-side applies only), for the comparison after."""
 
     @property
     def ok(self) -> bool:
@@ -208,6 +249,9 @@ class SyncRequest:
     """Why an object may not be pruned (``""``: it may), e.g. its AppProject forbids it."""
     progress: SyncProgress | None = field(default=None, compare=False)
     """Told as objects are applied and pruned (the CLI's display); the controller has none."""
+    live: Mapping[ResourceKey, Manifest | None] | None = field(default=None, compare=False,
+                                                              repr=False)
+    """Live objects the comparison before the sync read (``None`` at a key: absent)."""
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -220,10 +264,15 @@ class Syncer:
     """Applies and prunes apps through one :class:`Kube` client."""
 
     def __init__(self, kube: Kube, store: RecordStore, *,
-                 live_lookup: LiveLookup | None = None) -> None:
+                 live_lookup: LiveLookup | None = None, parallelism: int = 1,
+                 app_events: bool = False) -> None:
         self.kube = kube
         self.store = store
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
+        self.parallelism = max(1, parallelism)  # runtime/settings.py: sync.parallelism
+        self.app_events = app_events
+        """Post the app's Event of each step (the one-shot commands; the controller posts
+        its own, which also says what triggered the sync)."""
 
     def sync(self, request: SyncRequest, rules: IgnoreRules) -> SyncResult:
         """Sync one app; never raises but :class:`LeaseExpired` (see the module docstring)."""
@@ -232,9 +281,13 @@ class Syncer:
             self._sync(request, rules, result)
         except StepFailed as e:
             cause = e.__cause__ if isinstance(e.__cause__, GitOpsRayError) else e
-            return result.fail(str(e), e.reason, cause=cause)
-        if not result.running:
+            result.fail(str(e), e.reason, cause=cause)
+        if not result.running and not result.finished_at:
             result.finished_at = time.time()
+        if self.app_events and not request.dry_run:
+            post_summary(self.kube, self.store.namespace, app=result.app,
+                         revision=result.revision, phase=result.phase,
+                         message=result.message, actions=[r.action for r in result.resources])
         return result
 
     def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
@@ -330,22 +383,61 @@ class Syncer:
 
     def _apply_all(self, request: SyncRequest, objs: list[Manifest], rules: IgnoreRules,
                    result: SyncResult) -> bool:
-        for obj in apply_order(objs):
-            key = ResourceKey.of(obj)
-            if self._skipped(request, key):
-                continue
-            try:
-                result.resources.append(_told(request, self._apply(request, obj, rules)))
-            except LeaseExpired:
-                raise  # not leading any more: stop now, record nothing (kube.fence)
-            except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
-                result.resources.append(
-                    _told(request, ResourceResult(key, ResourceAction.FAILED, str(e))))
-                if not request.dry_run:
-                    post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
-                result.fail(f"{key}: {e}", Reason.APPLY_FAILED, cause=e)
-                return False
+        """Apply one wave, kind group after kind group; ``False`` when an apply failed."""
+        for group in kind_groups(objs):
+            todo = [o for o in group if not self._skipped(request, ResourceKey.of(o))]
+            for batch in _changed_first(request, todo):
+                for outcome in self._apply_group(request, batch, rules):
+                    _settle(outcome, result)
+                if result.phase == OperationPhase.FAILED:
+                    return False
         return True
+
+    def _apply_group(self, request: SyncRequest, objs: list[Manifest],
+                     rules: IgnoreRules) -> list[_Outcome]:
+        """Apply ``objs`` (up to :attr:`parallelism` at a time); their outcomes in order.
+
+        Once one fails, no more are started (those in flight finish): the outcomes stop
+        at the objects that were attempted.
+        """
+        stop, told = threading.Event(), threading.Lock()
+
+        def one(obj: Manifest) -> _Outcome | None:
+            if stop.is_set():
+                return None
+            try:
+                outcome = self._attempt(request, obj, rules)
+            except BaseException:
+                stop.set()
+                raise
+            if outcome.error is not None:
+                stop.set()
+            with told:  # the watcher hears one object at a time, as each lands
+                _told(request, outcome.resource)
+            return outcome
+
+        if self.parallelism == 1 or len(objs) < 2:
+            outcomes = [one(obj) for obj in objs]
+        else:
+            with ThreadPoolExecutor(min(self.parallelism, len(objs)),
+                                    thread_name_prefix="apply") as pool:
+                futures = [pool.submit(contextvars.copy_context().run, one, obj)
+                           for obj in objs]
+                outcomes = [f.result() for f in futures]
+        return [o for o in outcomes if o is not None]
+
+    def _attempt(self, request: SyncRequest, obj: Manifest, rules: IgnoreRules) -> _Outcome:
+        """Apply one object; a failure is an outcome, only :class:`LeaseExpired` raises."""
+        try:
+            resource, landed = self._apply(request, obj, rules)
+        except LeaseExpired:
+            raise  # not leading any more: stop now, record nothing (kube.fence)
+        except GitOpsRayError as e:  # KubeError, conflicts exhausted, an ignore rule
+            key = ResourceKey.of(obj)
+            if not request.dry_run:
+                post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
+            return _Outcome(ResourceResult(key, ResourceAction.FAILED, str(e)), None, e)
+        return _Outcome(resource, landed, None)
 
     def _skipped(self, request: SyncRequest, key: ResourceKey) -> bool:
         if request.only is not None and key not in request.only:
@@ -353,9 +445,10 @@ class Syncer:
         return (request.option("ApplyOutOfSyncOnly=true") and request.out_of_sync is not None
                 and key not in request.out_of_sync)
 
-    def _apply(self, request: SyncRequest, obj: Manifest, rules: IgnoreRules) -> ResourceResult:
+    def _apply(self, request: SyncRequest, obj: Manifest, rules: IgnoreRules
+               ) -> tuple[ResourceResult, Landed | None]:
         key = ResourceKey.of(obj)
-        live = self._lookup(obj)
+        live = self._known(request, obj)
         replace = request.option("Replace=true") or "Replace=true" in sync_options(obj)
         for _ in range(MAX_CONFLICT_RETRIES):
             try:
@@ -368,13 +461,15 @@ class Syncer:
             if request.dry_run and live is not None and not replace:
                 written = predicted_after_takeover(written, body=body, live=live)
             action = _action(live, written)
-            if action != ResourceAction.UNCHANGED and not request.dry_run:
-                post_event(self.kube, written, reason=f"Resource{action.capitalize()}",
-                           message=f"{action} by app {request.app.name} at revision "
+            if action == ResourceAction.CONFIGURED and not request.dry_run:
+                post_event(self.kube, written, reason="ResourceConfigured",
+                           message=f"configured by app {request.app.name} at revision "
                                    f"{request.revision[:12]}")
             log.info("resource_synced", app=request.app.name, resource=str(key), action=action,
                      dry_run=request.dry_run)
-            return ResourceResult(key, action)
+            landed = None if request.dry_run or replace else \
+                Landed(written, action == ResourceAction.CREATED)
+            return ResourceResult(key, action), landed
         raise SyncError(f"{key}: still conflicting after {MAX_CONFLICT_RETRIES} attempts")
 
     def _take_over(self, live: Manifest | None, *, replace: bool,
@@ -402,6 +497,16 @@ class Syncer:
             return self.kube.replace(_with_live_status(body, live), field_manager=FIELD_MANAGER,
                                      dry_run=dry_run)
         return self.kube.apply(body, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
+
+    def _known(self, request: SyncRequest, obj: Manifest) -> Manifest | None:
+        """The live object as the comparison before the sync read it, else a lookup.
+
+        Stale is safe: the write carries its ``resourceVersion``, and a 409 re-reads.
+        """
+        key = ResourceKey.of(obj)
+        if request.live is not None and key in request.live:
+            return request.live[key]
+        return self._lookup(obj)
 
     def _lookup(self, obj: Manifest) -> Manifest | None:
         if self._live_lookup is not None:
@@ -524,6 +629,37 @@ def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
 def is_deleting(obj: Manifest) -> bool:
     """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One apply: what happened, its response, and the error if it failed."""
+
+    resource: ResourceResult
+    landed: Landed | None
+    error: GitOpsRayError | None
+
+
+def _settle(outcome: _Outcome, result: SyncResult) -> None:
+    """Add one apply's outcome to the result (the first failure names the step's)."""
+    result.resources.append(outcome.resource)
+    if outcome.landed is not None:
+        result.landed[outcome.resource.key] = outcome.landed
+    if outcome.error is not None:
+        result.fail(f"{outcome.resource.key}: {outcome.error}", Reason.APPLY_FAILED,
+                    cause=outcome.error)
+
+
+def _changed_first(request: SyncRequest, objs: list[Manifest]) -> list[list[Manifest]]:
+    """``objs`` as batches: those the comparison found OutOfSync, then the rest.
+
+    The second batch starts once the first has landed, so a commit's change does not
+    wait behind (nor share the API server with) re-asserting what was in sync.
+    """
+    changed = request.out_of_sync or frozenset()
+    first = [o for o in objs if ResourceKey.of(o) in changed]
+    rest = [o for o in objs if ResourceKey.of(o) not in changed]
+    return [batch for batch in (first, rest) if batch]
 
 
 def _told(request: SyncRequest, outcome: ResourceResult) -> ResourceResult:

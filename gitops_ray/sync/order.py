@@ -57,6 +57,23 @@ def sync_options(obj: Manifest) -> set[str]:
     return {part.strip() for part in str(raw).split(",") if part.strip()}
 
 
+def kind_groups(objs: Iterable[Manifest]) -> list[list[Manifest]]:
+    """Objects of one wave split where the kind order's rank changes, in apply order.
+
+    The objects of one group may be applied at the same time: nothing in it needs
+    another member first (Namespaces and CRDs are in earlier groups than what uses them).
+    """
+    groups: list[list[Manifest]] = []
+    rank: int | None = None
+    for obj in apply_order(objs):
+        current = _KIND_RANK.get(ResourceKey.of(obj).kind, len(KIND_ORDER))
+        if current != rank:
+            groups.append([])
+            rank = current
+        groups[-1].append(obj)
+    return groups
+
+
 def waves(objs: Iterable[Manifest]) -> list[tuple[int, list[Manifest]]]:
     """Objects grouped by sync wave, lowest wave first, each group in apply order."""
     grouped: dict[int, list[Manifest]] = {}

@@ -158,7 +158,6 @@ def test_chart_service_account_syncs_heals_and_prunes(
     # sync
     eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", timeout=120,
                message="first sync as the chart's ServiceAccount")
-    eventually(lambda: "ResourceCreated" in _events(kube, team, "rc"), message="Event")
     eventually(lambda: "SyncSucceeded" in _events(kube, namespace, record_name("app")),
                message="the app's Event in the control namespace")
     if variant == "cluster-wide":  # the only replica holds its membership and every shard
@@ -172,6 +171,7 @@ def test_chart_service_account_syncs_heals_and_prunes(
                namespace=team, patch={"spec": {"rayVersion": "2.0.0"}},
                content_type="application/merge-patch+json", field_manager="kubectl-edit")
     eventually(lambda: _ray_version(kube, team, "rc") == "2.52.0", message="self-heal")
+    eventually(lambda: "ResourceConfigured" in _events(kube, team, "rc"), message="Event")
     # prune: the RayCluster leaves git
     sha = git_repo.commit({"manifests/rc.yaml": None,
                            "manifests/keep.yaml": raycluster("keep")})

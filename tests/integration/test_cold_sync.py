@@ -1,0 +1,232 @@
+"""Cold sync near the API server's limit, on the real API server (issue 18, item 3).
+
+What a sync costs is counted by the API server itself (``apiserver_request_total``, as
+``bench/controller.py`` counts it): a new object costs its apply and nothing else (no
+lookup, no read-back, no second dry run, no Event of its own). Parallel applies keep the
+promises: a concurrent writer's value survives (409, re-read, retry), a failing wave
+stops the sync, results come back in apply order, and the objects the comparison found
+OutOfSync land first.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import ssl
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from gitops_ray.cli import main
+from gitops_ray.kube import Kube
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render import application_from_flags
+from gitops_ray.render.apps import Application
+from gitops_ray.source import GitSource
+from gitops_ray.sync.engine import Syncer, SyncRequest
+from gitops_ray.sync.reasons import Reason
+from gitops_ray.sync.records import RecordStore, record_name
+from gitops_ray.types import ResourceAction, ResourceKey
+from localcluster import LocalControlPlane
+from tests.conftest import GitRepo
+from tests.integration.test_sync import autoscaler_patch
+from tests.samples import raycluster, worker_group
+
+CLUSTERS = 24
+
+
+def api_requests(cp: LocalControlPlane) -> Counter[str]:
+    """``apiserver_request_total`` of resource requests, by "VERB resource[ (dry run)]"."""
+    request = urllib.request.Request(f"{cp.url}/metrics")
+    request.add_header("Authorization", f"Bearer {cp.token}")
+    context = ssl.create_default_context(cafile=str(cp.workdir / "ca.crt"))
+    with urllib.request.urlopen(request, timeout=30, context=context) as resp:
+        text = resp.read().decode()
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples if family.name == "apiserver_request" else ():
+            labels = sample.labels
+            if sample.name.endswith("_total") and labels.get("resource"):
+                dry = " (dry run)" if labels.get("dry_run") else ""
+                counts[f"{labels['verb']} {labels['resource']}{dry}"] += int(sample.value)
+    return counts
+
+
+def spent(before: Counter[str], after: Counter[str]) -> Counter[str]:
+    return Counter({k: after[k] - before[k] for k in after if after[k] > before[k]})
+
+
+def test_cold_sync_costs_at_most_two_requests_per_new_object(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    git_repo.commit({"rcs/all.yaml": [raycluster(f"rc-{i:02d}") for i in range(CLUSTERS)]})
+    before = api_requests(control_plane)
+    out = CliRunner().invoke(main, [
+        "sync", "--kubeconfig", str(control_plane.kubeconfig), "--control-namespace",
+        namespace, "--cache-dir", str(tmp_path / "cache"), "--repo", git_repo.url,
+        "--path", "rcs", "--dest-namespace", namespace, "--name", "cold",
+        "--sync-parallelism", "4"])
+    cost = spent(before, api_requests(control_plane))
+    assert out.exit_code == 0, out.output
+    assert cost["APPLY rayclusters"] == CLUSTERS
+    assert cost["GET rayclusters"] == 0  # no lookup, no read-back
+    assert cost["APPLY rayclusters (dry run)"] == 0  # the apply response is the prediction
+    assert cost["POST events"] == 1  # the app's, not one per object
+    assert sum(cost.values()) <= 2 * CLUSTERS, dict(cost)
+
+    status = CliRunner().invoke(main, ["status", "--kubeconfig", str(control_plane.kubeconfig),
+                                       "--control-namespace", namespace, "-o", "json", "cold"])
+    assert json.loads(status.stdout)[0]["sync"] == "Synced"  # the comparison after is right
+    events = kube.list("v1", "Event", namespace)[0]
+    assert [(e["reason"], e["involvedObject"]["name"]) for e in events] == [
+        ("SyncSucceeded", record_name("cold"))]
+    assert f"{CLUSTERS} created" in events[0]["message"]
+
+
+class Env:
+    def __init__(self, kube: Kube, namespace: str, tmp: Path, helm: Path) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.store = RecordStore(kube, namespace)
+        self.pipeline = Pipeline(kube, GitSource(tmp / "cache"), self.store,
+                                 tools=RenderTools(helm_bin=str(helm)))
+
+    def reconciler(self, parallelism: int) -> Reconciler:
+        return Reconciler(self.pipeline, Syncer(self.kube, self.store, parallelism=parallelism,
+                                                app_events=True))
+
+    def app(self, repo: GitRepo, name: str) -> Application:
+        return application_from_flags(name=name, repo_url=repo.url, path="manifests",
+                                      dest_namespace=self.namespace)
+
+    def live(self, name: str) -> dict:
+        return self.kube.get("ray.io/v1", "RayCluster", name=name, namespace=self.namespace)
+
+
+@pytest.fixture
+def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
+    return Env(kube, namespace, tmp_path, helm_bin)
+
+
+def test_autoscaler_writes_between_parallel_applies_are_kept(
+        env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    names = [f"race-{i}" for i in range(6)]
+    rcs = [raycluster(n, groups=[worker_group("cpu", replicas=1)]) for n in names]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "race")
+    assert env.reconciler(4).sync(app).result.ok
+    edited = copy.deepcopy(rcs)
+    for rc in edited:
+        rc["spec"]["rayVersion"] = "2.53.0"
+    git_repo.commit({"manifests/rcs.yaml": edited})
+    before = env.pipeline.compare(app)
+    stale = {ResourceKey.of(o): o for o in (env.live(n) for n in names)}
+    for i, name in enumerate(names):  # the autoscaler writes after our read
+        autoscaler_patch(control_plane, env.namespace, name, [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3 + i}])
+
+    request = SyncRequest(app, before.manifests(), before.revision, live=stale)
+    result = Syncer(env.kube, env.store, parallelism=4).sync(request,
+                                                             env.pipeline.rules(app))
+    assert result.ok, result.message
+    assert [r.action for r in result.resources] == [ResourceAction.CONFIGURED] * len(names)
+    for i, name in enumerate(names):
+        live = env.live(name)
+        assert live["spec"]["rayVersion"] == "2.53.0"
+        assert live["spec"]["workerGroupSpecs"][0]["replicas"] == 3 + i
+
+
+def _cm(name: str, wave: int, value: object = "v") -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name,
+                         "annotations": {"argocd.argoproj.io/sync-wave": str(wave)}},
+            "data": {"k": value}}
+
+
+def test_parallel_sync_stops_at_the_first_wave_that_fails(env: Env, git_repo: GitRepo) -> None:
+    first = [_cm(f"a-{i}", 0) for i in range(6)] + [_cm("a-bad", 0, value=["not", "text"])]
+    git_repo.commit({"manifests/cms.yaml": [*first, _cm("later", 1)]})
+    outcome = env.reconciler(4).sync(env.app(git_repo, "waves"))
+
+    assert not outcome.result.ok
+    assert outcome.result.reason == Reason.APPLY_FAILED
+    assert "a-bad" in outcome.result.message
+    assert env.kube.get("v1", "ConfigMap", name="later", namespace=env.namespace) is None
+    names = [r.key.name for r in outcome.result.resources]
+    assert names == sorted(names)  # apply order, whatever order they landed in
+    failed = [r for r in outcome.result.resources if r.action == ResourceAction.FAILED]
+    assert [r.key.name for r in failed] == ["a-bad"]
+    reasons = {(e["reason"], e["involvedObject"]["name"])
+               for e in env.kube.list("v1", "Event", env.namespace)[0]}
+    assert ("SyncFailed", record_name("waves")) in reasons  # the app's Event
+    assert ("SyncFailed", "a-bad") in reasons  # and the object's own
+
+
+def test_changed_objects_land_first_then_the_rest_is_reasserted(
+        env: Env, git_repo: GitRepo) -> None:
+    rcs = [raycluster(f"rc-{i}") for i in range(5)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "order")
+    assert env.reconciler(1).sync(app).result.ok
+    edited = copy.deepcopy(rcs)
+    edited[3]["spec"]["rayVersion"] = "2.53.0"
+    git_repo.commit({"manifests/rcs.yaml": edited}, "bump rc-3")
+
+    heard: list[tuple[str, ResourceAction]] = []
+
+    class Progress:
+        def planned(self, count: int) -> None:
+            pass
+
+        def done(self, key: ResourceKey, action: ResourceAction) -> None:
+            heard.append((key.name, action))
+
+    outcome = env.reconciler(4).sync(app, progress=Progress())  # a batch of its own first
+    assert outcome.result.ok, outcome.result.message
+    assert heard[0] == ("rc-3", ResourceAction.CONFIGURED)  # told as soon as it landed
+    assert sorted(heard[1:]) == [(f"rc-{i}", ResourceAction.UNCHANGED) for i in (0, 1, 2, 4)]
+    assert outcome.after is not None and outcome.after.diff.status == "Synced"
+    assert env.live("rc-3")["spec"]["rayVersion"] == "2.53.0"
+    events = {(e["reason"], e["involvedObject"]["name"])
+              for e in env.kube.list("v1", "Event", env.namespace)[0]}
+    assert ("ResourceConfigured", "rc-3") in events  # on the object a user describes
+    assert not any(name.startswith("rc-") and name != "rc-3" for _, name in events)
+
+
+def _reads(kube: Kube) -> Counter[str]:
+    return Counter({verb: n for (verb, _), n in kube.stats.items() if verb in ("get", "list")})
+
+
+def test_a_comparison_lists_an_apps_objects_once_and_falls_back_to_gets_past_the_bound(
+        control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo, tmp_path: Path,
+        helm_bin: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kube = Kube.connect(str(control_plane.kubeconfig))  # its own request counts
+    store = RecordStore(kube, namespace)
+    pipeline = Pipeline(kube, GitSource(tmp_path / "cache"), store,
+                        tools=RenderTools(helm_bin=str(helm_bin)))
+    git_repo.commit({"manifests/cms.yaml": [_cm(f"mine-{i}", 0) for i in range(3)]})
+    app = application_from_flags(name="lists", repo_url=git_repo.url, path="manifests",
+                                 dest_namespace=namespace)
+    assert Reconciler(pipeline, Syncer(kube, store)).sync(app).result.ok
+
+    before = _reads(kube)
+    comparison = pipeline.compare(app)
+    assert comparison.diff.status == "Synced"
+    assert set(comparison.live) == {o.key for o in comparison.desired}
+    assert _reads(kube)["list"] - before["list"] == 1
+    assert _reads(kube)["get"] - before["get"] <= 2  # the app's record, not its objects
+
+    for i in range(10):  # someone else's ConfigMaps in the same namespace
+        kube.create({**_cm(f"theirs-{i}", 0), "metadata": {"name": f"theirs-{i}",
+                                                            "namespace": namespace}},
+                    field_manager="someone")
+    monkeypatch.setattr("gitops_ray.reconcile.pipeline.LIST_BOUND", 4)  # 4 x 3 < 13 listed
+    before = _reads(kube)
+    comparison = pipeline.compare(app)
+    assert comparison.diff.status == "Synced"
+    assert comparison.live == {}  # past the bound: nothing kept from the LIST ...
+    assert _reads(kube)["get"] - before["get"] >= 3  # ... and one GET per object instead
