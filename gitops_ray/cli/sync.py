@@ -8,8 +8,10 @@ display on stderr shows the apps still syncing (:mod:`gitops_ray.cli.progress`);
 line on stderr ends it. An app with sync waves is synced wave by wave: the command waits
 in-process (polling every second) for each wave but the last to become healthy, up to
 ``--timeout`` seconds per app, then records the sync as failed (reason ``WaveTimeout``).
-Every sync that is not a dry run is recorded as the controller records its own, failures
-included, so ``status`` never shows the Synced of an earlier sync after a failed one.
+Each app is synced in the cluster its ``destination`` names
+(:mod:`gitops_ray.cli.destinations`). Every sync that is not a dry run is recorded as the
+controller records its own, failures included, so ``status`` never shows the Synced of an
+earlier sync after a failed one.
 
 An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
 record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``
@@ -65,7 +67,6 @@ from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.reconcile.deletions import deletions_finished
-from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
@@ -253,21 +254,20 @@ def _selected(opts: dict[str, Any]) -> bool:
     return bool(opts.get("repo") or opts.get("local_dir"))
 
 
-def refresh(pipeline: Pipeline | Destinations, store: RecordStore, selection: Selection, *,
+def refresh(destinations: Destinations, store: RecordStore, selection: Selection, *,
             record: bool, pinned: dict[str, str] | None = None) -> dict[str, Status]:
     """Compare the selected apps now (and record the result); the statuses by app.
 
-    Each app with its destination cluster's pipeline, given :class:`Destinations`.
-    ``pinned`` remembers each app's commit from the first round, so repeated rounds
-    (``wait``) compare the cluster with one commit and cost no git request.
+    Each app in its destination cluster. ``pinned`` remembers each app's commit from the
+    first round, so repeated rounds (``wait``) compare with one commit and cost no git
+    request.
     """
     pins = {} if pinned is None else pinned
     out = {}
     for app in selection.apps:
         try:
-            target = pipeline.pipeline(app) if isinstance(pipeline, Destinations) else pipeline
-            comparison = target.compare(app, revision=pins.get(app.name, selection.revision),
-                                        local=selection.local)
+            comparison = destinations.pipeline(app).compare(
+                app, revision=pins.get(app.name, selection.revision), local=selection.local)
         except GitOpsRayError as e:
             error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
                      "comparedAt": time.time()}
