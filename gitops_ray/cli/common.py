@@ -21,6 +21,9 @@ enforces the apps' Argo CD AppProjects, read from that namespace
 (:mod:`gitops_ray.reconcile.project`); without it no project rules apply, as in the
 git-only mode.
 
+Every cluster-backed command works on each app in the cluster its ``destination`` names
+(:mod:`gitops_ray.cli.destinations`, built on :func:`pipeline_factory`).
+
 The CLI must tell the truth, because it gates CI: an ``--apps`` directory without
 Applications is an error (not a silent pass), and a name that matches no app is an error
 that suggests the closest one. Every option can also be set as ``GITOPS_RAY_<OPTION>``
@@ -52,7 +55,7 @@ from gitops_ray.reconcile.argocdcm import (
     parse_argocd_cm,
 )
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
-from gitops_ray.reconcile.project import KubeProjects
+from gitops_ray.reconcile.project import KubeProjects, ResolveCluster
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
@@ -295,10 +298,12 @@ def connect(opts: dict[str, Any]) -> Kube:
     return Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
 
 
-def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
-    """Connect to the cluster and build the pipeline for a command."""
-    kube = connect(opts)
-    store = RecordStore(kube, opts["control_namespace"])
+PipelineFor = Callable[[Kube, ResolveCluster], Pipeline]
+"""A pipeline comparing with one cluster's client (records, settings and git: ours)."""
+
+
+def pipeline_factory(opts: dict[str, Any], kube: Kube, store: RecordStore) -> PipelineFor:
+    """What every cluster's pipeline shares, read once from our cluster ``kube``."""
     source = GitSource(opts["cache_dir"])
     tools = RenderTools(helm_bin=opts["helm_bin"])
     shapes = configmap_shapes(
@@ -308,13 +313,16 @@ def build_pipeline(opts: dict[str, Any]) -> tuple[Pipeline, RecordStore]:
         patches=opts.get("patches_configmap") or "")
     argocd = argocd_namespace(opts)
     system = system_settings(kube, opts)
-    pipeline = Pipeline(kube, source, store, tools=tools,
+    projects = KubeProjects(kube, argocd) if argocd else None
+    cached_shapes = functools.cache(shapes)  # one read per command
+
+    def pipeline(target: Kube, clusters: ResolveCluster) -> Pipeline:
+        return Pipeline(target, source, store, tools=tools,
                         builtin_rules=not opts.get("no_builtin_rules", False),
                         jq_timeout=float(opts.get("jq_timeout", JQ_TIMEOUT)),
-                        shapes=functools.cache(shapes),  # one read per command
-                        projects=KubeProjects(kube, argocd) if argocd else None,
-                        system=lambda: system)
-    return pipeline, store
+                        shapes=cached_shapes, projects=projects, system=lambda: system,
+                        clusters=clusters)
+    return pipeline
 
 
 def argocd_namespace(opts: dict[str, Any]) -> str:

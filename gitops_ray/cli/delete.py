@@ -12,12 +12,14 @@ every app was deleted, 2 otherwise (what could not be deleted stays in the recor
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
 
-from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, connect, kube_options
-from gitops_ray.sync.records import RecordStore
+from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, kube_options
+from gitops_ray.cli.destinations import Destinations, recorded_destination
+from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.sync.teardown import Teardown, delete_app
 
 
@@ -32,16 +34,36 @@ from gitops_ray.sync.teardown import Teardown, delete_app
 def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...],
                    **opts: Any) -> None:
     """Forget apps (and, with --cascade, delete their objects)."""
-    kube = connect(opts)
-    store = RecordStore(kube, opts["control_namespace"])
-    check_known(apps, store.list_apps())
+    destinations = Destinations(opts)
+    records = destinations.store.list_apps()
+    check_known(apps, records)
     policy = propagation_policy.capitalize() if cascade else None
     failed = False
     for app in apps:
-        teardown = delete_app(kube, store, app, policy=policy)
-        report_teardown(teardown, cascade=cascade)
+        try:
+            teardown, cascaded = delete_recorded(destinations, app, records[app].status,
+                                                 policy=policy)
+        except ClusterUnavailable as e:
+            click.secho(f"app {app}: not deleted: {e}", fg="red", err=True)
+            failed = True
+            continue
+        report_teardown(teardown, cascade=cascaded)
         failed |= not teardown.ok
     sys.exit(EXIT_ERROR if failed else 0)
+
+
+def delete_recorded(destinations: Destinations, app: str, status: Mapping[str, Any], *,
+                    policy: str | None) -> tuple[Teardown, bool]:
+    """Delete the app's objects in the cluster its record names; whether they were.
+
+    A destination that resolves to no cluster cannot be cascaded: its objects are
+    orphaned, never looked for in another cluster (as the controller does).
+    :class:`ClusterUnavailable` when that cluster does not answer.
+    """
+    dest = recorded_destination(status)
+    if policy is None or isinstance(destinations.resolve(dest), str):
+        return delete_app(destinations.store.kube, destinations.store, app, policy=None), False
+    return delete_app(destinations.kube(dest), destinations.store, app, policy=policy), True
 
 
 def report_teardown(teardown: Teardown, *, cascade: bool) -> None:

@@ -31,11 +31,11 @@ from gitops_ray.cli.common import (
     EXIT_ERROR,
     CliCommand,
     app_options,
-    build_pipeline,
     kube_options,
     select_apps,
     shapes_options,
 )
+from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.live import key_of, read_tree
 from gitops_ray.cli.views import print_groups, stderr_console
 from gitops_ray.diff.format import to_json, unified
@@ -43,7 +43,7 @@ from gitops_ray.diff.groups import worker_group_changes
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Comparison, Pipeline
+from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
@@ -61,11 +61,12 @@ def diff_options(func: Any) -> Any:
 Compared = tuple[Application, Comparison | GitOpsRayError]
 
 
-def compare_all(pipeline: Pipeline, apps: list[Application], revision: str | None,
+def compare_all(pipeline: Destinations, apps: list[Application], revision: str | None,
                 local: Any) -> Iterator[Compared]:
     """Compare apps one by one (progress bar on a terminal when there are many).
 
-    An app whose source, render or diff fails yields its error, and the others go on.
+    Each app against its destination cluster. An app whose cluster, source, render or
+    diff fails yields its error, and the others go on.
     """
     console = Console(stderr=True)
     if len(apps) < 3 or not console.is_terminal:
@@ -80,10 +81,10 @@ def compare_all(pipeline: Pipeline, apps: list[Application], revision: str | Non
             progress.advance(task)
 
 
-def _compare(pipeline: Pipeline, app: Application, revision: str | None,
+def _compare(pipeline: Destinations, app: Application, revision: str | None,
              local: Any) -> Comparison | GitOpsRayError:
     try:
-        return pipeline.compare(app, revision=revision, local=local)
+        return pipeline.pipeline(app).compare(app, revision=revision, local=local)
     except GitOpsRayError as e:
         return e
 
@@ -105,7 +106,7 @@ def error_text(error: GitOpsRayError) -> str:
               help="Exit 1 when there are differences.")
 def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
     """Show what would change in the cluster if the config repo were synced."""
-    pipeline, _ = build_pipeline(opts)
+    pipeline = Destinations(opts)
     selection = select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
     changed, failed = False, False
@@ -121,7 +122,7 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
         _warn(comparison)
         failed |= _refused(comparison)
         changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
-        views = group_views(pipeline.kube, comparison)
+        views = group_views(pipeline.pipeline(app).kube, comparison)  # compared there
         if output == "json":
             report.append({"app": app.name, "revision": comparison.revision,
                            "status": comparison.diff.status,

@@ -34,13 +34,12 @@ from rich.text import Text
 from gitops_ray.cli.common import (
     CliCommand,
     app_options,
-    build_pipeline,
     check_known,
-    connect,
     kube_options,
     select_apps,
     shapes_options,
 )
+from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.live import LiveTree, read_tree
 from gitops_ray.cli.sync import refresh
 from gitops_ray.cli.views import console, duration, human_time, iso, print_groups
@@ -48,7 +47,7 @@ from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.sync.operation import OPERATION_STATE
-from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
 
 Status = dict[str, Any]
@@ -83,16 +82,22 @@ def get_command(refresh_now: bool, output: str, app: str, **opts: Any) -> None:
 
 
 def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppRecord]:
-    """The app's record, compared now first with ``--refresh``; fails on an unknown app."""
+    """The app's record (compared now first with ``--refresh``) and its cluster's client.
+
+    The cluster is the one the record says the app names (:mod:`gitops_ray.cli.destinations`);
+    fails on an unknown app, and on a destination cluster that does not answer.
+    """
+    destinations = Destinations(opts)
     if refresh_now:
-        pipeline, store = build_pipeline(opts)
-        selection = select_apps(pipeline.source, {**opts, "app_names": (app,)})
-        refresh(pipeline, store, selection, record=True)
-        return pipeline.kube, store.read(app)
-    kube = connect(opts)
-    records = RecordStore(kube, opts["control_namespace"]).list_apps()
-    check_known((app,), records)
-    return kube, records[app]
+        selection = select_apps(destinations.source, {**opts, "app_names": (app,)})
+        refresh(destinations, destinations.store, selection, record=True)
+        record = destinations.store.read(app)
+    else:
+        records = destinations.store.list_apps()
+        check_known((app,), records)
+        record = records[app]
+    return destinations.kube(recorded_destination(record.status)), record
+
 
 
 # -- the summary ----------------------------------------------------------------------------

@@ -30,22 +30,20 @@ from gitops_ray.cli.common import (
     EXIT_ERROR,
     CliCommand,
     app_options,
-    build_pipeline,
     check_known,
     connect,
     kube_options,
     select_apps,
     shapes_options,
 )
+from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
 from gitops_ray.cli.views import console
 from gitops_ray.errors import ConfigError
 from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
-from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.runtime.settings import parse_duration
-from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.history import entry_id
 from gitops_ray.sync.records import AppRecord, RecordStore
 
@@ -173,15 +171,14 @@ def rollback_command(app: str, history_id: int, **opts: Any) -> None:
                           "(with --apps or --path), not --local")
     now = time.time()
     until = pause_end(pause_until, pause_for, now=now)
-    pipeline, store = build_pipeline(opts)
-    [application] = select_apps(pipeline.source, {**opts, "app_names": (app,)}).apps
+    destinations = Destinations(opts)
+    [application] = select_apps(destinations.source, {**opts, "app_names": (app,)}).apps
     if until is not None and not application.sync_policy.automated:
         click.secho(f"warning: app {app} has no automated sync: there is nothing to pause",
                     fg="yellow", err=True)
     request = RollbackRequest(history_id, now, pause_until=until, prune=prune,
                               timeout=timeout, poll=POLL_SECONDS, by=_user())
-    syncer = Syncer(pipeline.kube, store, app_events=True)
-    done = rollback(Reconciler(pipeline, syncer), application, request)
+    done = rollback(destinations.reconciler(application), application, request)
     _report(app, history_id, done)
     sys.exit(0 if done.result.ok else EXIT_ERROR)
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import click
 
-from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, connect, kube_options
+from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, kube_options
+from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.kube import Kube
-from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.restart import (
     RestartResult,
     cluster_pods,
@@ -88,9 +88,10 @@ RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
 def restart_command(app: str, clusters: tuple[str, ...], *, groups: tuple[str, ...],
                     head: bool | None, dry: bool, wait: bool, timeout: float,
                     **opts: Any) -> None:
-    kube = connect(opts)
-    records = RecordStore(kube, opts["control_namespace"]).list_apps()
+    destinations = Destinations(opts)
+    records = destinations.store.list_apps()
     check_known([app], records)
+    kube = destinations.kube(recorded_destination(records[app].status))  # the app's cluster
     entries = select_clusters(app, records[app].inventory, clusters)
     live = load_clusters(kube, app, entries)
     check_groups(groups, live)

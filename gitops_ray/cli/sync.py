@@ -8,8 +8,10 @@ display on stderr shows the apps still syncing (:mod:`gitops_ray.cli.progress`);
 line on stderr ends it. An app with sync waves is synced wave by wave: the command waits
 in-process (polling every second) for each wave but the last to become healthy, up to
 ``--timeout`` seconds per app, then records the sync as failed (reason ``WaveTimeout``).
-Every sync that is not a dry run is recorded as the controller records its own, failures
-included, so ``status`` never shows the Synced of an earlier sync after a failed one.
+Each app is synced in the cluster its ``destination`` names
+(:mod:`gitops_ray.cli.destinations`). Every sync that is not a dry run is recorded as the
+controller records its own, failures included, so ``status`` never shows the Synced of an
+earlier sync after a failed one.
 
 An app synced from ``--apps DIR`` remembers that directory (and its finalizers) in its
 record; ``sync --apps DIR --prune`` then deletes the apps whose Application left ``DIR``
@@ -51,7 +53,6 @@ from gitops_ray.cli.common import (
     CliCommand,
     Selection,
     app_options,
-    build_pipeline,
     check_known,
     connect,
     kube_options,
@@ -59,22 +60,20 @@ from gitops_ray.cli.common import (
     setting_option,
     shapes_options,
 )
-from gitops_ray.cli.delete import report_teardown
+from gitops_ray.cli.delete import delete_recorded, report_teardown
+from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
-from gitops_ray.kube import Kube
 from gitops_ray.reconcile.deletions import deletions_finished
-from gitops_ray.reconcile.pipeline import Pipeline
-from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
-from gitops_ray.sync.engine import Syncer, SyncResult
+from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
-from gitops_ray.sync.teardown import delete_app, policy_of
+from gitops_ray.sync.teardown import policy_of
 from gitops_ray.types import ResourceAction, SyncStatus
 
 POLL_SECONDS = 1.0
@@ -99,16 +98,15 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
                  timeout: float, **opts: Any) -> None:
     """Apply the selected apps once."""
     began = time.monotonic()
-    pipeline, store = build_pipeline(opts)
-    selection = select_apps(pipeline.source, opts)
-    reconciler = Reconciler(pipeline, Syncer(pipeline.kube, store, parallelism=sync_parallelism,
-                                                app_events=True))
+    destinations = Destinations(opts, parallelism=sync_parallelism)  # each app in its cluster
+    store = destinations.store
+    selection = select_apps(destinations.source, opts)
     origin = _origin(opts)
 
     def sync_one(app: Application, display: SyncDisplay) -> SyncResult:
         progress = display.start(app.name)
         try:
-            outcome = reconciler.sync_until_done(
+            outcome = destinations.reconciler(app).sync_until_done(
                 app, revision=selection.revision, local=selection.local, prune=prune,
                 dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS, progress=progress)
             result = outcome.result
@@ -136,7 +134,7 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
                 fg="red" if tally.failed else "green", err=True)
     failed = bool(tally.failed)
     if origin and prune and not dry_run and not opts.get("app_names"):
-        failed |= not _delete_removed(store, origin, {a.name for a in selection.apps})
+        failed |= not _delete_removed(destinations, origin, {a.name for a in selection.apps})
     sys.exit(EXIT_ERROR if failed else 0)
 
 
@@ -156,16 +154,26 @@ def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str
         display.warn(f"warning: app {app.name}: origin not recorded: {e}")
 
 
-def _delete_removed(store: RecordStore, origin: dict[str, str], present: set[str]) -> bool:
-    """Delete the apps synced from ``origin`` whose Application left it (True: all went)."""
+def _delete_removed(destinations: Destinations, origin: dict[str, str],
+                    present: set[str]) -> bool:
+    """Delete the apps synced from ``origin`` whose Application left it (True: all went).
+
+    Each in the cluster its record names (:func:`~gitops_ray.cli.delete.delete_recorded`).
+    """
     ok = True
-    for name, record in sorted(store.list_apps().items()):
+    for name, record in sorted(destinations.store.list_apps().items()):
         source = record.status.get("appSource") or {}
         if name in present or {k: source.get(k) for k in origin} != origin:
             continue
-        teardown = delete_app(store.kube, store, name,
-                              policy=policy_of(source.get("finalizers") or ()))
-        report_teardown(teardown, cascade=bool(policy_of(source.get("finalizers") or ())))
+        try:
+            teardown, cascaded = delete_recorded(
+                destinations, name, record.status,
+                policy=policy_of(source.get("finalizers") or ()))
+        except GitOpsRayError as e:  # its cluster does not answer: kept, said, retried
+            click.secho(f"app {name}: not deleted: {e}", fg="red", err=True)
+            ok = False
+            continue
+        report_teardown(teardown, cascade=cascaded)
         ok &= teardown.ok
     return ok
 
@@ -246,19 +254,20 @@ def _selected(opts: dict[str, Any]) -> bool:
     return bool(opts.get("repo") or opts.get("local_dir"))
 
 
-def refresh(pipeline: Pipeline, store: RecordStore, selection: Selection, *,
+def refresh(destinations: Destinations, store: RecordStore, selection: Selection, *,
             record: bool, pinned: dict[str, str] | None = None) -> dict[str, Status]:
     """Compare the selected apps now (and record the result); the statuses by app.
 
-    ``pinned`` remembers each app's commit from the first round, so repeated rounds
-    (``wait``) compare the cluster with one commit and cost no git request.
+    Each app in its destination cluster. ``pinned`` remembers each app's commit from the
+    first round, so repeated rounds (``wait``) compare with one commit and cost no git
+    request.
     """
     pins = {} if pinned is None else pinned
     out = {}
     for app in selection.apps:
         try:
-            comparison = pipeline.compare(app, revision=pins.get(app.name, selection.revision),
-                                          local=selection.local)
+            comparison = destinations.pipeline(app).compare(
+                app, revision=pins.get(app.name, selection.revision), local=selection.local)
         except GitOpsRayError as e:
             error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
                      "comparedAt": time.time()}
@@ -296,9 +305,9 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
     """
     names = tuple(apps) + tuple(opts.get("app_names") or ())
     if refresh_now:
-        pipeline, store = build_pipeline(opts)
-        selection = select_apps(pipeline.source, {**opts, "app_names": names})
-        statuses = refresh(pipeline, store, selection, record=True)
+        destinations = Destinations(opts)
+        selection = select_apps(destinations.source, {**opts, "app_names": names})
+        statuses = refresh(destinations, destinations.store, selection, record=True)
     else:
         records = RecordStore(connect(opts), opts["control_namespace"]).list_apps()
         check_known(names, records)
@@ -373,17 +382,20 @@ def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple
 def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
     """How to read the apps' state each round; fails at once on unknown apps."""
     if _selected(opts):
-        pipeline, store = build_pipeline(opts)
-        selection = select_apps(pipeline.source, {**opts, "app_names": apps})  # or fail
+        destinations = Destinations(opts)
+        selection = select_apps(destinations.source, {**opts, "app_names": apps})  # or fail
         pinned: dict[str, str] = {}
-        return lambda: refresh(pipeline, store, selection, record=False, pinned=pinned)
-    kube = connect(opts)
-    store = RecordStore(kube, opts["control_namespace"])
+        return lambda: refresh(destinations, destinations.store, selection, record=False,
+                               pinned=pinned)
+    destinations = Destinations(opts)
+    store = destinations.store
     check_known(apps, store.list_apps())
-    return lambda: {a: _recorded_with_live_health(kube, store.load(a)) for a in apps}
+    return lambda: {a: _recorded_with_live_health(destinations, store.load(a)) for a in apps}
 
 
-def _recorded_with_live_health(kube: Kube, record: AppRecord) -> Status:
+def _recorded_with_live_health(destinations: Destinations, record: AppRecord) -> Status:
+    """The record, with health read live in the cluster the record names."""
+    kube = destinations.kube(recorded_destination(record.status))
     health = live_health(kube, record)
     status = {**record.status, "health": health.status.value, "healthMessage": health.message}
     if deletions_finished(record, kube):  # the record predates the end of its prune

@@ -21,6 +21,7 @@ from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.redact import redact
+from gitops_ray.render.apps import Destination
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord, RecordStore, push_history
@@ -53,10 +54,16 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         "syncPolicy": comparison.app.sync_policy.summary,
         "selfHeal": comparison.app.sync_policy.self_heal,
         "destinationNamespace": comparison.app.destination.namespace,
+        **destination_of(comparison.app.destination),
         "comparedAt": time.time(),
         "error": "",
         "renderWarnings": list(comparison.render_problems),
     }
+
+
+def destination_of(dest: Destination) -> dict[str, str]:
+    """The cluster the app names (``get`` reads that cluster's live objects)."""
+    return {"destinationName": dest.name, "destinationServer": redact(dest.server)}
 
 
 def resources_of(comparison: Comparison,

@@ -135,18 +135,13 @@ class ClusterRegistry:
 
     def resolve(self, dest: Destination) -> Cluster | str:
         """Argo CD's ``GetDestinationCluster``: the cluster, or its error message."""
-        if dest.server and dest.name:
-            return ("application destination can't have both name and server defined: "
-                    f"{dest.name} {redact(dest.server)}")
-        if is_local(dest):
-            return IN_CLUSTER
+        if (dest.server and dest.name) or is_local(dest):
+            return resolve_destination(dest, [], [])
         self._watch.ready(self._watch.options.sync_wait)
         with self._lock:
             configs, broken = list(self._configs.values()), list(self._broken.values())
-        found = find_cluster(dest, configs, broken)
-        if isinstance(found, str) and self._watch.forbidden:  # RBAC: say why there are none
-            return f"{found} (gitops-ray may not list the cluster Secrets in {self.namespace})"
-        return found
+        return resolve_destination(dest, configs, broken,
+                                   forbidden_in=self.namespace if self._watch.forbidden else "")
 
     def route(self, app: Application) -> ClusterBundle:
         """The bundle that syncs ``app``; :class:`ClusterUnavailable` while it is down.
@@ -158,10 +153,7 @@ class ClusterRegistry:
             return self.local
         bundle = self._bundle(cluster.server)
         if bundle.health.down:  # the same words each time: one record write, one Event
-            raise ClusterUnavailable(
-                f"destination cluster '{cluster.name or redact(cluster.server)}' "
-                f"({redact(cluster.server)}) is unreachable: its API server does not answer; "
-                "retried when it does")
+            raise unreachable(cluster)
         return bundle
 
     def bundles(self) -> list[ClusterBundle]:
@@ -213,13 +205,11 @@ class ClusterRegistry:
         self._on_change()
 
     def _read(self, name: str, secret: Manifest) -> None:
-        try:
-            config = parse_cluster_secret(secret)
-        except ClusterSecretError as e:
-            claimed, server = _identity(secret)
+        config = read_secret(secret)
+        if isinstance(config, Broken):
             with self._lock:
-                self._broken[name] = Broken(claimed, server, str(e))
-            log.warning("cluster_secret_unusable", secret=name, error=str(e))
+                self._broken[name] = config
+            log.warning("cluster_secret_unusable", secret=name, error=config.error)
             return
         with self._lock:
             self._configs[name] = config
@@ -242,6 +232,49 @@ class ClusterRegistry:
                 log.info("cluster_reachable", server=redact(bundle.cluster.server))
             if back:
                 self._on_change()
+
+
+def read_secret(secret: Manifest) -> ClusterConfig | Broken:
+    """A cluster Secret parsed, or who it claims to be and why it cannot be used."""
+    try:
+        return parse_cluster_secret(secret)
+    except ClusterSecretError as e:
+        claimed, server = _identity(secret)
+        return Broken(claimed, server, str(e))
+
+
+def resolve_destination(dest: Destination, configs: Sequence[ClusterConfig],
+                        broken: Sequence[Broken], *, forbidden_in: str = "") -> Cluster | str:
+    """Argo CD's ``GetDestinationCluster`` among these Secrets: the cluster, or its error.
+
+    ``forbidden_in``: the namespace whose cluster Secrets we may not list (RBAC), named in
+    the error so that it says why no cluster was found.
+    """
+    if dest.server and dest.name:
+        return ("application destination can't have both name and server defined: "
+                f"{dest.name} {redact(dest.server)}")
+    if is_local(dest):
+        return IN_CLUSTER
+    found = find_cluster(dest, configs, broken)
+    if isinstance(found, str) and forbidden_in:
+        return f"{found} (gitops-ray may not list the cluster Secrets in {forbidden_in})"
+    return found
+
+
+def unreachable(cluster: Cluster) -> ClusterUnavailable:
+    """The error of every app of a cluster that does not answer (never its credentials)."""
+    return ClusterUnavailable(
+        f"destination cluster '{cluster.name or redact(cluster.server)}' "
+        f"({redact(cluster.server)}) is unreachable: its API server does not answer; "
+        "retried when it does")
+
+
+def answers(kube: Kube) -> bool:
+    """One bounded ``GET /version`` (:data:`PROBE_TIMEOUT`): whether the cluster answered."""
+    with contextlib.suppress(KubeError):
+        kube.call("GET", "/version", verb="probe", timeout=PROBE_TIMEOUT)
+        return True
+    return False
 
 
 def find_cluster(dest: Destination, configs: Sequence[ClusterConfig],
@@ -280,10 +313,7 @@ def is_local(dest: Destination) -> bool:
 
 def _ping(bundle: ClusterBundle) -> bool:
     """One bounded ``GET /version``; whether it answered (its health records either way)."""
-    with contextlib.suppress(KubeError):
-        bundle.kube.call("GET", "/version", verb="probe", timeout=PROBE_TIMEOUT)
-        return True
-    return False
+    return answers(bundle.kube)
 
 
 def _cluster(config: ClusterConfig) -> Cluster:

@@ -144,7 +144,8 @@ from gitops_ray.types import (
 
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
-               "targetRevision", "destinationNamespace", "error", "autoSync", "warnings",
+               "targetRevision", "destinationNamespace", "destinationName",
+               "destinationServer", "error", "autoSync", "warnings",
                "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each

@@ -9,7 +9,8 @@ anywhere; the Secret's ``namespaces``/``clusterResources`` are enforced; a far t
 answering makes only its apps Unknown while ours go on syncing, and a new Secret brings it
 back. The Secret's token is never in a log line, a record, an Event or a status.
 
-The one-shot CLI does not read cluster Secrets: it still refuses another cluster.
+The one-shot commands (``sync``, ``diff``, ``get``) read the Secrets once and compare,
+sync and read each app in its own cluster too; an unreachable one fails only its apps.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import Result
 
 from gitops_ray.kube import Kube
 from gitops_ray.runtime.logs import configure_logging
@@ -43,6 +45,8 @@ from tests.integration.test_controller import (
     push_payload,
     start_controller,
 )
+from tests.integration.test_controller_leases import limited_kube
+from tests.samples import raycluster
 from tests.waiting import eventually
 
 __all__ = ["start_controller"]
@@ -260,19 +264,120 @@ def test_an_unreachable_cluster_makes_only_its_apps_unknown(
         assert gone.token not in said and back.token not in said
 
 
-def test_the_cli_refuses_another_cluster(control_plane: LocalControlPlane, kube: Kube,
-                                         namespace: str, git_repo: GitRepo,
-                                         tmp_path: Path) -> None:
+def said_by(*results: Result) -> str:
+    """Everything the CLI printed, stdout and stderr."""
+    return "\n".join(r.stdout + r.stderr for r in results)
+
+
+def test_the_cli_syncs_diffs_and_gets_each_app_in_its_cluster(
+        control_plane: LocalControlPlane, kube: Kube, far_kube: Kube, far: LocalControlPlane,
+        namespace: str, git_repo: GitRepo, tmp_path: Path) -> None:
     cli = Cli(control_plane, namespace, tmp_path / "cache")
+    put_secret(kube, namespace, cluster_secret(far))
     git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
                                                  {"name": "far"}),
+                     "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
+                     "far/cm.yaml": configmap("for-far"), "far/rc.yaml": raycluster("demo"),
+                     "here/cm.yaml": configmap("for-here")})
+    synced = cli.sync("--repo", git_repo.url, "--apps", "apps")
+    assert synced.exit_code == 0, synced.output
+    assert cm(far_kube, "for-far", namespace) and cm(kube, "for-here", namespace)
+    assert cm(kube, "for-far", namespace) is None and cm(far_kube, "for-here", namespace) is None
+    assert kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace) is None
+
+    far_kube.patch("v1", "ConfigMap", name="for-far", namespace=namespace,
+                   patch={"data": {"k": "drifted-in-far"}},
+                   content_type="application/merge-patch+json", field_manager="tests")
+    diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
+               "--apps", "apps", "--app", "far")
+    assert diff.exit_code == 1, diff.output
+    assert "-  k: drifted-in-far" in diff.stdout and "+  k: v" in diff.stdout
+
+    scale_far_workers(far_kube, namespace, replicas=3)  # as the autoscaler would
+    got = cli("get", *cli.kube_args, "far", "-o", "json")
+    assert got.exit_code == 0, got.output
+    (rc,) = [n for n in json.loads(got.stdout)["tree"] if n["kind"] == "RayCluster"]
+    cpu = next(g for g in rc["workerGroups"] if g["group"] == "cpu")
+    assert (cpu["gitReplicas"], cpu["liveReplicas"]) == (1, 3)  # far's object, read live
+
+    restarted = cli("restart", *cli.kube_args, "far", "demo", "--dry-run")  # found in far
+    waited = cli("wait", *cli.kube_args, "--health", "--timeout", "120", "here")
+    deleted = cli("delete", *cli.kube_args, "far")  # cascades in far, by far's inventory
+    assert (restarted.exit_code, waited.exit_code, deleted.exit_code) == (0, 0, 0), \
+        restarted.output + waited.output + deleted.output
+    eventually(lambda: cm(far_kube, "for-far", namespace) is None, message="deleted in far")
+    assert cm(kube, "for-here", namespace) is not None
+    assert far.token not in said_by(synced, diff, got, restarted, waited, deleted)
+
+
+def scale_far_workers(kube: Kube, namespace: str, *, replicas: int) -> None:
+    rc = kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace)
+    assert rc is not None
+    next(g for g in rc["spec"]["workerGroupSpecs"] if g["groupName"] == "cpu")["replicas"] = \
+        replicas
+    kube.replace(rc, field_manager="autoscaler")
+
+
+@pytest.mark.parametrize(("destination", "message"), UNKNOWN, ids=["name", "server"])
+def test_the_cli_refuses_an_unknown_cluster(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path, destination: dict[str, str], message: str) -> None:
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace, destination),
                      "far/cm.yaml": configmap("for-far")})
     result = cli.sync("--repo", git_repo.url, "--apps", "apps")
-    assert result.exit_code != 0
-    assert "InvalidSpecError" in result.output and "'far'" in result.output
+    assert result.exit_code == 2
+    assert "InvalidSpecError" in result.output and message in result.output
     assert cm(kube, "for-far", namespace) is None
     diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
                "--apps", "apps", "-o", "json")
     (shown,) = json.loads(diff.stdout)
     assert (diff.exit_code, shown["status"], shown["resources"]) == (2, "Unknown", [])
-    assert shown["conditions"][0]["type"] == "InvalidSpecError"
+    assert (shown["conditions"][0]["type"], shown["conditions"][0]["message"]) == (
+        "InvalidSpecError", message)
+
+
+def test_the_cli_fails_only_the_apps_of_an_unreachable_cluster(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    with LocalControlPlane() as gone:
+        put_secret(kube, namespace, cluster_secret(gone))
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
+                     "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
+                     "far/cm.yaml": configmap("for-far"), "here/cm.yaml": configmap("for-here")})
+    result = cli.sync("--repo", git_repo.url, "--apps", "apps")
+    assert result.exit_code == 2
+    assert cm(kube, "for-here", namespace) is not None  # our app synced all the same
+    assert "app here: Succeeded" in result.stdout
+    unreachable = (f"destination cluster 'far' ({gone.url}) is unreachable: its API server "
+                   "does not answer")
+    assert unreachable in result.stdout and "app far: Failed" in result.stdout
+    status = cli("status", *cli.kube_args, "-o", "json", "far")
+    (row,) = json.loads(status.stdout)
+    assert row["sync"] == "Unknown" and unreachable in row["error"]
+    diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
+               "--apps", "apps", "-o", "json")
+    shown = {a["app"]: a for a in json.loads(diff.stdout)}
+    assert diff.exit_code == 2 and unreachable in shown["far"]["error"]
+    assert shown["here"]["status"] == "Synced"
+    assert gone.token not in said_by(result, status, diff)
+
+
+def test_the_cli_says_why_when_it_may_not_list_the_cluster_secrets(
+        control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    limited_kube(kube, control_plane, namespace, tmp_path)  # ConfigMaps only, no Secrets
+    git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                 {"name": "far"}),
+                     "far/cm.yaml": configmap("for-far")})
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    diff = cli("diff", "--kubeconfig", str(tmp_path / "limited.kubeconfig"),
+               "--control-namespace", namespace, "--cache-dir", str(cli.cache),
+               "--repo", git_repo.url, "--apps", "apps", "-o", "json")
+    (shown,) = json.loads(diff.stdout)
+    assert (diff.exit_code, shown["resources"]) == (2, [])
+    assert (shown["conditions"][0]["type"], shown["conditions"][0]["message"]) == (
+        "InvalidSpecError", "there are no clusters with this name: far (gitops-ray may not "
+        f"list the cluster Secrets in {namespace})")

@@ -29,7 +29,14 @@ from gitops_ray.reconcile.project import (
     in_cluster_only,
 )
 from gitops_ray.render.apps import Application, AppSource, Destination
-from gitops_ray.runtime.clusters import Broken, find_cluster, is_local
+from gitops_ray.runtime.clusters import (
+    Broken,
+    find_cluster,
+    is_local,
+    read_secret,
+    resolve_destination,
+    unreachable,
+)
 from gitops_ray.types import ResourceKey
 from localcluster.pki import write_pki
 
@@ -188,3 +195,31 @@ def test_our_own_cluster_needs_no_secret() -> None:
     assert is_local(Destination()) and is_local(Destination(name="in-cluster"))
     assert is_local(Destination(server="https://kubernetes.default.svc/"))
     assert not is_local(Destination(name="far"))
+
+
+def test_a_destination_is_resolved_with_what_listing_the_secrets_said() -> None:
+    configs = [config("far", "https://far:6443")]
+    assert resolve_destination(Destination(name="far"), configs, []) == \
+        Cluster("far", "https://far:6443")
+    assert resolve_destination(Destination(name="in-cluster"), [], [],
+                               forbidden_in="argocd") == IN_CLUSTER
+    assert resolve_destination(Destination(name="far", server="https://far:6443"),
+                               configs, []) == ("application destination can't have both "
+                                                "name and server defined: far https://far:6443")
+    assert resolve_destination(Destination(name="far"), [], [], forbidden_in="argocd") == (
+        "there are no clusters with this name: far (gitops-ray may not list the cluster "
+        "Secrets in argocd)")
+
+
+def test_an_unreachable_cluster_is_named_never_its_credentials() -> None:
+    message = str(unreachable(Cluster("far", "https://u:p@far:6443")))
+    assert message.startswith("destination cluster 'far' (https://***@far:6443) is "
+                              "unreachable") and "u:p" not in message
+
+
+def test_an_unusable_secret_is_read_as_who_it_claims_to_be() -> None:
+    read = read_secret(secret({"bearerToken": TOKEN, "execProviderConfig": {"args": [TOKEN]}}))
+    assert isinstance(read, Broken)
+    assert (read.name, read.server) == ("far", "https://far.example:6443")
+    assert "execProviderConfig" in read.error and TOKEN not in read.error
+    assert isinstance(read_secret(secret({"bearerToken": TOKEN})), ClusterConfig)
