@@ -622,7 +622,8 @@ class Runtime:
         assert self.shards is not None
         if request.headers.get(FORWARDED_HEADER) or not apps:
             return ""
-        owners = {self.shards.owner_of(name) for name in apps}
+        view = self.shards.fresh_view()
+        owners = {self.shards.owner_of(name, view) for name in apps}
         sent = sorted(holder for holder, url in owners
                       if holder and url and holder != self.settings.lease.identity)
         urls = dict(owners)

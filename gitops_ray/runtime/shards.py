@@ -168,10 +168,28 @@ class ShardCoordinator:
         with self._lock:
             return frozenset(self._ready)
 
-    def owner_of(self, app: str) -> tuple[str, str]:
-        """Who holds the app's shard as last listed, and that member's webhook URL."""
-        holder = self.view.holders.get(self.shard_of(app), "")
-        return holder, self.view.members.get(holder, "")
+    def owner_of(self, app: str, view: View | None = None) -> tuple[str, str]:
+        """Who holds the app's shard as last listed (or in ``view``), and that member's
+        webhook URL.
+        """
+        view = view or self.view
+        holder = view.holders.get(self.shard_of(app), "")
+        return holder, view.members.get(holder, "")
+
+    def fresh_view(self) -> View:
+        """The group as the API server says now (one LIST); the last view if it fails.
+
+        For a webhook: the view of the last step may be a retryPeriod old, and a delivery
+        forwarded by it can miss a shard that just changed hands.
+        """
+        try:
+            listed, _ = self.kube.list(LEASE_API, "Lease", self.lease.namespace,
+                                       label_selector=f"{GROUP_LABEL}={self.lease.name}")
+        except KubeError as e:
+            log.warning("shard_leases_not_listed", error=str(e))
+            return self.view
+        leases = {str(item["metadata"]["name"]): item for item in listed}
+        return View(member_urls(leases.values()), self._holders(leases))
 
     # -- the loop ----------------------------------------------------------------------
 
@@ -327,6 +345,19 @@ class ShardCoordinator:
         self.member.release()
         if held:
             self._on_lost(held)
+
+
+def member_urls(leases: Iterable[Manifest]) -> dict[str, str]:
+    """Each member Lease's holder and advertised webhook URL, live or not (the step's
+    own bookkeeping of who is live is not touched: this runs on a webhook's thread).
+    """
+    out = {}
+    for lease in leases:
+        meta = lease.get("metadata") or {}
+        holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+        if (meta.get("labels") or {}).get(ROLE_LABEL) == "member" and holder:
+            out[holder] = str((meta.get("annotations") or {}).get(WEBHOOK_URL_ANNOTATION, ""))
+    return out
 
 
 def _nothing() -> None:
