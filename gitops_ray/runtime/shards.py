@@ -169,9 +169,7 @@ class ShardCoordinator:
             return frozenset(self._ready)
 
     def owner_of(self, app: str, view: View | None = None) -> tuple[str, str]:
-        """Who holds the app's shard as last listed (or in ``view``), and that member's
-        webhook URL.
-        """
+        """Who holds the app's shard (as last listed, or in ``view``); its webhook URL."""
         view = view or self.view
         holder = view.holders.get(self.shard_of(app), "")
         return holder, view.members.get(holder, "")
@@ -348,8 +346,10 @@ class ShardCoordinator:
 
 
 def member_urls(leases: Iterable[Manifest]) -> dict[str, str]:
-    """Each member Lease's holder and advertised webhook URL, live or not (the step's
-    own bookkeeping of who is live is not touched: this runs on a webhook's thread).
+    """Each member Lease's holder and advertised webhook URL, live or not.
+
+    The step's own bookkeeping of who is live is not touched: this runs on a webhook's
+    thread.
     """
     out = {}
     for lease in leases:
