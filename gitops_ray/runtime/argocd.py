@@ -180,11 +180,17 @@ class ClusterApplications:
             return self.projects.get(namespace, name)
         return self.kube.get(API_VERSION, "AppProject", name=name, namespace=namespace)
 
-    def remember(self, name: str, obj: Manifest) -> None:
-        """Our own write's result: newer than the watch's copy until its event arrives."""
+    def remember(self, name: str, obj: Manifest, *, replacing: str) -> None:
+        """Our own write's result: newer than the watch's copy until its event arrives.
+
+        Only while the watch's copy is still the one the write replaced (resourceVersion
+        ``replacing``): if the watch already delivered our write *and* a later change
+        (``argocd app sync`` asks for a refresh right after the operation's status lands),
+        that later copy stays, or its refresh request would never be seen again.
+        """
         with self._lock:
             entry = self._entries.get(name)
-            if entry is not None:
+            if entry is not None and _version(entry.obj) == replacing:
                 self._entries[name] = dataclasses.replace(entry, obj=obj)
 
     # -- events ----------------------------------------------------------------------
@@ -310,7 +316,7 @@ class StatusWriter:
                 if obj is None:
                     return False
                 continue
-            self.apps.remember(name, written)
+            self.apps.remember(name, written, replacing=_version(obj))
             self._remember_deploy(name, record)
             self._current[name] = (record, _version(written))
             return True
