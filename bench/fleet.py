@@ -35,7 +35,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 import time
@@ -46,8 +45,8 @@ from typing import Any
 
 from bench.controller import (
     CONTROL_NAMESPACE,
-    GIT,
     ApiServerRequests,
+    ConfigRepo,
     Controller,
     delta,
     head_env,
@@ -102,24 +101,12 @@ class FleetWorkload:
                        yaml.safe_dump(raycluster(wl, index, tracked=False), sort_keys=False))
 
 
-class FleetRepo:
-    """A bare repository (the "remote") and a work tree pushing to it."""
+class FleetRepo(ConfigRepo):
+    """The config repo of :class:`bench.controller.ConfigRepo`, with the fleet's files."""
 
     def __init__(self, root: Path, fleet: FleetWorkload) -> None:
+        super().__init__(root, fleet.workload(0))
         self.fleet = fleet
-        self.bare, self.work = root / "remote.git", root / "work"
-        root.mkdir(parents=True, exist_ok=True)
-        self._git(root, "init", "-q", "--bare", "-b", "main", str(self.bare))
-        self._git(root, "clone", "-q", str(self.bare), str(self.work))
-
-    @property
-    def url(self) -> str:
-        return self.bare.as_uri()
-
-    @staticmethod
-    def _git(cwd: Path, *args: str) -> str:
-        return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True,
-                              text=True).stdout.strip()
 
     def populate(self) -> str:
         for rel, text in self.fleet.files(self.url):
@@ -133,10 +120,7 @@ class FleetRepo:
                         value)
 
     def push(self, message: str) -> str:
-        self._git(self.work, "add", "-A")
-        self._git(self.work, "commit", "-q", "-m", message)
-        self._git(self.work, "push", "-q", "origin", "HEAD:main")
-        return self._git(self.work, "rev-parse", "HEAD")
+        return self.commit_and_push(message)
 
 
 # -- clusters ------------------------------------------------------------------------------
@@ -212,12 +196,13 @@ class Replica(Controller):
     """``gitops-ray run`` with leader election and sharding on, one identity each."""
 
     identity: str = ""
-    lease_duration: float = LEASE_DURATION
+    shards: int = 16
 
     def argv(self) -> list[str]:
         argv = super().argv()
         argv.remove("--no-leader-elect")
-        return [*argv, *SHARDING_ARGS, "--leader-election-identity", self.identity,
+        return [*argv, "--sharding", "--shards", str(self.shards),
+                "--leader-election-identity", self.identity,
                 "--webhook-advertise-url",
                 f"http://127.0.0.1:{self.ports['webhook']}/webhook"]
 
@@ -227,13 +212,10 @@ class Replica(Controller):
         self.proc.wait()
 
 
-SHARDING_ARGS: list[str] = []  # filled in with the sharding settings
-
-
-def start_replicas(env: Fleet, count: int) -> None:
+def start_replicas(env: Fleet, count: int, shards: int) -> None:
     for n in range(count):
         replica = Replica(env.cps[0].kubeconfig, env.repo.url, env.workdir / f"replica-{n}",
-                          interval="0", identity=f"replica-{n}")
+                          interval="0", identity=f"replica-{n}", shards=shards)
         replica.workdir.mkdir(parents=True, exist_ok=True)
         env.replicas.append(replica)
     threads = [threading.Thread(target=r.start) for r in env.replicas]
@@ -246,11 +228,11 @@ def start_replicas(env: Fleet, count: int) -> None:
 # -- the figures ---------------------------------------------------------------------------
 
 
-def fleet_cold_sync(env: Fleet, replicas: int, timeout: float) -> dict[str, Any]:
+def fleet_cold_sync(env: Fleet, replicas: int, shards: int, timeout: float) -> dict[str, Any]:
     """Replicas start on empty clusters; until every RayCluster is in its cluster."""
     before = env.snapshot()
     start = time.monotonic()
-    start_replicas(env, replicas)
+    start_replicas(env, replicas, shards)
     want = env.fleet.per_cluster
     counts = env.count_rayclusters()
     while min(counts) < want:
@@ -390,14 +372,13 @@ def overlaps(env: Fleet, killed: dict[str, float]) -> dict[str, Any]:
 def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
         ) -> dict[str, Any]:
     """Every fleet figure, from one run."""
-    SHARDING_ARGS[:] = ["--sharding", "--shards", str(shards)]
     out: dict[str, Any] = {"per_cluster": fleet.per_cluster, "apps_per_cluster": fleet.apps,
                            "clusters": len(CLUSTERS), "replicas": replicas, "shards": shards,
                            "machine": machine_info(), "code": code_revision(),
                            "load_average_at_start": list(os.getloadavg())}
     with tempfile.TemporaryDirectory(prefix="gitops-ray-fleet-") as tmp, \
             fleet_environment(fleet, Path(tmp)) as env:
-        out["cold_sync"] = fleet_cold_sync(env, replicas, timeout=3600)
+        out["cold_sync"] = fleet_cold_sync(env, replicas, shards, timeout=3600)
         log(f"fleet cold sync: {json.dumps(out['cold_sync'])[:300]}")
         for replica in env.replicas:
             replica.wait_idle(timeout=1800)
