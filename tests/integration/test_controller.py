@@ -77,6 +77,15 @@ class Controller:
         return self.kube.get(RC_API, "RayCluster", name=name, namespace=self.namespace)
 
 
+def _answers_ready(url: str) -> bool:
+    """``/readyz`` says ready; a connection error is "not yet" (a busy machine once reset
+    the very first connection to a server that had just started listening)."""
+    try:
+        return requests.get(f"{url}/readyz", timeout=5).ok
+    except requests.ConnectionError:
+        return False
+
+
 @pytest.fixture
 def start_controller(control_plane: LocalControlPlane, kube: Kube, namespace: str,
                      tmp_path: Path, helm_bin: Path) -> Iterator[Callable[..., Controller]]:
@@ -96,8 +105,7 @@ def start_controller(control_plane: LocalControlPlane, kube: Kube, namespace: st
         running.append(runtime)
         runtime.start()
         controller = Controller(runtime, kube, namespace)
-        eventually(lambda: requests.get(f"{controller.url}/readyz", timeout=5).ok,
-                   message="readyz")
+        eventually(lambda: _answers_ready(controller.url), message="readyz")
         return controller
 
     yield start
