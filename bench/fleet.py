@@ -197,12 +197,17 @@ class Replica(Controller):
 
     identity: str = ""
     shards: int = 16
+    lease: tuple[str, str, str] = ("15s", "10s", "2s")  # duration, renew deadline, retry
 
     def argv(self) -> list[str]:
         argv = super().argv()
         argv.remove("--no-leader-elect")
+        duration, deadline, retry = self.lease
         return [*argv, "--sharding", "--shards", str(self.shards),
                 "--leader-election-identity", self.identity,
+                "--leader-election-lease-duration", duration,
+                "--leader-election-renew-deadline", deadline,
+                "--leader-election-retry-period", retry,
                 "--webhook-advertise-url",
                 f"http://127.0.0.1:{self.ports['webhook']}/webhook"]
 
@@ -212,10 +217,11 @@ class Replica(Controller):
         self.proc.wait()
 
 
-def start_replicas(env: Fleet, count: int, shards: int) -> None:
+def start_replicas(env: Fleet, count: int, shards: int,
+                   lease: tuple[str, str, str] = ("15s", "10s", "2s")) -> None:
     for n in range(count):
         replica = Replica(env.cps[0].kubeconfig, env.repo.url, env.workdir / f"replica-{n}",
-                          interval="0", identity=f"replica-{n}", shards=shards)
+                          interval="0", identity=f"replica-{n}", shards=shards, lease=lease)
         replica.workdir.mkdir(parents=True, exist_ok=True)
         env.replicas.append(replica)
     threads = [threading.Thread(target=r.start) for r in env.replicas]
