@@ -27,7 +27,6 @@ from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
-from gitops_ray.render.apps import Application
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer, SyncRequest
 from gitops_ray.sync.reasons import Reason
@@ -35,6 +34,7 @@ from gitops_ray.sync.records import RecordStore, record_name
 from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
+from tests.integration.test_sync import Env as SyncEnv
 from tests.integration.test_sync import autoscaler_patch
 from tests.samples import raycluster, worker_group
 
@@ -99,23 +99,12 @@ def test_cold_sync_costs_at_most_two_requests_per_new_object(
     assert f"{CLUSTERS} created" in events[0]["message"]
 
 
-class Env:
-    def __init__(self, kube: Kube, namespace: str, tmp: Path, helm: Path) -> None:
-        self.kube, self.namespace = kube, namespace
-        self.store = RecordStore(kube, namespace)
-        self.pipeline = Pipeline(kube, GitSource(tmp / "cache"), self.store,
-                                 tools=RenderTools(helm_bin=str(helm)))
+class Env(SyncEnv):
+    """test_sync's pipeline and store, with syncers of a given parallelism."""
 
-    def reconciler(self, parallelism: int) -> Reconciler:
+    def parallel(self, parallelism: int) -> Reconciler:
         return Reconciler(self.pipeline, Syncer(self.kube, self.store, parallelism=parallelism,
                                                 app_events=True))
-
-    def app(self, repo: GitRepo, name: str) -> Application:
-        return application_from_flags(name=name, repo_url=repo.url, path="manifests",
-                                      dest_namespace=self.namespace)
-
-    def live(self, name: str) -> dict:
-        return self.kube.get("ray.io/v1", "RayCluster", name=name, namespace=self.namespace)
 
 
 @pytest.fixture
@@ -129,7 +118,7 @@ def test_autoscaler_writes_between_parallel_applies_are_kept(
     rcs = [raycluster(n, groups=[worker_group("cpu", replicas=1)]) for n in names]
     git_repo.commit({"manifests/rcs.yaml": rcs})
     app = env.app(git_repo, "race")
-    assert env.reconciler(4).sync(app).result.ok
+    assert env.parallel(4).sync(app).result.ok
     edited = copy.deepcopy(rcs)
     for rc in edited:
         rc["spec"]["rayVersion"] = "2.53.0"
@@ -161,7 +150,7 @@ def _cm(name: str, wave: int, value: object = "v") -> dict:
 def test_parallel_sync_stops_at_the_first_wave_that_fails(env: Env, git_repo: GitRepo) -> None:
     first = [_cm(f"a-{i}", 0) for i in range(6)] + [_cm("a-bad", 0, value=["not", "text"])]
     git_repo.commit({"manifests/cms.yaml": [*first, _cm("later", 1)]})
-    outcome = env.reconciler(4).sync(env.app(git_repo, "waves"))
+    outcome = env.parallel(4).sync(env.app(git_repo, "waves"))
 
     assert not outcome.result.ok
     assert outcome.result.reason == Reason.APPLY_FAILED
@@ -182,7 +171,7 @@ def test_changed_objects_land_first_then_the_rest_is_reasserted(
     rcs = [raycluster(f"rc-{i}") for i in range(5)]
     git_repo.commit({"manifests/rcs.yaml": rcs})
     app = env.app(git_repo, "order")
-    assert env.reconciler(1).sync(app).result.ok
+    assert env.parallel(1).sync(app).result.ok
     edited = copy.deepcopy(rcs)
     edited[3]["spec"]["rayVersion"] = "2.53.0"
     git_repo.commit({"manifests/rcs.yaml": edited}, "bump rc-3")
@@ -196,7 +185,7 @@ def test_changed_objects_land_first_then_the_rest_is_reasserted(
         def done(self, key: ResourceKey, action: ResourceAction) -> None:
             heard.append((key.name, action))
 
-    outcome = env.reconciler(4).sync(app, progress=Progress())  # a batch of its own first
+    outcome = env.parallel(4).sync(app, progress=Progress())  # a batch of its own first
     assert outcome.result.ok, outcome.result.message
     assert heard[0] == ("rc-3", ResourceAction.CONFIGURED)  # told as soon as it landed
     assert sorted(heard[1:]) == [(f"rc-{i}", ResourceAction.UNCHANGED) for i in (0, 1, 2, 4)]
