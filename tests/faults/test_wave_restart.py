@@ -36,6 +36,11 @@ def settings(kubeconfig: Path, namespace: str, repo: GitRepo) -> dict[str, Any]:
             "applications": [application("waves", repo.url, namespace)]}
 
 
+def _recorded_by_controller(store: RecordStore) -> dict[str, Any] | None:
+    operation = finished(store.load("waves").status)
+    return operation if operation and "controller" in operation else None
+
+
 def test_the_next_leader_continues_a_sync_waiting_for_a_wave(
         controller_process: StartController, control_plane: LocalControlPlane, kube: Kube,
         namespace: str, git_repo: GitRepo) -> None:
@@ -53,8 +58,9 @@ def test_the_next_leader_continues_a_sync_waiting_for_a_wave(
     report(kube, namespace, "w0", "ready")
     second = controller_process("wave-b", config)
     eventually(lambda: cm_exists(kube, namespace, "w1"), timeout=90, message="wave 1 applied")
-    operation = eventually(lambda: finished(store.load("waves").status),
-                           message="operation finished")
+    # the sync's result and the controller's fields (who, why) are two record writes:
+    # wait for the second, not only for a finished phase
+    operation = eventually(lambda: _recorded_by_controller(store), message="operation finished")
     assert operation["phase"] == "Succeeded", operation
     assert operation["startedAt"] == running["startedAt"]
     assert operation["controller"] == "wave-b"
