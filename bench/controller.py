@@ -158,9 +158,10 @@ class ConfigRepo:
         self._git(self.work, "push", "-q", "origin", "HEAD:main")
         return self._git(self.work, "rev-parse", "HEAD")
 
-    def change_one_line(self, index: int, value: str) -> str:
-        one_line_change(self.wl, self.work, index, value)
-        return self.commit_and_push(f"rc {index}: CONFIG_REVISION={value}")
+    def change_one_line(self, index: int, value: str) -> tuple[str, str]:
+        """Commit and push a one-line change of cluster ``index``: (commit SHA, its file)."""
+        path = one_line_change(self.wl, self.work, index, value)
+        return self.commit_and_push(f"rc {index}: CONFIG_REVISION={value}"), path
 
 
 # -- the controller process ----------------------------------------------------------------
@@ -310,10 +311,19 @@ class Controller:
                 counts[key[len("gitops_ray_k8s_requests_total"):]] += int(value)
         return counts
 
-    def push_webhook(self, repo_url: str, sha: str) -> int:
-        """A signed GitHub push delivery for the default branch."""
-        body = json.dumps({"ref": "refs/heads/main", "after": sha, "repository": {
-            "clone_url": repo_url, "html_url": repo_url, "default_branch": "main"}}).encode()
+    def push_webhook(self, repo_url: str, sha: str, changed: tuple[str, ...] = ()) -> int:
+        """A signed GitHub push delivery for the default branch.
+
+        ``changed``: the files the pushed commit modified, listed as GitHub lists them in
+        ``commits[].modified`` (a push of a commit always carries them; the no-op cycle's
+        delivery re-announces the same commit and lists none).
+        """
+        payload: dict[str, Any] = {"ref": "refs/heads/main", "after": sha, "repository": {
+            "clone_url": repo_url, "html_url": repo_url, "default_branch": "main"}}
+        if changed:
+            payload["commits"] = [{"id": sha, "added": [], "removed": [],
+                                   "modified": list(changed)}]
+        body = json.dumps(payload).encode()
         signature = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body,
                                          hashlib.sha256).hexdigest()
         request = urllib.request.Request(
@@ -583,10 +593,10 @@ def commit_to_applied(env: Env, ctl: Controller, samples: int, *, webhook: bool,
         name, ns = env.wl.cluster_name(index), env.wl.namespace(env.wl.app_of(index))
         value = f"bench-{'w' if webhook else 'p'}-{k}-{secrets.token_hex(3)}"
         watcher = Watcher(env.kube, ns, name, _env_is("CONFIG_REVISION", value))
-        sha = env.repo.change_one_line(index, value)
+        sha, path = env.repo.change_one_line(index, value)
         t0 = time.monotonic()
         if webhook:
-            ctl.push_webhook(env.repo.url, sha)
+            ctl.push_webhook(env.repo.url, sha, (path,))
         seen = watcher.wait(timeout=120)
         if seen is None:
             misses += 1

@@ -122,6 +122,7 @@ from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.runtime.compared import LastComparisons
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
+from gitops_ray.runtime.queue import UrgentUntilLanded
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache
@@ -609,7 +610,8 @@ class Controller:
         reconciler, cache = self._target(app)
         with cache.fresh():
             outcome = reconciler.sync(app, revision=before.revision, prune=decision.prune,
-                                      only=decision.only, before=before, resume=resume)
+                                      only=decision.only, before=before, resume=resume,
+                                      progress=UrgentUntilLanded(before.out_of_sync))
         result = outcome.result
         fields = {**operation_fields(decision, observed, self.identity),
                   **(extra or {}), **_carried(resume)}

@@ -14,19 +14,24 @@ same time. So:
   never refreshed twice at once: a request for an app that is running is remembered and
   runs once more right after (so no trigger is lost), and requests for an app already
   waiting are merged. A slow or failing app occupies one worker; the others go on.
-  Urgent requests are served first.
+  Urgent requests are served first, and while one runs, normal ones take at most one
+  worker (see :class:`WorkQueue`); a refresh whose urgent part is done says so
+  (:func:`relax`) and counts as normal work from then on.
 """
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import structlog
+
+from gitops_ray.types import ResourceAction, ResourceKey
 
 log = structlog.get_logger(__name__)
 Clock = Callable[[], float]
@@ -108,6 +113,25 @@ class _Slot:
     priority: int
     running: bool = False
     again: tuple[str, int] | None = None  # a request that arrived while running
+    running_as: int = NORMAL  # the priority it counts as while running (see relax)
+
+
+_current: contextvars.ContextVar[tuple[WorkQueue, _Slot] | None] = contextvars.ContextVar(
+    "gitops_ray_refresh", default=None)
+"""The queue and slot of the running refresh; a context variable, so the threads a sync
+applies on (which run in a copy of the refresh's context) see it too."""
+
+
+def relax() -> None:
+    """Called inside a refresh: what is left of it is normal work, whatever started it.
+
+    An auto-sync after a commit is urgent until the objects the commit changed have
+    landed; re-asserting the others after them is not, and must not hold back the next
+    push's refresh. Outside a worker thread (the CLI), nothing happens.
+    """
+    current = _current.get()
+    if current is not None:
+        current[0]._relax(current[1])
 
 
 class WorkQueue:
@@ -116,6 +140,13 @@ class WorkQueue:
     Urgent requests (drift seen by a watch, a due backoff, an app a push touched) go
     before normal ones (polls, bulk refreshes), so a webhook that refreshes a hundred apps
     does not delay the self-heal of the one that drifted.
+
+    Going first is not enough on its own: refreshes are CPU work under one GIL, so an
+    urgent refresh running beside seven normal ones gets an eighth of the CPU (measured:
+    the one app a commit changed was compared last of the 50 a push refreshed). So while
+    an urgent refresh runs, at most one normal refresh runs beside it; the others wait for
+    the urgent ones to end. One keeps going, so a stream of urgent work (a flapping app's
+    drift) slows normal work down but never starves it.
     """
 
     def __init__(self, work: Callable[[str, str], None], *, workers: int) -> None:
@@ -125,6 +156,7 @@ class WorkQueue:
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._closed = False
+        self._running = {URGENT: 0, NORMAL: 0}
         for i in range(workers):
             threading.Thread(target=self._worker, name=f"refresh-{i}", daemon=True).start()
 
@@ -157,14 +189,19 @@ class WorkQueue:
     def _next(self) -> tuple[str, _Slot] | None:
         """The most urgent waiting app (called with the lock held); ``None`` when closed."""
         while not self._closed:
-            while self._heap:
+            while self._heap and self._may_start(self._heap[0][0]):
                 priority, _, app = heapq.heappop(self._heap)
                 slot = self._slots.get(app)
                 if slot is not None and not slot.running and slot.priority == priority:
-                    slot.running = True
+                    slot.running, slot.running_as = True, priority
+                    self._running[priority] += 1
                     return app, slot
             self._cond.wait()
         return None
+
+    def _may_start(self, priority: int) -> bool:
+        """Urgent work always; normal work beside urgent work on one worker only."""
+        return priority == URGENT or not self._running[URGENT] or not self._running[NORMAL]
 
     def _worker(self) -> None:
         while True:
@@ -173,15 +210,26 @@ class WorkQueue:
             if picked is None:
                 return
             app, slot = picked
+            token = _current.set((self, slot))
             try:
                 self._work(app, slot.reason)
             except Exception:  # a bug in one refresh must not kill the worker
                 log.exception("refresh_crashed", app=app)
             finally:
+                _current.reset(token)
                 self._finish(app, slot)
+
+    def _relax(self, slot: _Slot) -> None:
+        with self._cond:
+            if slot.running and slot.running_as == URGENT:
+                self._running[URGENT] -= 1
+                self._running[NORMAL] += 1
+                slot.running_as = NORMAL
+                self._cond.notify_all()
 
     def _finish(self, app: str, slot: _Slot) -> None:
         with self._cond:
+            self._running[slot.running_as] -= 1
             if slot.again and not self._closed:
                 reason, priority = slot.again
                 self._slots[app] = _Slot(reason, priority)
@@ -202,3 +250,31 @@ class WorkQueue:
                     return False
                 self._cond.wait(left)
         return True
+
+
+class UrgentUntilLanded:
+    """A sync's progress listener that :func:`relax`-es the refresh once ``keys`` landed.
+
+    ``keys``: the objects the comparison found OutOfSync. The sync engine applies them
+    first (:mod:`gitops_ray.sync.engine`) and tells us as each lands; from then on the
+    sync only re-asserts objects that were in sync. With nothing OutOfSync (a re-sync),
+    nothing in it is urgent.
+    """
+
+    def __init__(self, keys: Iterable[ResourceKey]) -> None:
+        self._left = set(keys)
+        self._lock = threading.Lock()
+        if not self._left:
+            relax()
+
+    def planned(self, count: int) -> None:
+        """Nothing to do: the count does not matter here."""
+
+    def done(self, key: ResourceKey, action: ResourceAction) -> None:
+        with self._lock:
+            if not self._left:
+                return
+            self._left.discard(key)
+            landed = not self._left
+        if landed:
+            relax()

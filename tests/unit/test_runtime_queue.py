@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 
-from gitops_ray.runtime.queue import Timers, WorkQueue
+from gitops_ray.runtime.queue import Timers, UrgentUntilLanded, WorkQueue, relax
+from gitops_ray.types import ResourceAction, ResourceKey
 
 
 class FakeClock:
@@ -170,3 +171,78 @@ def test_urgent_requests_go_first() -> None:
     assert order == ["drifted:due", "b:webhook", "a:poll", "c:poll"]
     queue.drain(10)
 
+
+
+def test_normal_work_takes_one_worker_while_urgent_work_runs() -> None:
+    """Three workers: an urgent refresh and a normal one run; a second normal one waits,
+    so the third worker is still free for the next urgent refresh (the probe)."""
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("drifted", "a", "b", "probe")}
+    running_at_probe: list[set[str]] = []
+    running: set[str] = set()
+    lock = threading.Lock()
+
+    def work(app: str, reason: str) -> None:
+        with lock:
+            running.add(app)
+            if app == "probe":
+                running_at_probe.append(set(running))
+        started[app].set()
+        if app != "probe":
+            release.wait(10)
+        with lock:
+            running.discard(app)
+
+    queue = WorkQueue(work, workers=3)
+    try:
+        queue.submit("drifted", "due", urgent=True)
+        assert started["drifted"].wait(10)
+        queue.submit("a", "poll")
+        assert started["a"].wait(10)
+        queue.submit("b", "poll")  # held back: "a" is the one normal refresh
+        # (a bounded look for what must not happen: it cannot fail when the queue is right)
+        assert not started["b"].wait(0.5)
+        queue.submit("probe", "due", urgent=True)
+        assert started["probe"].wait(10)  # the third worker was free
+        assert running_at_probe == [{"drifted", "a", "probe"}]
+        release.set()  # the urgent refreshes end: "b" runs
+        assert started["b"].wait(10)
+    finally:
+        release.set()
+        queue.drain(10)
+
+
+def test_a_refresh_whose_changed_objects_landed_holds_nothing_back() -> None:
+    """The urgent refresh re-asserting in-sync objects counts as normal work: with one
+    worker for it, one for a normal refresh, the next normal one may start beside them."""
+    changed = ResourceKey("ray.io", "RayCluster", "ns", "rc-1")
+    landed, release = threading.Event(), threading.Event()
+    started = {name: threading.Event() for name in ("a", "b")}
+
+    def work(app: str, reason: str) -> None:
+        if app == "pushed":
+            listener = UrgentUntilLanded({changed})
+            landed.wait(10)
+            listener.done(changed, ResourceAction.CONFIGURED)  # the commit's object landed
+        else:
+            started[app].set()
+        release.wait(10)
+
+    queue = WorkQueue(work, workers=3)
+    try:
+        queue.submit("pushed", "webhook", urgent=True)
+        queue.submit("a", "poll")
+        assert started["a"].wait(10)
+        queue.submit("b", "poll")
+        assert not started["b"].wait(0.5)  # held back while "pushed" is urgent
+        landed.set()
+        assert started["b"].wait(10)
+    finally:
+        landed.set()
+        release.set()
+        queue.drain(10)
+
+
+def test_relax_outside_a_refresh_does_nothing() -> None:
+    UrgentUntilLanded(())  # the CLI: no queue, nothing to relax
+    relax()
