@@ -314,7 +314,7 @@ class Syncer:
             with failing_as(Reason.NAMESPACE_FAILED):
                 self._ensure_namespace(request)
             with failing_as(Reason.INVENTORY_FAILED):
-                self._remember(app.name, [InventoryEntry.of(o) for o in objs])
+                self._remember(app.name, record, [InventoryEntry.of(o) for o in objs])
         with failing_as(Reason.APPLY_FAILED):
             if not self._apply_waves(request, objs, rules, result):
                 return
@@ -582,9 +582,16 @@ class Syncer:
 
     # -- records ---------------------------------------------------------------------
 
-    def _remember(self, app: str, entries: Iterable[InventoryEntry]) -> None:
-        """Add entries before applying, so a crash mid-sync cannot leak untracked objects."""
+    def _remember(self, app: str, record: AppRecord, entries: Iterable[InventoryEntry]) -> None:
+        """Add entries before applying, so a crash mid-sync cannot leak untracked objects.
+
+        Nothing is read or written when the record just loaded lists them all already
+        (the usual sync after a commit): the inventory is set from the API server's copy
+        when the sync ends either way.
+        """
         new = set(entries)
+        if new <= set(record.inventory):
+            return
         self.store.update(app, lambda r: setattr(r, "inventory", sorted(set(r.inventory) | new)))
 
     def _set_inventory(self, app: str, entries: list[InventoryEntry]) -> None:

@@ -14,7 +14,8 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   (:mod:`gitops_ray.reconcile.pause`).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
-writers (a CLI sync during a controller run) cannot lose each other's update. Reads that
+writers (a CLI sync during a controller run) cannot lose each other's update. An update
+that changes nothing writes nothing. Reads that
 only look (``load``: the inventory for a diff, ``wait``) may go through a ``lookup`` such
 as the controller's watch cache, so a no-op pass of every app costs no request; a
 read-modify-write always reads from the API server.
@@ -119,6 +120,8 @@ class RecordStore:
             cm = self.kube.get("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
             record = _decode(cm) if cm else AppRecord()
             change(record)
+            if cm is not None and cm.get("data") == _data(app, record):
+                return record  # the change changed nothing: no write
             try:
                 self._write(app, record, cm)
                 return record
@@ -135,9 +138,7 @@ class RecordStore:
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": record_name(app), "namespace": self.namespace,
                          "labels": {APP_LABEL: app_label_value(app)}},
-            "data": {"app": app,
-                     "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
-                     "status": redact(json.dumps(record.status, sort_keys=True))},
+            "data": _data(app, record),
         }
         if current is None:
             self._create(body)
@@ -160,6 +161,13 @@ class RecordStore:
                                   "metadata": {"name": self.namespace}},
                                  field_manager=FIELD_MANAGER)
             self.kube.create(body, field_manager=FIELD_MANAGER)
+
+
+def _data(app: str, record: AppRecord) -> dict[str, str]:
+    """The ConfigMap's ``data`` for ``record``: the same record always gives the same text."""
+    return {"app": app,
+            "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
+            "status": redact(json.dumps(record.status, sort_keys=True))}
 
 
 def _is_record(cm: Manifest) -> bool:
