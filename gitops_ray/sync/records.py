@@ -23,10 +23,12 @@ read-modify-write always reads from the API server.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -79,17 +81,32 @@ def record_name(app: str) -> str:
     return f"gitops-ray-app.{hashlib.sha256(app.encode()).hexdigest()[:16]}"
 
 
+KNOWN_RECORDS = 64
+"""Records whose last copy a store remembers: the apps being synced now, with room to
+spare (a copy is at most a record's byte budget, 256 KiB; usually a few KiB)."""
+
 Lookup = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> the object or None, e.g. from a watch cache."""
 
 
 class RecordStore:
-    """Reads and writes app records in ``namespace`` (created on first write if missing)."""
+    """Reads and writes app records in ``namespace`` (created on first write if missing).
+
+    **What an update costs.** The store remembers the last copy of a record it wrote or
+    read from the server (:data:`KNOWN_RECORDS` of them, most recent first), and an update
+    starts from that copy: its ``resourceVersion`` is the write's precondition, so a copy
+    someone else has overtaken costs a 409 and a fresh read, never a lost update. A sync
+    writes its app's record two or three times in a row, so most of those writes need no
+    read. An update that changes nothing writes nothing; that is decided on a copy read
+    from the server in that update only (a remembered copy may be behind).
+    """
 
     def __init__(self, kube: Kube, namespace: str, *, lookup: Lookup | None = None) -> None:
         self.kube = kube
         self.namespace = namespace
         self._lookup = lookup or self._get
+        self._known: collections.OrderedDict[str, Manifest | None] = collections.OrderedDict()
+        self._known_lock = threading.Lock()
 
     def load(self, app: str) -> AppRecord:
         """The app's record, through ``lookup`` (possibly a little behind the server)."""
@@ -102,7 +119,10 @@ class RecordStore:
         return _decode(cm) if cm else AppRecord()
 
     def _get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-        return self.kube.get(api_version, kind, name=name, namespace=namespace)
+        found = self.kube.get(api_version, kind, name=name, namespace=namespace)
+        if kind == "ConfigMap" and namespace == self.namespace:
+            self._remember(name, found)
+        return found
 
     def list_apps(self) -> dict[str, AppRecord]:
         """All records in the namespace, by app name.
@@ -115,22 +135,52 @@ class RecordStore:
 
     def update(self, app: str, change: Callable[[AppRecord], None], *,
                attempts: int = 5) -> AppRecord:
-        """Read-modify-write the record with optimistic concurrency."""
-        for _ in range(attempts):
-            cm = self.kube.get("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
+        """Read-modify-write the record with optimistic concurrency (see the class doc)."""
+        name = record_name(app)
+        for attempt in range(attempts):
+            fresh, cm = self._base(name, remembered_only=attempt == 0)
             record = _decode(cm) if cm else AppRecord()
             change(record)
             if cm is not None and cm.get("data") == _data(app, record):
-                return record  # the change changed nothing: no write
+                if fresh:
+                    return record  # the change changed nothing: no write
+                fresh, cm = True, self._read(name)  # unchanged only on a remembered copy
+                record = _decode(cm) if cm else AppRecord()
+                change(record)
+                if cm is not None and cm.get("data") == _data(app, record):
+                    return record
             try:
                 self._write(app, record, cm)
                 return record
-            except Conflict:
+            except (Conflict, NotFound):  # overtaken (or deleted) since that copy
+                self._forget(name)
                 continue
         raise Conflict(f"record of app {app!r} kept changing; gave up after {attempts} tries")
 
+    def _base(self, name: str, *, remembered_only: bool) -> tuple[bool, Manifest | None]:
+        """(read from the server just now?, the copy to start from)."""
+        with self._known_lock:
+            if remembered_only and name in self._known:
+                return False, self._known[name]
+        return True, self._read(name)
+
+    def _read(self, name: str) -> Manifest | None:
+        return self._get("v1", "ConfigMap", self.namespace, name)
+
+    def _remember(self, name: str, cm: Manifest | None) -> None:
+        with self._known_lock:
+            self._known[name] = cm
+            self._known.move_to_end(name)
+            while len(self._known) > KNOWN_RECORDS:
+                self._known.popitem(last=False)
+
+    def _forget(self, name: str) -> None:
+        with self._known_lock:
+            self._known.pop(name, None)
+
     def delete(self, app: str) -> bool:
         """Forget the app (its Application was deleted); ``False`` if it had no record."""
+        self._forget(record_name(app))
         return self.kube.delete("v1", "ConfigMap", name=record_name(app), namespace=self.namespace)
 
     def _write(self, app: str, record: AppRecord, current: Manifest | None) -> None:
@@ -141,12 +191,13 @@ class RecordStore:
             "data": _data(app, record),
         }
         if current is None:
-            self._create(body)
+            written = self._create(body)
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            self.kube.replace(body, field_manager=FIELD_MANAGER)
+            written = self.kube.replace(body, field_manager=FIELD_MANAGER)
+        self._remember(record_name(app), written)
 
-    def _create(self, body: Manifest) -> None:
+    def _create(self, body: Manifest) -> Manifest:
         """Create the record; create the namespace too, only if the server says it is missing.
 
         The namespace is not read first: in a cluster it exists (it is the controller's
@@ -154,13 +205,13 @@ class RecordStore:
         none). Only a CLI run against a fresh cluster pays for the 404.
         """
         try:
-            self.kube.create(body, field_manager=FIELD_MANAGER)
+            return self.kube.create(body, field_manager=FIELD_MANAGER)
         except NotFound:
             with contextlib.suppress(Conflict):  # created concurrently: fine
                 self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                                   "metadata": {"name": self.namespace}},
                                  field_manager=FIELD_MANAGER)
-            self.kube.create(body, field_manager=FIELD_MANAGER)
+            return self.kube.create(body, field_manager=FIELD_MANAGER)
 
 
 def _data(app: str, record: AppRecord) -> dict[str, str]:

@@ -28,3 +28,30 @@ def test_first_record_creates_a_missing_namespace(control_plane: LocalControlPla
         kube.delete("v1", "Namespace", name=namespace)
     assert ("create", "namespaces", 201) in requests
     assert not [r for r in requests if r[0] == "get" and r[1] == "namespaces"]
+
+
+def test_writes_in_a_row_read_nothing_and_lose_no_concurrent_update(
+        kube: Kube, control_plane: LocalControlPlane, namespace: str) -> None:
+    """A store starts an update from the copy it last wrote: no read for the usual two or
+    three writes of one sync. Another writer in between makes that copy stale: its 409
+    costs a read and a retry, and both changes are kept."""
+    counted = Kube.connect(str(control_plane.kubeconfig))  # its own client: its own hooks
+    requests: list[tuple[str, int]] = []
+    counted.hooks.append(lambda verb, resource, status, _seconds: requests.append(
+        (verb, status)) if resource == "configmaps" else None)
+    ours, theirs = RecordStore(counted, namespace), RecordStore(kube, namespace)
+    ours.update("app", lambda r: r.status.update({"sync": "Synced"}))  # read (404), create
+    ours.update("app", lambda r: r.status.update({"health": "Healthy"}))
+    ours.update("app", lambda r: r.status.update({"health": "Healthy"}))  # no change
+    assert requests == [("get", 404), ("create", 201), ("update", 200), ("get", 200)]
+    theirs.update("app", lambda r: r.status.update({"theirs": True}))
+    requests.clear()
+    ours.update("app", lambda r: r.status.update({"ours": True}))  # from a stale copy
+    assert requests == [("update", 409), ("get", 200), ("update", 200)]
+    assert RecordStore(kube, namespace).read("app").status == {
+        "sync": "Synced", "health": "Healthy", "theirs": True, "ours": True}
+    kube.delete("v1", "ConfigMap", name=record_name("app"), namespace=namespace)
+    requests.clear()
+    ours.update("app", lambda r: r.status.update({"again": True}))  # deleted meanwhile
+    assert [verb for verb, _ in requests] == ["update", "get", "create"]
+    assert RecordStore(kube, namespace).read("app").status == {"again": True}
