@@ -109,8 +109,18 @@ class RecordStore:
         self._known_lock = threading.Lock()
 
     def load(self, app: str) -> AppRecord:
-        """The app's record, through ``lookup`` (possibly a little behind the server)."""
-        cm = self._lookup("v1", "ConfigMap", self.namespace, record_name(app))
+        """The app's record, through ``lookup`` (possibly a little behind the server).
+
+        Without a ``lookup`` (the CLI), the copy this store last wrote or read is as good
+        as a cache, so a sync reads its record from the server once.
+        """
+        name = record_name(app)
+        if self._lookup == self._get:
+            with self._known_lock:
+                known, cm = name in self._known, self._known.get(name)
+            if known:
+                return _decode(cm) if cm else AppRecord()
+        cm = self._lookup("v1", "ConfigMap", self.namespace, name)
         return _decode(cm) if cm else AppRecord()
 
     def read(self, app: str) -> AppRecord:
