@@ -160,10 +160,11 @@ def test_the_app_node_budget_is_enforced_with_a_warm_memo(tmp_path: Path) -> Non
     for path in sorted(tmp_path.iterdir()):  # each file alone is within every bound
         assert file_documents(path, origin=path.name) != []
     assert len(PARSES) == files
+    misses = PARSES.misses
     with pytest.raises(LimitExceeded) as warm:
         render_app(app, tmp_path)
     assert str(warm.value) == str(cold.value)
-    assert PARSES.misses == 0  # every file was remembered: the one that goes over the
+    assert PARSES.misses == misses  # every file was remembered: the one that goes over the
     # budget is scanned again and refused with the cold render's message
 
 
