@@ -82,10 +82,18 @@ def memo_key(kind: str, text: str) -> bytes:
 
 
 def store(body: Any) -> Body:
-    """``body`` packed: on the shared shelf if it is a mapping or list."""
+    """``body`` packed: on the shared shelf if it is a mapping or list.
+
+    Packed twice: the shelf shares a sub-structure from its second sighting on, and the
+    render cache packs the objects made from this body only after it. Packed once, the
+    memo's copy of a RayCluster's spec stays inline (~7.5 KB a file, ~75 MB at 10,000);
+    twice, it is the piece the render cache's object uses too (~1.2 KB a file). The
+    price is one more pack per parse (~3 ms a RayCluster, against ~14.5 ms to parse it).
+    """
     if body is None:
         return None
     if isinstance(body, dict | list):
+        SHELF.pack(cast(Manifest, body))  # marks its sub-structures seen
         return SHELF.pack(cast(Manifest, body))
     return marshal.dumps(body)
 

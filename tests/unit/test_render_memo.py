@@ -16,6 +16,7 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import LimitExceeded, RenderError
+from gitops_ray.packed import SHELF, Piece
 from gitops_ray.render.applications import application_from_flags
 from gitops_ray.render.documents import parse_json, parse_yaml, to_manifests
 from gitops_ray.render.manifests import file_documents, render_directory
@@ -219,3 +220,15 @@ def test_threads_share_the_memo_and_get_their_own_objects() -> None:
         thread.join()
     assert all(result == expected for result in results)
     assert PARSES.misses == len(texts)
+
+
+def test_a_remembered_body_shares_its_spec_with_the_object_made_from_it() -> None:
+    [doc] = parse_yaml(rc_text("a"), origin="rc.yaml")
+    parsed = PARSES.get(memo_key("yaml", rc_text("a")))
+    assert parsed is not None
+    [stored] = parsed.docs
+    desired = doc.body  # what the render cache packs: the object, tracked and namespaced
+    desired["metadata"].update(namespace="ray", labels={"gitops-ray.io/app": "a"})
+    cached = SHELF.pack(desired)
+    assert isinstance(stored.body, Piece)
+    assert any(mine is theirs for mine in stored.body.parts for theirs in cached.parts)
