@@ -14,6 +14,10 @@ strings; a ``datetime`` would not survive ``json.dumps`` on the way to the API s
 Every text is measured by :mod:`gitops_ray.render.bounds` before it is built (size,
 depth, aliases, expanded node count), so an alias bomb fails its app instead of the
 process; the bounds are in :mod:`gitops_ray.limits`.
+
+A text decoded before is not decoded again: :mod:`gitops_ray.render.memo` keeps the
+documents of every text that decoded without error, by content, and a hit is rebuilt
+here with the caller's origin and its node count charged to the app's budget.
 """
 
 from __future__ import annotations
