@@ -9,7 +9,8 @@ Modules: ``apps`` (the model), ``applications`` (parsing Applications, app-of-ap
 ``globs`` (include/exclude), ``tools`` (sandboxed subprocesses), ``shapes`` (pod shapes),
 ``bounds`` (every YAML/JSON text measured against ``gitops_ray.limits`` before it is
 built), ``notes`` (problems a render tolerated, so no prune follows it), ``inputs`` (the
-digest of what a render reads, which the render cache is keyed by).
+digest of what a render reads, which the render cache is keyed by), ``memo`` (decoded
+texts remembered by content, so a re-render decodes only the files that changed).
 """
 
 from gitops_ray.render.applications import (

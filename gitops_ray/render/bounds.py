@@ -59,6 +59,20 @@ def _charge(nodes: int) -> None:
         remaining[0] -= nodes
 
 
+def charge_remembered(nodes: int) -> bool:
+    """Charge ``nodes`` that an earlier scan of the same text counted, if the budget has them.
+
+    For :mod:`gitops_ray.render.memo`: a text that passed its scan once fails it again only
+    by its total (a scan's count only grows, and the per-document bounds do not depend on
+    the budget), so a remembered count within the allowance is charged here, and ``False``
+    (nothing charged) tells the caller to scan again, which raises the scan's own error.
+    """
+    if nodes > _allowance():
+        return False
+    _charge(nodes)
+    return True
+
+
 def check_text_size(size: int, *, origin: str, limit: int = limits.MAX_FILE_BYTES) -> None:
     """Refuse text of ``size`` bytes over ``limit``."""
     if size > limit:
@@ -130,10 +144,11 @@ class _Scan:
         self.anchors.clear()  # anchors are scoped to their document
 
 
-def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) -> None:
+def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) -> int:
     """Raise :class:`LimitExceeded` if ``text`` is over any YAML bound (see module docstring).
 
     Syntax errors are left to the loader that follows, which reports them with context.
+    Returns the nodes charged to the app's budget.
     """
     check_text_size(len(text), origin=origin, limit=limit)
     scan = _Scan(origin, _allowance())
@@ -145,6 +160,7 @@ def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) ->
     finally:
         parser.dispose()
     _charge(scan.nodes)
+    return scan.nodes
 
 
 _STARTS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
@@ -174,8 +190,11 @@ def _walk_events(parser: Any, scan: _Scan) -> None:
             raise scan.too_many_nodes(event)
 
 
-def check_value(value: object, *, origin: str) -> None:
-    """Depth and node bounds of an already decoded JSON value (JSON has no aliases)."""
+def check_value(value: object, *, origin: str) -> int:
+    """Depth and node bounds of an already decoded JSON value (JSON has no aliases).
+
+    Returns the nodes charged to the app's budget.
+    """
     nodes, pending = 0, [(value, 1)]
     allowance = min(_allowance(), limits.MAX_DOCUMENT_NODES)
     while pending:
@@ -190,6 +209,7 @@ def check_value(value: object, *, origin: str) -> None:
                                 f"{limits.MAX_DEPTH} (gitops_ray.limits)")
         pending += [(child, depth + 1) for child in children or ()]
     _charge(nodes)
+    return nodes
 
 
 def _too_many(allowance: int) -> str:

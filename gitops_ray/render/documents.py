@@ -14,6 +14,10 @@ strings; a ``datetime`` would not survive ``json.dumps`` on the way to the API s
 Every text is measured by :mod:`gitops_ray.render.bounds` before it is built (size,
 depth, aliases, expanded node count), so an alias bomb fails its app instead of the
 process; the bounds are in :mod:`gitops_ray.limits`.
+
+A text decoded before is not decoded again: :mod:`gitops_ray.render.memo` keeps the
+documents of every text that decoded without error, by content, and a hit is rebuilt
+here with the caller's origin and its node count charged to the app's budget.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import RenderError
-from gitops_ray.render.bounds import check_text_size, check_value, check_yaml
+from gitops_ray.render.bounds import (
+    charge_remembered,
+    check_text_size,
+    check_value,
+    check_yaml,
+)
+from gitops_ray.render.memo import PARSES, fresh, memo_key, remembered
 from gitops_ray.types import Manifest
 
 _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -88,29 +98,68 @@ def parse_yaml(text: str, *, origin: str, helm_sources: bool = False,
 
     With ``helm_sources``, each document's origin is taken from the ``# Source:`` comment
     that ``helm template`` writes above it. ``limit`` bounds the text's size; the other
-    bounds of :mod:`gitops_ray.limits` apply to every stream.
+    bounds of :mod:`gitops_ray.limits` apply to every stream. A text parsed before is
+    unpacked from :mod:`gitops_ray.render.memo` instead of parsed again.
     """
-    check_yaml(text, origin=origin, limit=limit)
+    check_text_size(len(text), origin=origin, limit=limit)
+    key = memo_key("yaml+helm" if helm_sources else "yaml", text)
+    docs = _recalled(key, origin)
+    if docs is not None:
+        return docs
+    nodes = check_yaml(text, origin=origin, limit=limit)
     lines = text.splitlines() if helm_sources else []
-    docs = []
-    for index, (line, body) in enumerate(_documents(text, origin), start=1):
-        source = _helm_source(lines, line) if helm_sources else ""
-        docs.append(Doc(body, f"{origin}: {source}" if source else origin, index, line))
-    return docs
+    parsed, tuples = _documents(text, origin)
+    found = [(index, line, _helm_source(lines, line) if helm_sources else "", body)
+             for index, (line, body) in enumerate(parsed, start=1)]
+    if not tuples:
+        PARSES.put(key, remembered(nodes, found), chars=len(text))
+    return [Doc(body, _named(origin, source), index, line)
+            for index, line, source, body in found]
 
 
-def _documents(text: str, origin: str) -> Iterator[tuple[int, Any]]:
+def _recalled(key: bytes, origin: str) -> list[Doc] | None:
+    """The remembered documents of ``key`` named by ``origin``, their nodes charged."""
+    parsed = PARSES.get(key)
+    if parsed is None or not charge_remembered(parsed.nodes):
+        return None
+    return [Doc(fresh(d.body), _named(origin, d.source), d.index, d.line) for d in parsed.docs]
+
+
+def _named(origin: str, source: str) -> str:
+    return f"{origin}: {source}" if source else origin
+
+
+class _Tuples:
+    """Marks a loader that built tuples (``!!omap``, ``!!pairs``), which the memo skips."""
+
+    def __init__(self, construct: Any) -> None:
+        self.construct = construct
+
+    def __call__(self, loader: Any, node: yaml.Node) -> Iterator[Any]:
+        loader.made_tuples = True
+        yield from self.construct(loader, node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:omap", _Tuples(yaml.SafeLoader.construct_yaml_omap))
+_Loader.add_constructor("tag:yaml.org,2002:pairs",
+                        _Tuples(yaml.SafeLoader.construct_yaml_pairs))
+
+
+def _documents(text: str, origin: str) -> tuple[list[tuple[int, Any]], bool]:
+    """``(line, body)`` of every document, and whether any body holds tuples."""
     loader = _Loader(text)
+    documents = []
     try:
         while loader.check_node():
             node = loader.get_node()
-            yield node.start_mark.line + 1, loader.construct_document(node)
+            documents.append((node.start_mark.line + 1, loader.construct_document(node)))
     except yaml.MarkedYAMLError as e:
         raise RenderError(_yaml_message(e, origin)) from e
     except yaml.YAMLError as e:
         raise RenderError(f"{origin}: invalid YAML: {e}") from e
     finally:
         loader.dispose()
+    return documents, bool(getattr(loader, "made_tuples", False))
 
 
 def _yaml_message(error: yaml.MarkedYAMLError, origin: str) -> str:
@@ -132,15 +181,23 @@ def _helm_source(lines: Sequence[str], line: int) -> str:
 
 
 def parse_json(text: str, *, origin: str) -> list[Doc]:
-    """A JSON file: exactly one value, as Argo CD requires of ``.json`` manifests."""
+    """A JSON file: exactly one value, as Argo CD requires of ``.json`` manifests.
+
+    Remembered by :mod:`gitops_ray.render.memo` like YAML.
+    """
     check_text_size(len(text), origin=origin)
+    key = memo_key("json", text)
+    docs = _recalled(key, origin)
+    if docs is not None:
+        return docs
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         raise RenderError(f"{origin}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from e
     except RecursionError as e:  # nested deeper than the interpreter's stack
         raise RenderError(f"{origin}: invalid JSON: nested too deeply") from e
-    check_value(value, origin=origin)
+    nodes = check_value(value, origin=origin)
+    PARSES.put(key, remembered(nodes, [(1, 1, "", value)]), chars=len(text))
     return [Doc(value, origin, 1, 1)]
 
 
