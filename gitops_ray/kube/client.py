@@ -11,6 +11,10 @@ benchmarks can prove how many calls a cycle made. A client given a
 :class:`~gitops_ray.kube.fence.WriteFence` (:attr:`Kube.fence`, set by a controller that
 elects a leader) checks it right before sending each mutating request, so a replica that
 may have lost the Lease cannot write.
+
+Every response body and watch event is decoded by :mod:`gitops_ray.jsonio` (orjson, the
+hot path of a LIST of thousands of RayClusters); a body that is not JSON, or nested past
+its bound, fails that request with a :class:`KubeError` naming a position, never a value.
 """
 
 from __future__ import annotations
