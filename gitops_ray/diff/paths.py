@@ -22,6 +22,8 @@ import marshal
 from collections.abc import Sequence
 from typing import Any
 
+from gitops_ray import jsonio
+
 Path = tuple[str | int, ...]
 """Dict keys and list indexes from the document root."""
 
@@ -33,10 +35,16 @@ class PathError(Exception):
 def json_copy(value: Any) -> Any:
     """A deep copy of decoded JSON with no shared sub-objects.
 
-    ``marshal`` format 2 has no back-references, so aliased objects are copied twice,
-    and it is about four times faster than ``copy.deepcopy``. Values marshal cannot
-    write (``datetime`` from YAML timestamps, dict subclasses) take the slow path.
+    Through JSON bytes (:func:`gitops_ray.jsonio.exact`), which copies aliased objects
+    twice and is about twice as fast as ``marshal`` (format 2, no back-references either)
+    and eight times as fast as ``copy.deepcopy``. What a JSON round trip would not give
+    back as it was (a ``null``, a ``datetime`` from a YAML timestamp, an integer beyond
+    64 bits, a dict subclass) goes through ``marshal``, and what marshal cannot write
+    takes the slow path.
     """
+    encoded = jsonio.exact(value)
+    if encoded is not None:
+        return jsonio.loads(encoded)
     try:
         return marshal.loads(marshal.dumps(value, 2))
     except ValueError:
@@ -56,11 +64,14 @@ def json_equal(a: Any, b: Any) -> bool:
 
     Python's ``==`` says ``True == 1``; it is still the fast first test, because strict
     equality implies it. Equal objects read from the same API server usually serialize to
-    identical ``marshal`` bytes (same key order, same types), which settles the common
-    "Synced" case without a Python-level walk.
+    identical JSON (same key order, same types; :func:`gitops_ray.jsonio.exact`, else
+    ``marshal``), which settles the common "Synced" case without a Python-level walk.
     """
     if a != b:
         return False
+    encoded = jsonio.exact(a)
+    if encoded is not None and encoded == jsonio.exact(b):
+        return True
     try:
         if marshal.dumps(a, 2) == marshal.dumps(b, 2):
             return True

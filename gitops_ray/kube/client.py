@@ -11,11 +11,14 @@ benchmarks can prove how many calls a cycle made. A client given a
 :class:`~gitops_ray.kube.fence.WriteFence` (:attr:`Kube.fence`, set by a controller that
 elects a leader) checks it right before sending each mutating request, so a replica that
 may have lost the Lease cannot write.
+
+Every response body and watch event is decoded by :mod:`gitops_ray.jsonio` (orjson, the
+hot path of a LIST of thousands of RayClusters); a body that is not JSON, or nested past
+its bound, fails that request with a :class:`KubeError` naming a position, never a value.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -30,7 +33,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
-from gitops_ray import __version__
+from gitops_ray import __version__, jsonio
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.errors import (
     KubeError,
@@ -177,7 +180,6 @@ class Kube:
                                   verb=verb or method.lower(), resource=resource,
                                   accept=accept, fenced=fenced)
                 data = resp.read()
-                return json.loads(data) if data else None
             except KubeError as e:
                 attempt += 1
                 delay = retry_delay(e, attempt, idempotent=_idempotent(method, content_type))
@@ -185,6 +187,8 @@ class Kube:
                     raise
                 self.retries += 1
                 time.sleep(delay)
+                continue
+            return _decoded(data, f"{method} {path}")
 
     def _send(self, method: str, path: str, *, query: dict[str, Any] | None, body: Any,
               content_type: str | None, timeout: float | None, verb: str,
@@ -353,11 +357,11 @@ class Kube:
                           resource=info.plural)
         try:
             for line in _lines(resp.response):
-                event = json.loads(line)
+                event = jsonio.loads(line)
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     raise error_from_response(int(obj.get("code", 500)),
-                                              json.dumps(obj).encode(), f"watch {info.plural}")
+                                              jsonio.dumps(obj), f"watch {info.plural}")
                 yield WatchEvent(str(event.get("type")), obj)
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
             raise Unreachable(f"watch {info.plural}: stream broken: {e}") from e
@@ -458,6 +462,19 @@ class Kube:
                            body=body, verb="create", resource="subjectaccessreviews",
                            fenced=False)
         return dict((result or {}).get("status") or {})
+
+
+def _decoded(data: bytes, context: str) -> Any:
+    """A response body decoded (``None`` when empty); :class:`KubeError` if it is not JSON.
+
+    The error names the position, never the body (:mod:`gitops_ray.jsonio`).
+    """
+    if not data:
+        return None
+    try:
+        return jsonio.loads(data)
+    except jsonio.DecodeError as e:
+        raise KubeError(f"{context}: the response is not JSON: {e}") from None
 
 
 def _lines(response: Any) -> Iterator[bytes]:

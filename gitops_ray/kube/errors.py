@@ -10,10 +10,10 @@ not a ``Status`` cannot end up in a log line in full.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
+from gitops_ray import jsonio
 from gitops_ray.errors import GitOpsRayError
 
 MAX_MESSAGE = 512
@@ -107,7 +107,7 @@ def error_from_response(status: int, body: bytes, context: str) -> KubeError:
     """Build the error for a non-2xx response; ``context`` says which request failed."""
     payload: dict[str, Any] = {}
     try:
-        decoded = json.loads(body or b"{}")
+        decoded = jsonio.loads(body or b"{}")
         if isinstance(decoded, dict) and decoded.get("kind") == "Status":
             payload = decoded
     except ValueError:
