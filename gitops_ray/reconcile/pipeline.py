@@ -268,7 +268,8 @@ class _Render:
 
 @dataclass(frozen=True)
 class _Memo:
-    version: tuple[str, str]  # (desired content + rules, live resourceVersion)
+    version: tuple[str, str]  # (desired content + rules, live resourceVersion): the diff's
+    signals: str  # and with what health read besides the object (Events, Pods): health's
     diff: ResourceDiff
     health: Health | None
 
@@ -496,17 +497,18 @@ class Pipeline:
         """Diff and health of one object, or the last ones if nothing changed.
 
         Reused while its desired content, the app's ignore rules, the live
-        ``resourceVersion`` and the Events health reads stay the same: no read, no dry
-        run, no normalisation. With the watch cache the versions are known without
-        unpacking the live object, so a no-op pass unpacks nothing. ``landed``: the
+        ``resourceVersion`` and the Events and Pods health reads stay the same: no read,
+        no dry run, no normalisation. When only the Events or Pods changed (a worker Pod
+        started), health is assessed again and the diff is reused: no dry run. With the
+        watch cache the versions are known without unpacking the live object, so a no-op
+        pass unpacks nothing. ``landed``: the
         object as the sync's apply left it, live and prediction at once (the watch cache
         may not have seen that write yet, so its version is not asked).
         """
         known = self._live_version(*desired.coordinates) if landed is None else None
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
-            signals = self._signals(desired.key, (), ())
-            hit = self._recall(desired.key, (content, f"{known}|{signals}"))
-            if hit is not None:
+            hit = self._recall(desired.key, (content, known))
+            if hit is not None and hit.signals == self._signals(desired.key, (), ()):
                 return hit.diff, hit.health
         obj = desired.manifest()
         live = self._live_of(desired, landed, snapshot or {})
@@ -514,20 +516,23 @@ class Pipeline:
         events = () if fresh else self._events_about(desired.key, live)
         pods = () if fresh else self._pods_of(desired.key, live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
-        version = (content, f"{live_version}|{self._signals(desired.key, events, pods)}")
+        version, signals = (content, live_version), self._signals(desired.key, events, pods)
         hit = self._recall(desired.key, version)
-        if hit is not None:
+        if hit is not None and hit.signals == signals:
             return hit.diff, hit.health
-        predicted = landed.live if landed is not None else \
-            self._predict(obj, live, rules) if live is not None else None
-        result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+        if hit is not None:  # only Events or Pods changed: health again, never a dry run
+            result = hit.diff
+        else:
+            predicted = landed.live if landed is not None else \
+                self._predict(obj, live, rules) if live is not None else None
+            result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         health = assess(live, events=events, pods=pods, custom=system.health)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
         with self._lock:
-            self._memo[desired.key] = _Memo(version, slim, health)
+            self._memo[desired.key] = _Memo(version, signals, slim, health)
         return result, health
 
     def _live_of(self, desired: DesiredObject, landed: Landed | None,

@@ -230,3 +230,36 @@ def test_a_comparison_lists_an_apps_objects_once_and_falls_back_to_gets_past_the
     assert comparison.diff.status == "Synced"
     assert comparison.live == {}  # past the bound: nothing kept from the LIST ...
     assert _reads(kube)["get"] - before["get"] >= 3  # ... and one GET per object instead
+
+
+def test_pods_coming_and_going_cost_health_not_a_dry_run(
+        control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo, tmp_path: Path,
+        helm_bin: Path) -> None:
+    """A RayCluster's diff is reused while git's object and the live one are the same;
+    its Pods (what a scaling autoscaler changes all day) only make health be assessed
+    again, with the Pods read, and send no dry run."""
+    kube = Kube.connect(str(control_plane.kubeconfig))  # its own request counts
+    requests: Counter[tuple[str, str]] = Counter()
+    kube.hooks.append(lambda verb, resource, _status, _seconds: requests.update(
+        [(verb, resource)]))
+    store = RecordStore(kube, namespace)
+    pipeline = Pipeline(kube, GitSource(tmp_path / "cache"), store,
+                        tools=RenderTools(helm_bin=str(helm_bin)))
+    git_repo.commit({"rcs/rc.yaml": [raycluster("rc-pods")]})
+    app = application_from_flags(name="pods", repo_url=git_repo.url, path="rcs",
+                                 dest_namespace=namespace)
+    assert Reconciler(pipeline, Syncer(kube, store)).sync(app).result.ok
+    pipeline.compare(app)  # remembers the diff of the live object as it is now
+
+    def dry_runs_and_pod_lists() -> tuple[int, int]:
+        return requests[("apply", "rayclusters")], requests[("list", "pods")]
+
+    applies, pod_lists = dry_runs_and_pod_lists()
+    kube.create({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "rc-pods-head", "namespace": namespace,
+        "labels": {"ray.io/cluster": "rc-pods", "ray.io/node-type": "head"}},
+        "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.52.0"}]}},
+        field_manager="test")
+    comparison = pipeline.compare(app)
+    assert comparison.diff.status == "Synced"
+    assert dry_runs_and_pod_lists() == (applies, pod_lists + 1)  # Pods read, no dry run
