@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_ray import jsonio
 from gitops_ray.kube import AlreadyExists, Kube, KubeError, UnknownKind, Unreachable
+from tests.integration.test_kube_client import client
 from tests.waiting import eventually
 
 BLOBS = {
@@ -124,16 +124,6 @@ def hostile_server(hostile: Hostile) -> Iterator[str]:
         server.server_close()
 
 
-def _client(url: str, tmp_path: Path) -> Kube:
-    config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-    return Kube.connect(str(config))
-
-
 @pytest.mark.parametrize("body", [
     b'{"data": {"token": "' + SECRET.encode() + b'"',  # cut short
     b'{"data": ' + SECRET.encode() + b"}",  # not JSON
@@ -143,7 +133,7 @@ def _client(url: str, tmp_path: Path) -> Kube:
 def test_a_response_that_is_not_json_fails_that_request_naming_no_value(
         tmp_path: Path, body: bytes) -> None:
     with hostile_server(Hostile(body)) as url:
-        kube = _client(url, tmp_path)
+        kube = client(url, tmp_path)
         with pytest.raises(KubeError) as raised:
             kube.get("v1", "ConfigMap", name="x", namespace="n")
     message = str(raised.value)
@@ -155,7 +145,7 @@ def test_a_watch_event_nested_past_the_bound_ends_the_stream(tmp_path: Path) -> 
     deep = b'{"type":"ADDED","object":' + b"[" * (jsonio.MAX_DECODE_DEPTH + 1) \
         + b"]" * (jsonio.MAX_DECODE_DEPTH + 1) + b"}\n"
     with hostile_server(Hostile(deep)) as url:
-        kube = _client(url, tmp_path)
+        kube = client(url, tmp_path)
         with pytest.raises(Unreachable) as raised:
             list(kube.watch("v1", "ConfigMap", "n", timeout_seconds=5))
     assert "stream broken" in str(raised.value) and "depth" in str(raised.value)
