@@ -59,12 +59,20 @@ def scripted_server(script: Script) -> Iterator[str]:
 
         do_GET = do_POST = do_PATCH = _answer  # noqa: N815
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(Handler) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` on a loopback port, in a thread, for the block; its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def client(url: str, tmp_path: Path) -> Kube:

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ import pytest
 
 from gitops_ray import jsonio
 from gitops_ray.kube import AlreadyExists, Kube, KubeError, UnknownKind, Unreachable
-from tests.integration.test_kube_client import client
+from tests.integration.test_kube_client import client, serving
 from tests.waiting import eventually
 
 BLOBS = {
@@ -115,13 +114,8 @@ def hostile_server(hostile: Hostile) -> Iterator[str]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 @pytest.mark.parametrize("body", [
