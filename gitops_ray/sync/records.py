@@ -14,11 +14,11 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   (:mod:`gitops_ray.reconcile.pause`).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
-writers (a CLI sync during a controller run) cannot lose each other's update. An update
-that changes nothing writes nothing. Reads that
-only look (``load``: the inventory for a diff, ``wait``) may go through a ``lookup`` such
-as the controller's watch cache, so a no-op pass of every app costs no request; a
-read-modify-write always reads from the API server.
+writers (a CLI sync during a controller run) cannot lose each other's update; an update
+that changes nothing writes nothing. Reads that only look (``load``: the inventory for a
+diff, ``wait``) may go through a ``lookup`` such as the controller's watch cache, so a
+no-op pass of every app costs no request; a read-modify-write starts from the last copy
+the store wrote or read and reads again when the server says that copy is stale.
 """
 
 from __future__ import annotations
@@ -106,19 +106,21 @@ class RecordStore:
         self.namespace = namespace
         self._lookup = lookup or self._get
         self._known: collections.OrderedDict[str, Manifest | None] = collections.OrderedDict()
+        self._written: set[str] = set()  # names whose known copy is this store's own write
         self._known_lock = threading.Lock()
 
     def load(self, app: str) -> AppRecord:
         """The app's record, through ``lookup`` (possibly a little behind the server).
 
-        Without a ``lookup`` (the CLI), the copy this store last wrote or read is as good
-        as a cache, so a sync reads its record from the server once.
+        Without a ``lookup`` (the CLI), the copy this store itself last wrote is as good
+        as a cache: a sync reads back nothing it wrote. A copy it only read is not, so
+        ``wait``, which writes nothing, reads the server every time.
         """
         name = record_name(app)
         if self._lookup == self._get:
             with self._known_lock:
-                known, cm = name in self._known, self._known.get(name)
-            if known:
+                written, cm = name in self._written, self._known.get(name)
+            if written:
                 return _decode(cm) if cm else AppRecord()
         cm = self._lookup("v1", "ConfigMap", self.namespace, name)
         return _decode(cm) if cm else AppRecord()
@@ -177,16 +179,18 @@ class RecordStore:
     def _read(self, name: str) -> Manifest | None:
         return self._get("v1", "ConfigMap", self.namespace, name)
 
-    def _remember(self, name: str, cm: Manifest | None) -> None:
+    def _remember(self, name: str, cm: Manifest | None, *, written: bool = False) -> None:
         with self._known_lock:
             self._known[name] = cm
             self._known.move_to_end(name)
+            (self._written.add if written else self._written.discard)(name)
             while len(self._known) > KNOWN_RECORDS:
-                self._known.popitem(last=False)
+                self._written.discard(self._known.popitem(last=False)[0])
 
     def _forget(self, name: str) -> None:
         with self._known_lock:
             self._known.pop(name, None)
+            self._written.discard(name)
 
     def delete(self, app: str) -> bool:
         """Forget the app (its Application was deleted); ``False`` if it had no record."""
@@ -205,7 +209,7 @@ class RecordStore:
         else:
             body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
             written = self.kube.replace(body, field_manager=FIELD_MANAGER)
-        self._remember(record_name(app), written)
+        self._remember(record_name(app), written, written=True)
 
     def _create(self, body: Manifest) -> Manifest:
         """Create the record; create the namespace too, only if the server says it is missing.

@@ -55,3 +55,14 @@ def test_writes_in_a_row_read_nothing_and_lose_no_concurrent_update(
     ours.update("app", lambda r: r.status.update({"again": True}))  # deleted meanwhile
     assert [verb for verb, _ in requests] == ["update", "get", "create"]
     assert RecordStore(kube, namespace).read("app").status == {"again": True}
+
+
+def test_a_store_that_only_reads_sees_every_write(kube: Kube, namespace: str) -> None:
+    """``wait`` polls ``load`` on a store that writes nothing: each poll reads the server,
+    while a store's own write is read back from memory."""
+    watcher, writer = RecordStore(kube, namespace), RecordStore(kube, namespace)
+    writer.update("app", lambda r: r.status.update({"sync": "OutOfSync"}))
+    assert watcher.load("app").status == {"sync": "OutOfSync"}
+    writer.update("app", lambda r: r.status.update({"sync": "Synced"}))
+    assert watcher.load("app").status == {"sync": "Synced"}
+    assert writer.load("app").status == {"sync": "Synced"}
