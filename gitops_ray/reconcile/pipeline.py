@@ -501,9 +501,9 @@ class Pipeline:
         no dry run, no normalisation. When only the Events or Pods changed (a worker Pod
         started), health is assessed again and the diff is reused: no dry run. With the
         watch cache the versions are known without unpacking the live object, so a no-op
-        pass unpacks nothing. ``landed``: the
-        object as the sync's apply left it, live and prediction at once (the watch cache
-        may not have seen that write yet, so its version is not asked).
+        pass unpacks nothing. ``landed``: the object as the sync's apply left it, live
+        and prediction at once (the watch cache may not have seen that write yet, so its
+        version is not asked).
         """
         known = self._live_version(*desired.coordinates) if landed is None else None
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
