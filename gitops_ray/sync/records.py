@@ -112,9 +112,10 @@ class RecordStore:
     def load(self, app: str) -> AppRecord:
         """The app's record, through ``lookup`` (possibly a little behind the server).
 
-        Without a ``lookup`` (the CLI), the copy this store itself last wrote is as good
-        as a cache: a sync reads back nothing it wrote. A copy it only read is not, so
-        ``wait``, which writes nothing, reads the server every time.
+        Without a ``lookup`` (the CLI), the copy this store itself last wrote (or read
+        back unchanged) is as good as a cache: a sync reads back nothing it wrote. A copy
+        it only read is not, so ``wait``, which writes nothing, reads the server every
+        time.
         """
         name = record_name(app)
         if self._lookup == self._get:
@@ -181,9 +182,11 @@ class RecordStore:
 
     def _remember(self, name: str, cm: Manifest | None, *, written: bool = False) -> None:
         with self._known_lock:
+            ours = written or (name in self._written and _version(cm) is not None
+                               and _version(cm) == _version(self._known.get(name)))
             self._known[name] = cm
             self._known.move_to_end(name)
-            (self._written.add if written else self._written.discard)(name)
+            (self._written.add if ours else self._written.discard)(name)
             while len(self._known) > KNOWN_RECORDS:
                 self._written.discard(self._known.popitem(last=False)[0])
 
@@ -233,6 +236,11 @@ def _data(app: str, record: AppRecord) -> dict[str, str]:
     return {"app": app,
             "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
             "status": redact(json.dumps(record.status, sort_keys=True))}
+
+
+def _version(cm: Manifest | None) -> str | None:
+    version = (cm or {}).get("metadata", {}).get("resourceVersion")
+    return str(version) if version is not None else None
 
 
 def _is_record(cm: Manifest) -> bool:
