@@ -14,11 +14,11 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import jsonpatch
 import yaml
 
 from gitops_ray.diff.compare import AppDiff, ResourceDiff
 from gitops_ray.diff.groups import has_worker_groups, worker_group_changes
+from gitops_ray.diff.patch import make_patch
 from gitops_ray.types import Manifest
 
 MASK, MASK_STEP = "+" * 8, "+" * 4
@@ -115,11 +115,13 @@ def _record(rd: ResourceDiff) -> dict[str, Any]:
 
 
 def patch(rd: ResourceDiff) -> list[dict[str, Any]]:
-    """RFC 6902 operations turning the (masked) live side into the desired side."""
+    """RFC 6902 operations turning the (masked) live side into the desired side.
+
+    Lists are walked by index, as Argo CD's patch library does (:mod:`gitops_ray.diff.patch`).
+    """
     desired, live = masked(rd)
     if live is None:
         return [{"op": "add", "path": "", "value": desired}] if desired is not None else []
     if desired is None:
         return [{"op": "remove", "path": ""}]
-    ops: list[dict[str, Any]] = jsonpatch.make_patch(live, desired).patch
-    return ops
+    return make_patch(live, desired)
