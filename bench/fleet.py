@@ -55,7 +55,14 @@ from bench.controller import (
 )
 from bench.machine import code_revision, machine_info
 from bench.sharding import intervals, overlapping
-from bench.workload import Workload, application, cluster_path, one_line_change, raycluster
+from bench.workload import (
+    Workload,
+    application,
+    cluster_path,
+    dump_yaml,
+    one_line_change,
+    raycluster,
+)
 
 Manifest = dict[str, Any]
 CLUSTERS = ("c0", "c1", "c2")
@@ -85,8 +92,6 @@ class FleetWorkload:
         return IN_CLUSTER if cluster == 0 else CLUSTERS[cluster]
 
     def files(self, repo_url: str) -> Iterator[tuple[str, str]]:
-        import yaml
-
         for c in range(len(CLUSTERS)):
             wl = self.workload(c)
             for app in range(wl.apps):
@@ -95,10 +100,10 @@ class FleetWorkload:
                 doc["spec"]["source"]["path"] = f"{CLUSTERS[c]}/clusters/{wl.app_name(app)}"
                 doc["spec"]["destination"] = {"name": self.destination(c),
                                               "namespace": wl.namespace(app)}
-                yield f"apps/{self.app_name(c, app)}.yaml", yaml.safe_dump(doc, sort_keys=False)
+                yield f"apps/{self.app_name(c, app)}.yaml", dump_yaml(doc)
             for index in range(wl.clusters):
                 yield (f"{CLUSTERS[c]}/{cluster_path(wl, index)}",
-                       yaml.safe_dump(raycluster(wl, index, tracked=False), sort_keys=False))
+                       dump_yaml(raycluster(wl, index, tracked=False)))
 
 
 class FleetRepo(ConfigRepo):
@@ -234,16 +239,29 @@ def start_replicas(env: Fleet, count: int, shards: int,
 # -- the figures ---------------------------------------------------------------------------
 
 
-def fleet_cold_sync(env: Fleet, replicas: int, shards: int, timeout: float) -> dict[str, Any]:
-    """Replicas start on empty clusters; until every RayCluster is in its cluster."""
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
+def fleet_cold_sync(env: Fleet, replicas: int, shards: int, timeout: float,
+                    log: Any = _log) -> dict[str, Any]:
+    """Replicas start on empty clusters; until every RayCluster is in its cluster.
+
+    Progress (RayClusters per cluster) is logged every minute.
+    """
     before = env.snapshot()
     start = time.monotonic()
     start_replicas(env, replicas, shards)
     want = env.fleet.per_cluster
-    counts = env.count_rayclusters()
+    counts, shown = env.count_rayclusters(), start
     while min(counts) < want:
-        if time.monotonic() - start > timeout:
+        now = time.monotonic()
+        if now - start > timeout:
             return {"error": f"not synced after {timeout:.0f}s: {counts} of {want} each"}
+        if now - shown >= 60:
+            log(f"fleet cold sync: {now - start:.0f}s, RayClusters per cluster {counts}, "
+                f"load {os.getloadavg()[0]:.1f}")
+            shown = now
         time.sleep(1.0)
         counts = env.count_rayclusters()
     wall = time.monotonic() - start
@@ -375,7 +393,7 @@ def overlaps(env: Fleet, killed: dict[str, float]) -> dict[str, Any]:
             "overlapping_syncs": overlapping(by)}
 
 
-def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
+def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log
         ) -> dict[str, Any]:
     """Every fleet figure, from one run."""
     out: dict[str, Any] = {"per_cluster": fleet.per_cluster, "apps_per_cluster": fleet.apps,
@@ -384,7 +402,7 @@ def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = print
                            "load_average_at_start": list(os.getloadavg())}
     with tempfile.TemporaryDirectory(prefix="gitops-ray-fleet-") as tmp, \
             fleet_environment(fleet, Path(tmp)) as env:
-        out["cold_sync"] = fleet_cold_sync(env, replicas, shards, timeout=3600)
+        out["cold_sync"] = fleet_cold_sync(env, replicas, shards, timeout=3600, log=log)
         log(f"fleet cold sync: {json.dumps(out['cold_sync'])[:300]}")
         for replica in env.replicas:
             replica.wait_idle(timeout=1800)

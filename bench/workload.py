@@ -266,9 +266,9 @@ def cluster_path(wl: Workload, index: int) -> str:
 def repo_files(wl: Workload, *, repo_url: str) -> Iterator[tuple[str, str]]:
     """``(path, text)`` of every file of the config repo."""
     for app in range(wl.apps):
-        yield f"apps/{wl.app_name(app)}.yaml", _dump(application(wl, app, repo_url=repo_url))
+        yield f"apps/{wl.app_name(app)}.yaml", dump_yaml(application(wl, app, repo_url=repo_url))
     for index in range(wl.clusters):
-        yield cluster_path(wl, index), _dump(raycluster(wl, index, tracked=False))
+        yield cluster_path(wl, index), dump_yaml(raycluster(wl, index, tracked=False))
 
 
 def write_config_repo(wl: Workload, root: Path, *, repo_url: str) -> int:
@@ -293,8 +293,13 @@ def one_line_change(wl: Workload, root: Path, index: int, value: str) -> str:
     return cluster_path(wl, index)
 
 
-def _dump(obj: Manifest) -> str:
-    return yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=120)
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # same bytes, 4x faster
+
+
+def dump_yaml(obj: Manifest) -> str:
+    text: str = yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                          width=120)
+    return text
 
 
 # -- live: what the API server returns ----------------------------------------------------

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gitops_ray import FIELD_MANAGER
+from gitops_ray import FIELD_MANAGER, jsonio
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync import history
@@ -250,8 +250,8 @@ def _is_record(cm: Manifest) -> bool:
 
 def _decode(cm: Manifest) -> AppRecord:
     data = cm.get("data") or {}
-    entries = [InventoryEntry(**e) for e in json.loads(data.get("inventory") or "[]")]
-    return AppRecord(inventory=entries, status=json.loads(data.get("status") or "{}"))
+    entries = [InventoryEntry(**e) for e in jsonio.loads(data.get("inventory") or "[]")]
+    return AppRecord(inventory=entries, status=jsonio.loads(data.get("status") or "{}"))
 
 
 def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:
