@@ -4,8 +4,8 @@ Why: every new commit of the config repo needs its tree on disk for the renderer
 ``kubectl kustomize`` read directories). Extracting the whole commit with ``git archive``
 costs time in proportion to the repository: at 5,000 RayClusters (some 100 MB of YAML)
 about 2.5 s per commit, most of a commit -> applied latency. So a new tree is made from
-the most recently used one: hard links to its files (no data copied), then only the paths
-``git diff`` names between the two commits are removed and written afresh from
+the most recently used one: hard links to its files (``cp -al``, no data copied), then
+only the paths ``git diff`` names between the two commits are removed and written from
 ``git archive <commit> -- <paths>``. Git reports content, mode and type changes
 (symlinks included), and the archive applies the same attributes as a full extraction, so
 the result is byte-for-byte what a full extraction gives.
@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
@@ -28,6 +29,8 @@ from pathlib import Path
 import git
 
 KEEP_TREES = 16
+LINK_COPY = ("cp", "-al", "--")  # GNU and BusyBox cp: hard links, symlinks kept as links
+LINK_COPY_TIMEOUT_S = 300
 MAX_CHANGED_PATHS = 500  # beyond this a full extraction is as fast and simpler
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _GITLINK = "160000"
@@ -84,7 +87,7 @@ def _derive(mirror: Path, base: Path, sha: str, made: Path, scratch: Path) -> bo
     if changes is None:
         return False
     try:
-        shutil.copytree(base, made, symlinks=True, copy_function=os.link)
+        _link_copy(base, made)
         for _, path in changes:
             _remove(made, path)
         written = [path for status, path in changes if status != "D"]
@@ -93,6 +96,23 @@ def _derive(mirror: Path, base: Path, sha: str, made: Path, scratch: Path) -> bo
     except (OSError, shutil.Error, git.GitCommandError):
         return False  # e.g. the base was evicted meanwhile by another process
     return True
+
+
+def _link_copy(base: Path, made: Path) -> None:
+    """``made``: ``base`` with every file hard-linked, symlinks kept as links.
+
+    ``cp -al`` makes it in one process: Python's ``copytree`` issues several system calls
+    per file, each giving up and taking back the GIL, which the controller's other
+    threads hold most of the time under load (0.6 s for 5,000 files, on the path of
+    every commit). Where ``cp`` lacks ``-l`` (BSD), ``copytree`` does the same.
+    """
+    try:
+        subprocess.run([*LINK_COPY, str(base), str(made)], check=True, capture_output=True,
+                       timeout=LINK_COPY_TIMEOUT_S)
+        return
+    except (OSError, subprocess.SubprocessError):
+        shutil.rmtree(made, ignore_errors=True)
+    shutil.copytree(base, made, symlinks=True, copy_function=os.link)
 
 
 def _changes(mirror: Path, old: str, new: str) -> list[tuple[str, str]] | None:

@@ -179,8 +179,12 @@ def _full_extraction(git_repo: GitRepo, sha: str, tmp_path: Path) -> Path:
     return fresh.checkout(git_repo.url, sha).root
 
 
+@pytest.mark.parametrize("link_copy", ["cp", "copytree"])
 def test_a_tree_derived_from_the_previous_one_is_the_commit_exactly(
-        source: GitSource, git_repo: GitRepo, tmp_path: Path) -> None:
+        source: GitSource, git_repo: GitRepo, tmp_path: Path, link_copy: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    if link_copy == "copytree":  # where cp has no -l: Python's copytree does the same
+        monkeypatch.setattr(source_trees, "LINK_COPY", ("false",))
     git_repo.write({".gitattributes": "gone.yaml export-ignore\n", "gone.yaml": "g: 1\n",
                     "apps/a.yaml": "a: 1\n", "apps/b.yaml": "b: 1\n", "run.sh": "echo\n",
                     "old/deep/x.yaml": "x: 1\n", "f": "file, then a directory\n"})
