@@ -5,7 +5,8 @@ two caches that make repeated passes cheap, which is what the controller relies 
 
 * renders are cached per source spec: an unchanged revision is never re-rendered, and a
   commit that does not touch what a plain-directory app's render reads
-  (:func:`gitops_ray.render.input_digest`) reuses its render. The cluster's facts are
+  (:func:`gitops_ray.render.input_digest`) reuses its render; if git's changed paths
+  miss every place the app's inputs live, they are not even read. The cluster's facts are
   part of the key: its APIs (for Helm) and the in-cluster pod-shape ConfigMaps (a
   :data:`ShapesSource`), so editing the instance-types ConfigMap re-renders;
 * per-object diffs and health (server-side dry run included) are cached by (desired
@@ -66,7 +67,7 @@ from gitops_ray.reconcile.project import (
     load,
     stops_sync,
 )
-from gitops_ray.render import input_digest, render_app
+from gitops_ray.render import render_app, render_inputs, touches
 from gitops_ray.render.apps import Application
 from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
@@ -264,6 +265,7 @@ class _Render:
     problems: tuple[str, ...] = ()  # see render.notes
     facts: str = ""  # the cluster's capabilities and pod-shape ConfigMaps (digests)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
+    scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
 
 
 @dataclass(frozen=True)
@@ -355,15 +357,27 @@ class Pipeline:
         checkout = self.source.checkout(app.source.repo_url,
                                         revision or app.source.target_revision)
         if cached is None or cached.sha != checkout.sha:
-            inputs = input_digest(app, checkout.root, cluster=cluster)
-            if cached is not None and inputs is not None and inputs == cached.inputs:
-                cached = dataclasses.replace(cached, sha=checkout.sha)  # app untouched
+            if cached is not None and self._untouched(app, cached, checkout.sha):
+                cached = dataclasses.replace(cached, sha=checkout.sha)  # nothing read
             else:
-                cached = self._render(app, checkout.root, checkout.sha, inputs, cluster,
-                                      capabilities=capabilities, facts=facts)
+                found = render_inputs(app, checkout.root, cluster=cluster)
+                inputs = found.digest if found is not None else None
+                if cached is not None and inputs is not None and inputs == cached.inputs:
+                    cached = dataclasses.replace(cached, sha=checkout.sha)  # app untouched
+                else:
+                    cached = self._render(app, checkout.root, checkout.sha, inputs, cluster,
+                                          capabilities=capabilities, facts=facts)
+                cached = dataclasses.replace(cached, scope=found.scope if found else None)
             with self._lock:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
+
+    def _untouched(self, app: Application, cached: _Render, sha: str) -> bool:
+        """Whether git says commit ``sha`` changed nothing where ``cached``'s inputs live."""
+        if cached.scope is None or cached.inputs is None:
+            return False
+        changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
+        return changed is not None and not touches(changed, cached.scope)
 
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""

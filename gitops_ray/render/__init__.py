@@ -29,12 +29,12 @@ from gitops_ray.render.apps import (
     KustomizeSource,
     SyncPolicy,
 )
-from gitops_ray.render.inputs import input_digest
+from gitops_ray.render.inputs import Inputs, input_digest, render_inputs, touches
 from gitops_ray.render.pipeline import render_app, source_type
 
 __all__ = [
     "AppScan", "AppSource", "Application", "Destination", "DirectorySource", "HelmSource",
-    "KustomizeSource", "SyncPolicy", "application_from_flags", "input_digest",
-    "load_applications", "parse_application", "render_app", "scan_applications",
-    "source_type",
+    "Inputs", "KustomizeSource", "SyncPolicy", "application_from_flags", "input_digest",
+    "load_applications", "parse_application", "render_app", "render_inputs",
+    "scan_applications", "source_type", "touches",
 ]

@@ -36,7 +36,7 @@ import git
 from gitops_ray.errors import SourceError
 from gitops_ray.redact import redact
 from gitops_ray.source.auth import Credentials, git_env, split_credentials
-from gitops_ray.source.trees import existing_tree, tree
+from gitops_ray.source.trees import changes, existing_tree, tree
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
@@ -160,6 +160,15 @@ class GitSource:
                                           f"in {redact(repo_url)}")
                 root = tree(mirror, sha)
         return Checkout(repo_url, revision, sha, root)
+
+    def changed_paths(self, repo_url: str, old: str, new: str) -> frozenset[str] | None:
+        """The repository paths that differ between two local commits.
+
+        ``None`` when the paths alone do not say what changed (see
+        :func:`gitops_ray.source.trees.changes`).
+        """
+        found = changes(self._mirror(repo_url), old, new)
+        return frozenset(path for _, path in found) if found is not None else None
 
     def subject(self, repo_url: str, sha: str) -> str:
         """The subject line of commit ``sha`` (one line, at most :data:`SUBJECT_LIMIT`).

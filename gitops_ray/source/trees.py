@@ -13,17 +13,21 @@ the result is byte-for-byte what a full extraction gives.
 Hard links are safe because trees are read-only by convention: renderers that write get a
 scratch copy (:func:`gitops_ray.render.tools.scratch_copy`), and a changed path is
 unlinked before it is written, never written through. A diff too large to pay off, a
-submodule, or any git error falls back to the full extraction.
+submodule, a changed ``.gitattributes`` or any git error falls back to the full
+extraction. The same list of changed paths (:func:`changes`) tells the render
+cache which apps a commit cannot have touched.
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 from pathlib import Path
 
 import git
@@ -31,6 +35,7 @@ import git
 KEEP_TREES = 16
 LINK_COPY = ("cp", "-al", "--")  # GNU and BusyBox cp: hard links, symlinks kept as links
 LINK_COPY_TIMEOUT_S = 300
+KEEP_CHANGES = 64  # remembered commit pairs
 MAX_CHANGED_PATHS = 500  # beyond this a full extraction is as fast and simpler
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _GITLINK = "160000"
@@ -83,14 +88,14 @@ def _newest(trees: Path) -> Path | None:
 
 def _derive(mirror: Path, base: Path, sha: str, made: Path, scratch: Path) -> bool:
     """Make ``made`` from ``base`` plus the changes to ``sha``; False if not worth it."""
-    changes = _changes(mirror, base.name, sha)
-    if changes is None:
+    changed = changes(mirror, base.name, sha)
+    if changed is None:
         return False
     try:
         _link_copy(base, made)
-        for _, path in changes:
+        for _, path in changed:
             _remove(made, path)
-        written = [path for status, path in changes if status != "D"]
+        written = [path for status, path in changed if status != "D"]
         if written:
             _extract(mirror, sha, written, made, scratch)
     except (OSError, shutil.Error, git.GitCommandError):
@@ -115,8 +120,37 @@ def _link_copy(base: Path, made: Path) -> None:
     shutil.copytree(base, made, symlinks=True, copy_function=os.link)
 
 
-def _changes(mirror: Path, old: str, new: str) -> list[tuple[str, str]] | None:
-    """``(status, path)`` per changed file (renames as delete + add), or None to give up."""
+def changes(mirror: Path, old: str, new: str) -> tuple[tuple[str, str], ...] | None:
+    """``(status, path)`` per file that differs between commits ``old`` and ``new``.
+
+    ``None`` when the paths alone do not say what changed in the trees: a diff over
+    :data:`MAX_CHANGED_PATHS`, a submodule, a changed ``.gitattributes`` (its ``eol`` or
+    ``text`` settings change how unchanged files are written), or a git error. The
+    mirror's ``info/attributes`` turns ``export-ignore`` and ``export-subst`` off, so
+    neither makes a file differ without git naming it.
+    Remembered per pair: every app of a repository asks the same question per commit.
+    """
+    key = (str(mirror), old, new)
+    with _changes_lock:
+        if key in _changes_memo:
+            _changes_memo.move_to_end(key)
+            return _changes_memo[key]
+    found = _changes(mirror, old, new)
+    with _changes_lock:
+        _changes_memo[key] = found
+        while len(_changes_memo) > KEEP_CHANGES:
+            _changes_memo.popitem(last=False)
+    return found
+
+
+_changes_memo: collections.OrderedDict[tuple[str, str, str],
+                                       tuple[tuple[str, str], ...] | None] = \
+    collections.OrderedDict()
+_changes_lock = threading.Lock()
+
+
+def _changes(mirror: Path, old: str, new: str) -> tuple[tuple[str, str], ...] | None:
+    """:func:`changes`, asked of git (renames as delete + add)."""
     try:
         out = git.Git(str(mirror)).execute(
             ["git", "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new],
@@ -124,13 +158,17 @@ def _changes(mirror: Path, old: str, new: str) -> list[tuple[str, str]] | None:
     except git.GitCommandError:
         return None
     fields = str(out).split("\0")
-    changes = []
+    found = []
     for meta, path in zip(fields[0::2], fields[1::2], strict=False):
         parts = meta.split()  # ":oldmode newmode oldsha newsha status"
         if len(parts) != 5 or _GITLINK in (parts[0].lstrip(":"), parts[1]):
             return None
-        changes.append((parts[4][0], path))
-    return changes if len(changes) <= MAX_CHANGED_PATHS else None
+        if path.rsplit("/", 1)[-1] == ".gitattributes":
+            return None
+        found.append((parts[4][0], path))
+    if len(found) > MAX_CHANGED_PATHS:
+        return None
+    return tuple(found)
 
 
 def _remove(root: Path, rel: str) -> None:

@@ -437,3 +437,16 @@ def _assert_not_on_disk(directory: Path, secret: str) -> None:
         if path.is_file() and path.stat().st_size < 1_000_000:
             assert secret.encode() not in path.read_bytes(), path
 
+
+
+def test_changed_paths_name_files_or_give_up_on_gitattributes(source: GitSource,
+                                                              git_repo: GitRepo) -> None:
+    first = git_repo.commit({"apps/a.yaml": "a: 1\n", "apps/b.yaml": "b: 1\n"})
+    source.checkout(git_repo.url, first)
+    second = git_repo.commit({"apps/a.yaml": "a: 2\n", "apps/b.yaml": None, "c.yaml": "c\n"})
+    source.checkout(git_repo.url, second)
+    assert source.changed_paths(git_repo.url, first, second) == {
+        "apps/a.yaml", "apps/b.yaml", "c.yaml"}
+    third = git_repo.commit({"apps/.gitattributes": "*.yaml text eol=crlf\n"})
+    source.checkout(git_repo.url, third)  # may rewrite files git reports unchanged
+    assert source.changed_paths(git_repo.url, second, third) is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gitops_ray.render import application_from_flags, input_digest
+from gitops_ray.render import application_from_flags, input_digest, render_inputs, touches
 from gitops_ray.render.apps import HelmSource
 from gitops_ray.render.shapes import ClusterShapes
 
@@ -78,3 +78,42 @@ def test_in_cluster_shapes_count(tmp_path: Path) -> None:
     edited = {**configmap, "data": {"instance_types.yaml": "a: {}"}}
     assert input_digest(app, tmp_path, cluster=ClusterShapes.of(configmap, None)) != \
         input_digest(app, tmp_path, cluster=ClusterShapes.of(edited, None))
+
+
+def test_the_scope_is_the_apps_directory_and_gitops_ray_when_nothing_is_linked(
+        tmp_path: Path) -> None:
+    _repo(tmp_path)
+    found = render_inputs(application_from_flags(name="a", repo_url="r", path="a"), tmp_path)
+    assert found is not None and found.scope == ("a", ".gitops-ray")
+    at_root = render_inputs(application_from_flags(name="r", repo_url="r", path="."),
+                            tmp_path)
+    assert at_root is not None and at_root.scope == ("",)  # every change touches it
+
+
+def test_a_symlink_on_the_way_leaves_the_scope_unknown(tmp_path: Path) -> None:
+    _repo(tmp_path)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "rc.yaml").write_text("kind: S\n")
+    (tmp_path / "a" / "link.yaml").symlink_to("../shared/rc.yaml")
+    (tmp_path / "b-link").symlink_to("b")
+    (tmp_path / "c" / ".gitops-ray").parent.mkdir()
+    (tmp_path / "c" / "rc.yaml").write_text("kind: C\n")
+    (tmp_path / "c" / ".gitops-ray").symlink_to("../.gitops-ray")
+    for path in ("a", "b-link", "c"):
+        found = render_inputs(application_from_flags(name="x", repo_url="r", path=path),
+                              tmp_path)
+        assert found is not None and found.scope is None, path
+    found = render_inputs(application_from_flags(name="b", repo_url="r", path="b"), tmp_path)
+    assert found is not None and found.scope == ("b", ".gitops-ray")
+
+
+def test_touches_is_in_on_or_above_a_scope_path() -> None:
+    scope = ("clusters/a", ".gitops-ray")
+    assert touches(["clusters/a/rc.yaml"], scope)
+    assert touches(["clusters/a/deep/x.yaml"], scope)
+    assert touches(["clusters/a"], scope)  # the directory became a file or a link
+    assert touches(["clusters"], scope)  # so did a parent
+    assert touches([".gitops-ray/catalog.yaml"], scope)
+    assert not touches(["clusters/ab/rc.yaml", "clusters/b/rc.yaml", "README.md"], scope)
+    assert not touches([], scope)
+    assert touches(["anything"], ("",))
