@@ -133,6 +133,25 @@ def app_options(func: F) -> F:
     ])
 
 
+def argocd_options(func: F) -> F:
+    """``--argocd`` and ``--argocd-namespace``: where Argo CD's settings live.
+
+    That is ``argocd-cm``, the AppProjects and the destination clusters' Secrets.
+    """
+    return _apply(func, [
+        setting_option("argocd.enabled", "argocd", is_flag=True,
+                       envvar=settings.option("argocd.enabled").env,
+                       help="Read argocd-cm, AppProjects and cluster Secrets from "
+                            "--argocd-namespace, as the controller does with --argocd."),
+        setting_option("argocd.namespace", "argocd_namespace", default=None,
+                       envvar=settings.option("argocd.namespace").env,
+                       show_default=False,
+                       help="Argo CD's namespace: read its argocd-cm, the apps' AppProjects "
+                            "and the destination clusters' Secrets from there (implies "
+                            "--argocd)."),
+    ])
+
+
 def shapes_options(func: F) -> F:
     """The in-cluster pod-shape ConfigMaps (``podShapes.*``) and Argo CD's ``argocd-cm``."""
     return _apply(func, [
@@ -141,15 +160,7 @@ def shapes_options(func: F) -> F:
                      help="A ConfigMap YAML file read as Argo CD's argocd-cm (system-level "
                           "ignoreDifferences, knownTypeFields, Lua health checks, compare "
                           "options); wins over the cluster's."),
-        setting_option("argocd.enabled", "argocd", is_flag=True,
-                       envvar=settings.option("argocd.enabled").env,
-                       help="Read argocd-cm and enforce AppProjects from "
-                            "--argocd-namespace, as the controller does with --argocd."),
-        setting_option("argocd.namespace", "argocd_namespace", default=None,
-                       envvar=settings.option("argocd.namespace").env,
-                       show_default=False,
-                       help="Argo CD's namespace: read its argocd-cm and enforce the apps' "
-                            "AppProjects from there (implies --argocd)."),
+        argocd_options,
         click.option("--instance-types-configmap", default="",
                      help="ConfigMap in --control-namespace holding instance types "
                           "(instance_types.yaml); the repo's .gitops-ray/ files override it."),

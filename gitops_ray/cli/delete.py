@@ -17,7 +17,13 @@ from typing import Any
 
 import click
 
-from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, kube_options
+from gitops_ray.cli.common import (
+    EXIT_ERROR,
+    CliCommand,
+    argocd_options,
+    check_known,
+    kube_options,
+)
 from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.sync.teardown import Teardown, delete_app
@@ -25,6 +31,7 @@ from gitops_ray.sync.teardown import Teardown, delete_app
 
 @click.command("delete", cls=CliCommand)
 @kube_options
+@argocd_options
 @click.option("--cascade/--no-cascade", default=True, show_default=True,
               help="Delete the apps' objects too (else leave them running, orphaned).")
 @click.option("--propagation-policy", type=click.Choice(["foreground", "background"]),

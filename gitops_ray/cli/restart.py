@@ -27,7 +27,13 @@ from typing import Any
 
 import click
 
-from gitops_ray.cli.common import EXIT_ERROR, CliCommand, check_known, kube_options
+from gitops_ray.cli.common import (
+    EXIT_ERROR,
+    CliCommand,
+    argocd_options,
+    check_known,
+    kube_options,
+)
 from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.kube import Kube
 from gitops_ray.sync.restart import (
@@ -72,6 +78,7 @@ RayClusters' namespaces), and list of ConfigMaps in --control-namespace.
 
 @click.command("restart", cls=CliCommand, help=HELP)
 @kube_options
+@argocd_options
 @click.option("--group", "groups", multiple=True, metavar="G",
               help="Only this worker group's Pods (repeatable).")
 @click.option("--head/--no-head", default=None,

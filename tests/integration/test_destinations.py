@@ -310,6 +310,36 @@ def test_the_cli_syncs_diffs_and_gets_each_app_in_its_cluster(
     assert far.token not in said_by(synced, diff, got, restarted, waited, deleted)
 
 
+def test_restart_and_delete_read_the_cluster_secrets_of_argocd_namespace(
+        control_plane: LocalControlPlane, kube: Kube, far_kube: Kube, far: LocalControlPlane,
+        namespace: str, git_repo: GitRepo, tmp_path: Path) -> None:
+    """With Argo CD the cluster Secrets are in its namespace: ``--argocd-namespace``
+    tells ``restart`` and ``delete`` where, as it tells ``sync`` and ``diff``."""
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    argo = f"{namespace}-argo"
+    with_namespace(kube, argo)
+    try:
+        put_secret(kube, argo, cluster_secret(far))
+        put_secret(kube, namespace, cluster_secret(far))  # for this sync, without Projects
+        git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
+                                                     {"name": "far"}),
+                         "far/cm.yaml": configmap("for-far"), "far/rc.yaml": raycluster("demo")})
+        synced = cli.sync("--repo", git_repo.url, "--apps", "apps")
+        assert synced.exit_code == 0, synced.output
+        kube.delete("v1", "Secret", name="cluster-far", namespace=namespace)
+        lost = cli("restart", *cli.kube_args, "far", "demo", "--dry-run")
+        assert lost.exit_code != 0 and "far" in lost.output  # not in --control-namespace
+        argo_args = [*cli.kube_args, "--argocd-namespace", argo]
+        restarted = cli("restart", *argo_args, "far", "demo", "--dry-run")
+        deleted = cli("delete", *argo_args, "far")
+        assert (restarted.exit_code, deleted.exit_code) == (0, 0), \
+            restarted.output + deleted.output
+        eventually(lambda: cm(far_kube, "for-far", namespace) is None, message="deleted in far")
+        assert far.token not in said_by(synced, lost, restarted, deleted)
+    finally:
+        kube.delete("v1", "Namespace", name=argo)
+
+
 def scale_far_workers(kube: Kube, namespace: str, *, replicas: int) -> None:
     rc = kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace)
     assert rc is not None
