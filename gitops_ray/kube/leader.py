@@ -139,6 +139,11 @@ class LeaderElector:
         return self._leading.is_set()
 
     @property
+    def term(self) -> int:
+        """How many times this elector acquired the lease (a new term each time)."""
+        return self._term
+
+    @property
     def last_error(self) -> str | None:
         """Why the last attempt to take or renew the lease failed (``None``: it did not).
 

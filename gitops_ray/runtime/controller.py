@@ -425,7 +425,9 @@ class Controller:
         finally:
             self._on_refreshed(name, error)
             self.metrics.reconciles.labels(name, result).inc()
-            self.metrics.reconcile_seconds.labels(name).observe(time.monotonic() - started)
+            took = time.monotonic() - started
+            self.metrics.reconcile_seconds.labels(name).observe(took)
+            log.debug("app_refreshed", result=result, seconds=round(took, 4))
 
     def _refresh(self, app: Application, log: FilteringBoundLogger,
                  max_age: float, *, refreshed: bool = False) -> SyncResult | None:

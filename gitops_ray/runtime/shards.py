@@ -139,6 +139,7 @@ class ShardCoordinator:
         self._lock = threading.Lock()
         self._ready: set[int] = set()  # held and adopted: their apps are ours
         self._releasing: dict[int, float] = {}  # shard -> when we stopped taking work
+        self._terms: dict[int, int] = {}  # held shard -> its elector's term at the last report
         self._seen: dict[str, tuple[str, float]] = {}  # member lease -> (record, since)
         self.view = View({}, {})
         self.last_error: str | None = None
@@ -314,9 +315,20 @@ class ShardCoordinator:
         return out
 
     def _report(self, before: frozenset[int]) -> None:
-        """Adopt what was gained (callback first), forget what was lost."""
+        """Adopt what was gained (callback first), forget what was lost.
+
+        A shard held at both ends under a new term was lost and taken again in between
+        (:meth:`LeaderElector.keep` does both in one call when a renewal came too late):
+        it counts as lost and gained, so its apps are queued again. Their writes under the
+        old term were refused (:class:`~gitops_ray.kube.LeaseExpired`) and nothing else
+        would retry them.
+        """
         now = frozenset(i for i, e in enumerate(self.electors) if e.is_leader)
-        lost = before - now
+        terms = {i: self.electors[i].term for i in now}
+        regained = frozenset(i for i in before & now
+                             if self._terms.get(i, terms[i]) != terms[i])
+        self._terms = terms
+        lost = (before - now) | regained
         with self._lock:
             self._ready -= lost
             for shard in lost:  # taken over while we were handing it over
@@ -324,7 +336,7 @@ class ShardCoordinator:
         if lost:
             log.info("shards_lost", shards=sorted(lost), identity=self.identity)
             self._on_lost(lost)
-        gained = now - before - self._releasing.keys()
+        gained = (now - before - self._releasing.keys()) | regained
         if gained:
             log.info("shards_gained", shards=sorted(gained), identity=self.identity)
             self._adopt(gained)

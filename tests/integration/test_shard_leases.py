@@ -96,3 +96,23 @@ def test_hand_over_takeover_pause_and_janitor(kube: Kube, namespace: str) -> Non
     b.step(STALE_LEASES * DURATION)  # never its own
     assert kube.get(LEASE_API, "Lease", name=b.coordinator.member.settings.name,
                     namespace=namespace) is not None
+
+
+def test_a_shard_renewed_too_late_and_taken_again_is_lost_and_gained(
+        kube: Kube, namespace: str) -> None:
+    """A replica paused past renewDeadline but not past the lease duration takes its own
+    shards again in one step, under new terms. Work started under the old terms was
+    refused, so each shard is reported lost and gained again (its apps are queued)."""
+    a = Replica("a", kube, namespace)
+    assert a.step() == frozenset(range(SHARDS))
+    assert a.gained == [frozenset(range(SHARDS))]
+    terms = [e.term for e in a.coordinator.electors]
+    with a.coordinator.scope(app_in(0)) as valid:
+        assert valid
+    a.step(RETRY)  # renewed in time: nothing reported
+    assert (len(a.gained), a.lost) == (1, [])
+    assert a.step(RENEW + 0.5) == frozenset(range(SHARDS))  # late, yet nobody took them
+    assert [e.term for e in a.coordinator.electors] == [t + 1 for t in terms]
+    assert a.lost == [frozenset(range(SHARDS))]
+    assert a.gained[1:] == [frozenset(range(SHARDS))]
+    assert a.coordinator.owns(app_in(0))
