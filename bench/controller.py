@@ -360,23 +360,26 @@ class Controller:
         """
         start = time.monotonic()
         took = self.wait_logged(logged, timeout) if logged is not None else None
-        while self.reconciles() < target:
-            if time.monotonic() - start > timeout:
-                raise TimeoutError(f"{target} refreshes not reached in {timeout:.0f}s")
-            if self.proc and self.proc.poll() is not None:
-                raise RuntimeError(f"controller exited: {self.log_tail()}")
-            time.sleep(0.02)
+        self._until(lambda: self.reconciles() >= target, timeout - (time.monotonic() - start),
+                    f"{target} refreshes not reached", interval=0.02)
         return took if took is not None else time.monotonic() - start
 
     def wait_logged(self, logged: int, timeout: float) -> float:
         """Wait until ``logged`` refreshes were logged as finished; the time it took."""
+        return self._until(lambda: self.refreshes_logged() >= logged, timeout,
+                           f"{logged} refreshes not logged", interval=0.005)
+
+    def _until(self, done: Callable[[], bool], timeout: float, what: str, *,
+               interval: float) -> float:
+        """Poll ``done`` every ``interval`` until true; the time it took. Raises on
+        ``timeout`` (``what`` names it) and when the controller exited."""
         start = time.monotonic()
-        while self.refreshes_logged() < logged:
+        while not done():
             if time.monotonic() - start > timeout:
-                raise TimeoutError(f"{logged} refreshes not logged in {timeout:.0f}s")
+                raise TimeoutError(f"{what} in {timeout:.0f}s")
             if self.proc and self.proc.poll() is not None:
                 raise RuntimeError(f"controller exited: {self.log_tail()}")
-            time.sleep(0.005)
+            time.sleep(interval)
         return time.monotonic() - start
 
     def wait_idle(self, quiet: float = 3.0, timeout: float = 600.0) -> float:
