@@ -23,7 +23,13 @@ sync's apply responses (:class:`~gitops_ray.sync.engine.Landed`): each is the li
 *and* the dry-run prediction (applying the same body again changes nothing), so an object
 the sync just applied costs no read and no dry run; a RayCluster it just created has no
 Events or Pods to read yet (any there are name an earlier object of the same name). Only
-objects the sync did not apply are compared the usual way.
+objects the sync did not write (outside a selective sync's selection, or settled, below) keep the
+verdict the comparison before the sync gave them moments ago: no read, as in a refresh.
+
+**Settled objects.** An object whose live ``resourceVersion`` is the one our own apply of
+the same desired content (and rules) left is *settled*: applying it again would change
+nothing, so the sync does not re-assert it (:attr:`Comparison.settled`). The memo knows it
+(``_Memo.written``); any other writer moves the ``resourceVersion`` and ends it.
 
 What is kept between passes is packed (:mod:`gitops_ray.packed`): at 1,000 RayClusters
 decoded objects would be most of the controller's memory. Live objects come from a
@@ -74,7 +80,7 @@ from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Landed, prepare
-from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.records import AppRecord, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
@@ -233,7 +239,13 @@ class Comparison:
     forbidden: dict[ResourceKey, str] = field(default_factory=dict)  # by the project: why
     resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
     live: dict[ResourceKey, Manifest | None] = field(default_factory=dict, repr=False)
-    """Live objects read by LIST for this comparison (None: absent); empty with a cache."""
+    """Live objects this comparison read (None: absent): by LIST (no cache), and those of
+    the OutOfSync resources, so the sync that follows looks none of them up again."""
+    settled: frozenset[ResourceKey] = frozenset()
+    """In sync and live as our last apply of the same content left them (module doc)."""
+    applied: dict[ResourceKey, str] = field(default_factory=dict, repr=False)
+    """Applied marks (:func:`~gitops_ray.sync.records.applied_mark`) of the objects whose
+    live version our last apply of their content left, in sync or not."""
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -274,6 +286,12 @@ class _Memo:
     signals: str  # and with what health read besides the object (Events, Pods): health's
     diff: ResourceDiff
     health: Health | None
+    written: bool = False  # version's live object is what our apply of this content left
+
+    @property
+    def settled(self) -> bool:
+        """In sync, and live is exactly what our last apply of this content left."""
+        return self.written and not self.diff.out_of_sync
 
 
 class Pipeline:
@@ -436,12 +454,14 @@ class Pipeline:
 
     def compare(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None,
-                landed: Mapping[ResourceKey, Landed] | None = None) -> Comparison:
+                landed: Mapping[ResourceKey, Landed] | None = None,
+                untouched: frozenset[ResourceKey] = frozenset()) -> Comparison:
         """Render and diff one app against the cluster, under its AppProject's rules.
 
         An app its project does not allow is not rendered (Argo CD does not fetch its
         repository either): sync status Unknown, and the conditions say why.
-        ``landed``: the apply responses of the sync just done (see the module docstring).
+        ``landed``: the apply responses of the sync just done; ``untouched``: the objects
+        that sync did not write, whose last verdict still holds (see the module docstring).
         """
         project, conditions = self._project(app, local is not None)
         if stops_sync(conditions):
@@ -452,14 +472,23 @@ class Pipeline:
         rules = self.rules(app, system)
         rules_digest = _digest(app.ignore_differences) + system.digest
         landed = landed or {}
-        snapshot = self._snapshot([o for o in desired if o.key not in landed])
-        diffs, healths = [], []
+        snapshot = self._snapshot([o for o in desired
+                                   if o.key not in landed and o.key not in untouched])
+        record = self.store.load(app.name)  # its inventory and applied marks
+        diffs, healths, settled, read = [], [], set(), dict(snapshot)
+        applied: dict[ResourceKey, str] = {}
         for obj in desired:
-            diff, health = self._diff(obj, rules, obj.digest + rules_digest, system,
-                                      landed=landed.get(obj.key), snapshot=snapshot)
-            diffs.append(diff)
-            healths.append(health)
-        for live in self._extraneous(app, {o.key for o in desired}, project):
+            memo = self._diff(obj, rules, obj.digest + rules_digest, system,
+                              landed=landed.get(obj.key), snapshot=snapshot,
+                              untouched=obj.key in untouched, read=read,
+                              marks=record.applied)
+            diffs.append(memo.diff)
+            healths.append(memo.health)
+            if memo.settled:
+                settled.add(obj.key)
+            if memo.written:
+                applied[obj.key] = applied_mark(*memo.version)
+        for live in self._extraneous(app, record, {o.key for o in desired}, project):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         forbidden = self._forbidden(app, project, desired)
         app_diff = AppDiff(resources=_mark_forbidden(diffs, forbidden))
@@ -474,7 +503,9 @@ class Pipeline:
                           problems, rendered.shapes if rendered is not None else "", rollouts,
                           conditions, project, forbidden,
                           {o.key: h for o, h in zip(desired, healths, strict=True)
-                           if h is not None}, snapshot)
+                           if h is not None},
+                          _kept_live(read, snapshot, app_diff),
+                          frozenset(settled), applied)
 
     def project(self, app: Application) -> Project | None:
         """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
@@ -506,8 +537,10 @@ class Pipeline:
 
     def _diff(self, desired: DesiredObject, rules: RuleSet, content: str,
               system: SystemSettings = NO_SETTINGS, *, landed: Landed | None = None,
-              snapshot: Mapping[ResourceKey, Manifest | None] | None = None
-              ) -> tuple[ResourceDiff, Health | None]:
+              snapshot: Mapping[ResourceKey, Manifest | None] | None = None,
+              untouched: bool = False,
+              read: dict[ResourceKey, Manifest | None] | None = None,
+              marks: Mapping[str, str] | None = None) -> _Memo:
         """Diff and health of one object, or the last ones if nothing changed.
 
         Reused while its desired content, the app's ignore rules, the live
@@ -517,27 +550,40 @@ class Pipeline:
         watch cache the versions are known without unpacking the live object, so a no-op
         pass unpacks nothing. ``landed``: the object as the sync's apply left it, live
         and prediction at once (the watch cache may not have seen that write yet, so its
-        version is not asked).
+        version is not asked). ``untouched``: the sync just done did not write it, so the
+        last verdict for this content stands (see the module docstring). ``read``: where
+        to leave the live object, if it had to be read. ``marks``: the record's applied
+        marks: live as our apply of this content left it needs no dry run (it would
+        predict live itself).
         """
+        if untouched and landed is None:
+            with self._lock:
+                last = self._memo.get(desired.key)
+            if last is not None and last.version[0] == content:
+                return last
         known = self._live_version(*desired.coordinates) if landed is None else None
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
             hit = self._recall(desired.key, (content, known))
             if hit is not None and hit.signals == self._signals(desired.key, (), ()):
-                return hit.diff, hit.health
+                return hit
         obj = desired.manifest()
         live = self._live_of(desired, landed, snapshot or {})
+        if read is not None and landed is None:
+            read[desired.key] = live
         fresh = landed is not None and landed.created and not self._events.cached
         events = () if fresh else self._events_about(desired.key, live)
         pods = () if fresh else self._pods_of(desired.key, live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
         version, signals = (content, live_version), self._signals(desired.key, events, pods)
+        written = landed is not None
         hit = self._recall(desired.key, version)
-        if hit is not None and hit.signals == signals:
-            return hit.diff, hit.health
+        if hit is not None and hit.signals == signals and hit.written >= written:
+            return hit
         if hit is not None:  # only Events or Pods changed: health again, never a dry run
-            result = hit.diff
+            result, written = hit.diff, written or hit.written
         else:
-            predicted = landed.live if landed is not None else \
+            written = written or (live is not None and _marked(marks, desired.key, version))
+            predicted = landed.live if landed is not None else live if written else \
                 self._predict(obj, live, rules) if live is not None else None
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         health = assess(live, events=events, pods=pods, custom=system.health)
@@ -545,9 +591,10 @@ class Pipeline:
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
+        kept = _Memo(version, signals, slim, health, written)
         with self._lock:
-            self._memo[desired.key] = _Memo(version, signals, slim, health)
-        return result, health
+            self._memo[desired.key] = kept
+        return kept if slim is result else dataclasses.replace(kept, diff=result)
 
     def _live_of(self, desired: DesiredObject, landed: Landed | None,
                  snapshot: Mapping[ResourceKey, Manifest | None]) -> Manifest | None:
@@ -632,14 +679,14 @@ class Pipeline:
         except UnknownKind:
             return None
 
-    def _extraneous(self, app: Application, wanted: set[ResourceKey],
+    def _extraneous(self, app: Application, record: AppRecord, wanted: set[ResourceKey],
                     project: Project | None = None) -> list[Manifest]:
         """Live objects in the app's inventory, tracked by it, that git no longer has.
 
         Not those its project forbids: Argo CD leaves them out of the live state.
         """
         out = []
-        for entry in self.store.load(app.name).inventory:
+        for entry in record.inventory:
             if entry.key in wanted or (project is not None and not live_permitted(
                     project, entry.key, self.cluster_of(app))):
                 continue
@@ -670,6 +717,21 @@ def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]
     """Argo CD shows a resource its project forbids as Unknown; the reason says which rule."""
     return [dataclasses.replace(d, status=SyncStatus.UNKNOWN, reason=forbidden[d.key])
             if d.key in forbidden else d for d in diffs]
+
+
+def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
+            version: tuple[str, str]) -> bool:
+    """Whether the record says our apply of this content left this live version."""
+    return bool(marks) and markable(key) and version[1] != "" \
+        and (marks or {}).get(str(key)) == applied_mark(*version)
+
+
+def _kept_live(read: dict[ResourceKey, Manifest | None],
+               snapshot: Mapping[ResourceKey, Manifest | None],
+               diff: AppDiff) -> dict[ResourceKey, Manifest | None]:
+    """What a comparison read that its sync may use: all it LISTed, and the OutOfSync."""
+    out_of_sync = {r.key for r in diff.resources if r.out_of_sync}
+    return {k: v for k, v in read.items() if k in snapshot or k in out_of_sync}
 
 
 def _or(value: bool | None, default: bool) -> bool:

@@ -117,14 +117,14 @@ class Reconciler:
                               out_of_sync=before.out_of_sync, resume=resume,
                               protected=_protection(before.project,
                                                     self.pipeline.cluster_of(app)),
-                              progress=progress, live=before.live)
+                              progress=progress, live=before.live, settled=before.settled)
         result = self._sync(request)
         result.subject = self.subject(app, result.revision, local=local)
         if blocked:
             _explain_blocked_prune(result, before.render_problems)
         if dry_run:
             return SyncOutcome(before, result, None)
-        after = self._compare_after(app, result, local=local)
+        after = self._compare_after(app, result, _untouched(before, result), local=local)
         unrecorded = self._record(result, after)
         return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
                            unrecorded)
@@ -154,12 +154,13 @@ class Reconciler:
                 str(e), reason_of(e), cause=e)
         return self.syncer.sync(request, rules)
 
-    def _compare_after(self, app: Application, result: SyncResult, *,
+    def _compare_after(self, app: Application, result: SyncResult,
+                       untouched: frozenset[ResourceKey], *,
                        local: Path | None) -> Comparison | GitOpsRayError:
         """The comparison after the sync, or why it failed (the result fails too)."""
         try:
             return self.pipeline.compare(app, revision=result.revision, local=local,
-                                         landed=result.landed)
+                                         landed=result.landed, untouched=untouched)
         except LeaseExpired:
             raise
         except GitOpsRayError as e:
@@ -216,6 +217,19 @@ class Reconciler:
         except GitOpsRayError as e:  # the result says it failed all the same
             return dataclasses.replace(outcome, unrecorded=e)
         return outcome
+
+
+def _untouched(before: Comparison, result: SyncResult) -> frozenset[ResourceKey]:
+    """Git's objects this step did not write: outside its selection, or settled.
+
+    Their verdict from the comparison before the sync still holds, so the comparison
+    after reads none of them (:meth:`Pipeline.compare`). A resumed step's earlier waves
+    are not among them: they are compared as usual.
+    """
+    attempted = {r.key for r in result.resources} - result.settled
+    earlier = {str(r.get("key", "")) for r in result.earlier}
+    return frozenset(d.key for d in before.desired
+                     if d.key not in attempted and str(d.key) not in earlier)
 
 
 def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncResult | None:

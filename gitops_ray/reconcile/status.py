@@ -24,7 +24,13 @@ from gitops_ray.redact import redact
 from gitops_ray.render.apps import Destination
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OPERATION_STATE
-from gitops_ray.sync.records import AppRecord, RecordStore, push_history
+from gitops_ray.sync.records import (
+    MAX_APPLIED_MARKS,
+    AppRecord,
+    RecordStore,
+    markable,
+    push_history,
+)
 from gitops_ray.types import Manifest, ResourceKey, SyncStatus, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
@@ -177,12 +183,24 @@ def save_status(store: RecordStore, comparison: Comparison,
 
     def change(record: AppRecord) -> None:
         record.status.update(fields)
+        if result is not None:
+            record.applied = applied_marks(comparison)
         if result is not None and result.running:
             record.status[OPERATION_STATE] = result.as_operation()
         elif result is not None:
             push_history(record.status, result.as_operation())
 
     store.update(comparison.app.name, change)
+
+
+def applied_marks(comparison: Comparison) -> dict[str, str]:
+    """The record's applied marks after a sync (:mod:`gitops_ray.sync.records`).
+
+    Written with each sync's status only: a refresh that sees an object changed leaves
+    its old mark, which no longer matches anything, rather than write the record.
+    """
+    marks = {str(k): m for k, m in comparison.applied.items() if markable(k)}
+    return dict(sorted(marks.items())) if len(marks) <= MAX_APPLIED_MARKS else {}
 
 
 def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None:

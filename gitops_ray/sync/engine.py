@@ -40,6 +40,14 @@ worker runs in a copy of the caller's :mod:`contextvars` context, so the write f
 The objects the comparison found OutOfSync are applied first within their group, as a
 batch of their own, so after a commit the changed ones land (and are reported) before
 the rest are re-asserted.
+
+**Settled objects are not re-asserted** (:attr:`SyncRequest.settled`): an object whose
+live ``resourceVersion`` is the one our own apply of the same content left would come
+back from another apply unchanged, so it is reported ``unchanged`` without a request.
+Argo CD re-applies every object of a sync (unless ``ApplyOutOfSyncOnly``); the effect is
+the same, without one no-op write per object on every commit: at 5,000 RayClusters in
+100-object apps those writes were what a commit's change waited behind. An object anyone
+else wrote since, or whose content or ignore rules changed, is applied as before.
 Results are in the order the applies were started, whatever the order they landed in;
 the progress watcher is told as each lands, one at a time.
 
@@ -110,6 +118,7 @@ PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops
 log = structlog.get_logger(__name__)
 _VOLATILE = ("managedFields", "resourceVersion", "generation")
 STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
+SETTLED = "not re-applied: live is as our last apply of this content left it"
 KEPT_IN_INVENTORY = frozenset({ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
                                ResourceAction.FAILED, ResourceAction.DELETING})
 """Prune outcomes after which the object may still exist, so the app must still track it."""
@@ -178,6 +187,8 @@ class SyncResult:
     subject: str = ""  # the revision's commit subject, for the history (one bounded line)
     landed: dict[ResourceKey, Landed] = field(default_factory=dict, repr=False, compare=False)
     """Apply responses of this step (server-side applies only), for the comparison after."""
+    settled: set[ResourceKey] = field(default_factory=set, repr=False, compare=False)
+    """Objects of :attr:`SyncRequest.settled` this step reported unchanged without a write."""
 
     @property
     def ok(self) -> bool:
@@ -252,6 +263,8 @@ class SyncRequest:
     live: Mapping[ResourceKey, Manifest | None] | None = field(default=None, compare=False,
                                                               repr=False)
     """Live objects the comparison before the sync read (``None`` at a key: absent)."""
+    settled: frozenset[ResourceKey] = field(default=frozenset(), compare=False, repr=False)
+    """In sync and live as our last apply of the same content left them: not re-applied."""
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -391,6 +404,12 @@ class Syncer:
                     _settle(outcome, result)
                 if result.phase == OperationPhase.FAILED:
                     return False
+            for obj in todo:
+                key = ResourceKey.of(obj)
+                if _is_settled(request, key):
+                    result.settled.add(key)
+                    result.resources.append(_told(request, ResourceResult(
+                        key, ResourceAction.UNCHANGED, SETTLED)))
         return True
 
     def _apply_group(self, request: SyncRequest, objs: list[Manifest],
@@ -665,8 +684,14 @@ def _changed_first(request: SyncRequest, objs: list[Manifest]) -> list[list[Mani
     """
     changed = request.out_of_sync or frozenset()
     first = [o for o in objs if ResourceKey.of(o) in changed]
-    rest = [o for o in objs if ResourceKey.of(o) not in changed]
+    rest = [o for o in objs if ResourceKey.of(o) not in changed
+            and not _is_settled(request, ResourceKey.of(o))]
     return [batch for batch in (first, rest) if batch]
+
+
+def _is_settled(request: SyncRequest, key: ResourceKey) -> bool:
+    """Whether ``key`` is not re-applied: live is as our last apply left it (module doc)."""
+    return key in request.settled and key not in (request.out_of_sync or frozenset())
 
 
 def _told(request: SyncRequest, outcome: ResourceResult) -> ResourceResult:

@@ -12,6 +12,13 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   the running operation of a sync that waits for a sync wave to become healthy
   (``operationState``), and a pause of automated sync after a rollback
   (:mod:`gitops_ray.reconcile.pause`).
+* ``applied`` (after a sync, only when there is something to say): per object our last
+  apply left as it is, a *mark*: the ``resourceVersion`` it left and a digest of what was
+  applied (:func:`applied_mark`). A replica that takes the app over, or a restarted one,
+  finds an object whose live ``resourceVersion`` and desired content still match its mark
+  in sync without a server-side dry run, and does not re-apply it. At most
+  :data:`MAX_APPLIED_MARKS` objects per app; none for Secrets (a digest of a Secret's
+  content would let anyone who may read the record test guesses of its values).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
 writers (a CLI sync during a controller run) cannot lose each other's update; an update
@@ -33,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gitops_ray import FIELD_MANAGER, jsonio
+from gitops_ray import FIELD_MANAGER, __version__, jsonio
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
 from gitops_ray.sync import history
@@ -71,6 +78,27 @@ class AppRecord:
 
     inventory: list[InventoryEntry] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
+    applied: dict[str, str] = field(default_factory=dict)  # str(ResourceKey) -> mark
+
+
+MAX_APPLIED_MARKS = 1000
+"""Objects of one app whose applied mark is kept (~100 bytes each in the record)."""
+_MARK_FORMAT = f"{FIELD_MANAGER}/{__version__}"  # another version may apply differently
+
+
+def applied_mark(content: str, resource_version: str) -> str:
+    """``<resourceVersion>/<digest>``: our apply of ``content`` left this version.
+
+    ``content`` is what the comparison keys its memo by (desired object and ignore
+    rules); the digest also names this release, whose apply it describes.
+    """
+    digest = hashlib.sha256(f"{_MARK_FORMAT}\0{content}".encode()).hexdigest()[:24]
+    return f"{resource_version}/{digest}"
+
+
+def markable(key: ResourceKey) -> bool:
+    """Whether ``key`` may have an applied mark (not a Secret: see the module doc)."""
+    return not (key.group == "" and key.kind == "Secret")
 
 
 def record_name(app: str) -> str:
@@ -233,9 +261,12 @@ class RecordStore:
 
 def _data(app: str, record: AppRecord) -> dict[str, str]:
     """The ConfigMap's ``data`` for ``record``: the same record always gives the same text."""
-    return {"app": app,
+    data = {"app": app,
             "inventory": json.dumps([asdict(e) for e in sorted(record.inventory)]),
             "status": redact(json.dumps(record.status, sort_keys=True))}
+    if record.applied:
+        data["applied"] = json.dumps(record.applied, sort_keys=True, separators=(",", ":"))
+    return data
 
 
 def _version(cm: Manifest | None) -> str | None:
@@ -251,7 +282,23 @@ def _is_record(cm: Manifest) -> bool:
 def _decode(cm: Manifest) -> AppRecord:
     data = cm.get("data") or {}
     entries = [InventoryEntry(**e) for e in jsonio.loads(data.get("inventory") or "[]")]
-    return AppRecord(inventory=entries, status=jsonio.loads(data.get("status") or "{}"))
+    return AppRecord(inventory=entries, status=jsonio.loads(data.get("status") or "{}"),
+                     applied=_marks(data.get("applied")))
+
+
+def _marks(text: str | None) -> dict[str, str]:
+    """The ``applied`` marks; anything but a map of strings reads as none.
+
+    A mark is only ever a reason to skip work, so a damaged one costs work, not
+    correctness.
+    """
+    try:
+        marks = jsonio.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(marks, dict):
+        return {}
+    return {k: v for k, v in marks.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ OutOfSync land first.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import ssl
@@ -28,7 +29,7 @@ from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
 from gitops_ray.source import GitSource
-from gitops_ray.sync.engine import Syncer, SyncRequest
+from gitops_ray.sync.engine import SETTLED, Syncer, SyncRequest
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import RecordStore, record_name
 from gitops_ray.types import ResourceAction, ResourceKey
@@ -195,6 +196,152 @@ def test_changed_objects_land_first_then_the_rest_is_reasserted(
               for e in env.kube.list("v1", "Event", env.namespace)[0]}
     assert ("ResourceConfigured", "rc-3") in events  # on the object a user describes
     assert not any(name.startswith("rc-") and name != "rc-3" for _, name in events)
+
+
+@contextlib.contextmanager
+def counting(kube: Kube) -> Iterator[Counter[tuple[str, str]]]:
+    """Requests ``kube`` sends inside the block, by (verb, resource); dry runs included."""
+    counts: Counter[tuple[str, str]] = Counter()
+
+    def hook(verb: str, resource: str, _status: object, _seconds: object) -> None:
+        counts[(verb, resource)] += 1
+
+    kube.hooks.append(hook)
+    try:
+        yield counts
+    finally:
+        kube.hooks.remove(hook)
+
+
+def test_a_commit_writes_what_changed_and_what_others_wrote_not_what_we_left_settled(
+        env: Env, git_repo: GitRepo, control_plane: LocalControlPlane) -> None:
+    """An object whose live resourceVersion is the one our apply of the same content left
+    is not re-applied (it would come back unchanged): a commit costs one write for the
+    changed object, one for an object the autoscaler wrote since, and no read-back."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(5)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "settled")
+    assert env.parallel(4).sync(app).result.ok
+    edited = copy.deepcopy(rcs)
+    edited[3]["spec"]["rayVersion"] = "2.53.0"
+    git_repo.commit({"manifests/rcs.yaml": edited}, "bump rc-3")
+    autoscaler_patch(control_plane, env.namespace, "rc-1", [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}])
+    before = env.pipeline.compare(app)
+    assert before.out_of_sync == {ResourceKey("ray.io", "RayCluster", env.namespace, "rc-3")}
+    assert {k.name for k in before.settled} == {"rc-0", "rc-2", "rc-4"}
+
+    with counting(env.kube) as sent:
+        outcome = env.parallel(4).sync(app, before=before)
+    assert outcome.result.ok, outcome.result.message
+    actions = {r.key.name: (r.action, r.message) for r in outcome.result.resources}
+    assert actions["rc-3"][0] == ResourceAction.CONFIGURED
+    assert actions["rc-1"] == (ResourceAction.UNCHANGED, "")  # re-asserted: someone wrote
+    assert {actions[f"rc-{i}"] for i in (0, 2, 4)} == {(ResourceAction.UNCHANGED, SETTLED)}
+    assert sent[("apply", "rayclusters")] == 2  # rc-3 and rc-1, no dry run
+    assert sent[("get", "rayclusters")] == sent[("list", "rayclusters")] == 0
+    assert outcome.after is not None and outcome.after.diff.status == "Synced"
+    assert env.live("rc-1")["spec"]["workerGroupSpecs"][0]["replicas"] == 4  # kept
+    assert env.live("rc-3")["spec"]["rayVersion"] == "2.53.0"
+
+    with counting(env.kube) as sent:  # now all five are as we left them
+        again = env.parallel(4).sync(app)
+    assert again.result.ok and sent[("apply", "rayclusters")] == 0
+    assert {r.message for r in again.result.resources} == {SETTLED}
+
+
+def test_a_selective_sync_reads_none_of_the_objects_it_did_not_write(
+        env: Env, git_repo: GitRepo) -> None:
+    """Self-heal of one drifted object: the comparison after it keeps the others' verdict
+    from the comparison before (no read), as a refresh from the watch cache would."""
+    rcs = [raycluster(f"rc-{i}") for i in range(5)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "heal")
+    assert env.parallel(4).sync(app).result.ok
+    env.kube.patch("ray.io/v1", "RayCluster", name="rc-2", namespace=env.namespace,
+                   patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.0.0"}],
+                   field_manager="kubectl-edit")
+    before = env.pipeline.compare(app)
+    drifted = frozenset({ResourceKey("ray.io", "RayCluster", env.namespace, "rc-2")})
+    assert before.out_of_sync == drifted
+
+    with counting(env.kube) as sent:
+        outcome = env.parallel(4).sync(app, only=drifted, before=before)
+    assert outcome.result.ok, outcome.result.message
+    assert [r.key for r in outcome.result.resources] == list(drifted)
+    assert sent[("apply", "rayclusters")] == 1
+    assert sent[("get", "rayclusters")] == sent[("list", "rayclusters")] == 0
+    assert outcome.after is not None and outcome.after.diff.status == "Synced"
+    assert env.live("rc-2")["spec"]["rayVersion"] == rcs[2]["spec"]["rayVersion"]
+
+
+def _secret(name: str, value: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+            "stringData": {"token": value}}
+
+
+def test_a_new_owner_trusts_the_applied_marks_not_a_dry_run_per_object(
+        env: Env, git_repo: GitRepo, kube: Kube, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane) -> None:
+    """A replica that takes an app over (or restarts) has no memory of it: the record's
+    applied marks tell it which live objects are exactly what our apply of the same
+    content left, so it compares those without a dry run and does not re-apply them.
+    An object someone else wrote since, and a Secret (never marked), cost a dry run."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(4)]
+    git_repo.commit({"manifests/rcs.yaml": [*rcs, _secret("creds", "s3cr3t-value")]})
+    app = env.app(git_repo, "marks")
+    assert env.parallel(4).sync(app).result.ok
+    record = env.store.read("marks")
+    assert sorted(record.applied) == [str(ResourceKey("ray.io", "RayCluster", env.namespace,
+                                                      f"rc-{i}")) for i in range(4)]
+    assert "s3cr3t" not in json.dumps(record.applied)  # and no Secret is marked
+    autoscaler_patch(control_plane, env.namespace, "rc-1", [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}])
+
+    other = Kube.connect(str(control_plane.kubeconfig))  # the new owner, its own counts
+    store = RecordStore(other, env.namespace)
+    owner = Reconciler(Pipeline(other, GitSource(tmp_path / "other"), store,
+                                tools=RenderTools(helm_bin=str(helm_bin))),
+                       Syncer(other, store, parallelism=4))
+    with counting(other) as sent:
+        before = owner.pipeline.compare(app)
+    assert before.diff.status == "Synced"
+    assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run: the autoscaler wrote it
+    assert sent[("apply", "secrets")] == 1  # never marked
+    assert {k.name for k in before.settled} == {"rc-0", "rc-2", "rc-3"}
+
+    with counting(other) as sent:
+        outcome = owner.sync(app, before=before)
+    assert outcome.result.ok, outcome.result.message
+    assert sent[("apply", "rayclusters")] == 1  # rc-1 re-asserted, the others left alone
+    assert env.live("rc-1")["spec"]["workerGroupSpecs"][0]["replicas"] == 3
+
+
+def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
+        env: Env, git_repo: GitRepo, kube: Kube, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane) -> None:
+    rcs = [raycluster(f"rc-{i}") for i in range(2)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "damaged")
+    assert env.parallel(1).sync(app).result.ok
+    env.kube.patch("ray.io/v1", "RayCluster", name="rc-0", namespace=env.namespace,
+                   patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.0.0"}],
+                   field_manager="kubectl-edit")
+    name = record_name("damaged")
+    cm = env.kube.get("v1", "ConfigMap", name=name, namespace=env.namespace)
+    marks = json.loads(cm["data"]["applied"])
+    key0 = str(ResourceKey("ray.io", "RayCluster", env.namespace, "rc-0"))
+    live_rv = env.live("rc-0")["metadata"]["resourceVersion"]
+    marks[key0] = f"{live_rv}/{marks[key0].split('/')[1][::-1]}"  # right version, wrong digest
+    for data in (json.dumps(marks), "not json", "[1, 2]"):
+        cm["data"]["applied"] = data
+        cm = env.kube.replace(cm, field_manager="test")
+        fresh = Pipeline(kube, GitSource(tmp_path / "fresh"), RecordStore(kube, env.namespace),
+                         tools=RenderTools(helm_bin=str(helm_bin)))
+        comparison = fresh.compare(app)
+        assert comparison.out_of_sync == {ResourceKey("ray.io", "RayCluster", env.namespace,
+                                                      "rc-0")}, data
+        assert not comparison.settled & comparison.out_of_sync
 
 
 def _reads(kube: Kube) -> Counter[str]:

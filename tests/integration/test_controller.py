@@ -386,6 +386,35 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert requests_seen == []
 
 
+def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str) -> None:
+    """Through the watch cache: the objects our last sync left as they are (same content,
+    same resourceVersion) are not re-applied on the next commit, and the comparison after
+    the sync reads none of them (the issue-18 commit -> applied path)."""
+    rcs = [raycluster(f"few-{i}") for i in range(4)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    ctl = start_controller({"applications": [application("few", git_repo.url, namespace)]},
+                           interval="0")
+    eventually(lambda: ctl.status("few").get("sync") == "Synced", message="first sync")
+    eventually(lambda: not ctl.runtime.queue.busy()
+               and ctl.runtime.timers.pending("few") is None, message="idle")
+    sent: list[tuple[str, str]] = []
+    ctl.runtime.kube.hooks.append(lambda verb, res, code, s: sent.append((verb, res)))
+
+    sha = git_repo.commit({"manifests/rcs.yaml": [*rcs[:2], with_version(rcs[2], "2.53.0"),
+                                                  rcs[3]]})
+    assert ctl.webhook(push_payload(git_repo, sha)).status_code == 202
+    eventually(lambda: ctl.status("few").get("revision") == sha
+               and ctl.status("few").get("sync") == "Synced", message="commit synced")
+    operation = ctl.status("few")["operation"]
+    assert {(r["name"], r["action"]) for r in operation["resources"]} == {
+        ("few-0", "unchanged"), ("few-1", "unchanged"), ("few-2", "configured"),
+        ("few-3", "unchanged")}
+    # few-2's dry run (the comparison) and its write; no lookup before it, no read-back.
+    assert [v for v, r in sent if r == "rayclusters"] == ["apply", "apply"], str(sent)
+    assert ray_version(ctl, "few-2") == "2.53.0"
+
+
 def _count(metrics: str, series: str) -> float:
     for line in metrics.splitlines():
         if line.startswith(series):

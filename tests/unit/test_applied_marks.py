@@ -1,0 +1,35 @@
+"""Applied marks (:mod:`gitops_ray.sync.records`): what they say; a damaged one reads as none."""
+
+from __future__ import annotations
+
+import pytest
+
+from gitops_ray.sync.records import AppRecord, _data, _decode, applied_mark, markable
+from gitops_ray.types import ResourceKey
+
+
+def test_a_mark_names_the_version_and_changes_with_the_content() -> None:
+    mark = applied_mark("content-a", "42")
+    assert mark.startswith("42/") and mark == applied_mark("content-a", "42")
+    assert applied_mark("content-b", "42") != mark
+    assert applied_mark("content-a", "43") != mark
+    assert "content" not in mark
+
+
+def test_secrets_are_never_marked() -> None:
+    assert not markable(ResourceKey("", "Secret", "ns", "creds"))
+    assert markable(ResourceKey("", "ConfigMap", "ns", "cfg"))
+    assert markable(ResourceKey("ray.io", "RayCluster", "ns", "rc"))
+    assert markable(ResourceKey("example.com", "Secret", "ns", "not-core"))
+
+
+def test_marks_round_trip_and_are_left_out_when_there_are_none() -> None:
+    record = AppRecord(applied={"ray.io/RayCluster:ns/rc": applied_mark("c", "7")})
+    data = _data("app", record)
+    assert _decode({"data": data}).applied == record.applied
+    assert "applied" not in _data("app", AppRecord())
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '"a string"', '{"k": 1}', "{"])
+def test_damaged_marks_read_as_none(text: str) -> None:
+    assert _decode({"data": {"applied": text}}).applied == {}
