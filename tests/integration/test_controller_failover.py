@@ -33,15 +33,37 @@ from tests.samples import raycluster
 from tests.waiting import eventually
 
 SECRET = "failover-s3cret"
+PORT_ATTEMPTS = 3
+LISTENERS = 3  # metrics, health and webhook: each logs http_listening
 
 
 class Process:
-    """``python -m gitops_ray run`` with its own ports and identity."""
+    """``python -m gitops_ray run`` with its own ports and identity.
+
+    Its ports are chosen before it starts (the webhook URL it advertises names one), so
+    another process may take one in between: a start that fails on "Address already in
+    use" is tried again with new ports (a busy machine did that once).
+    """
 
     def __init__(self, identity: str, config: Path, workdir: Path) -> None:
         self.identity = identity
-        self.metrics_port, self.health_port, self.webhook_port = (free_port() for _ in "abc")
         self.log = workdir / f"{identity}.log"
+        for _ in range(PORT_ATTEMPTS):
+            self._spawn(config, workdir)
+            eventually(lambda: self.proc.poll() is not None or self._listening(),
+                       timeout=120, message=f"{identity} listening or exited")
+            if self.proc.poll() is None or "Address already in use" not in self._output():
+                return
+
+    def _output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def _listening(self) -> bool:
+        return self._output().count('"http_listening"') >= LISTENERS
+
+    def _spawn(self, config: Path, workdir: Path) -> None:
+        identity = self.identity
+        self.metrics_port, self.health_port, self.webhook_port = (free_port() for _ in "abc")
         webhook_url = f"http://127.0.0.1:{self.webhook_port}/webhook"
         args = [sys.executable, "-m", "gitops_ray", "run", f"--config={config}",
                 f"--leader-election-identity={identity}",
