@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -47,10 +48,31 @@ class ControlPlaneError(RuntimeError):
     """The control plane did not come up; the message carries the tail of its logs."""
 
 
+LISTEN_PORTS = range(20000, 32000)
+"""Where :func:`free_port` looks: below Linux's ephemeral range (32768-60999 by default),
+so no outgoing connection can take a port between choosing it and the server binding it
+(with ``bind(0)`` one did, on a busy machine)."""
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port nothing listens on now, outside the kernel's ephemeral range if possible."""
+    low, _ = _ephemeral_range()
+    candidates = [p for p in random.sample(LISTEN_PORTS, 64) if p < low]
+    for port in candidates:
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.bind(("127.0.0.1", port))
+            return port
+    with socket.socket() as s:  # an unusual range: let the kernel choose
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
