@@ -40,6 +40,8 @@ worker runs in a copy of the caller's :mod:`contextvars` context, so the write f
 The objects the comparison found OutOfSync are applied first within their group, as a
 batch of their own, so after a commit the changed ones land (and are reported) before
 the rest are re-asserted.
+Results are in the order the applies were started, whatever the order they landed in;
+the progress watcher is told as each lands, one at a time.
 
 **Settled objects are not re-asserted** (:attr:`SyncRequest.settled`): an object whose
 live ``resourceVersion`` is the one our own apply of the same content left would come
@@ -48,12 +50,11 @@ Argo CD re-applies every object of a sync (unless ``ApplyOutOfSyncOnly``); the e
 the same, without one no-op write per object on every commit: at 5,000 RayClusters in
 100-object apps those writes were what a commit's change waited behind. An object anyone
 else wrote since, or whose content or ignore rules changed, is applied as before.
-Results are in the order the applies were started, whatever the order they landed in;
-the progress watcher is told as each lands, one at a time.
 
 **What an apply costs**: the live object is what the comparison before the sync read
-(:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI, the watch cache
-in the controller), so a new object costs one write; a stale one costs a 409 and a
+(:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI; in the controller
+the OutOfSync objects it had to read, else the watch cache), so a new object costs one
+write; a stale one costs a 409 and a
 re-read. Each apply's response is kept (:attr:`SyncResult.landed`): it is the live
 object as our write left it, so the comparison after the sync reads nothing back.
 
