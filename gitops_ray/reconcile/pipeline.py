@@ -504,7 +504,7 @@ class Pipeline:
                           conditions, project, forbidden,
                           {o.key: h for o, h in zip(desired, healths, strict=True)
                            if h is not None},
-                          _kept_live(read, snapshot, app_diff),
+                          read,
                           frozenset(settled), applied)
 
     def project(self, app: Application) -> Project | None:
@@ -552,7 +552,9 @@ class Pipeline:
         and prediction at once (the watch cache may not have seen that write yet, so its
         version is not asked). ``untouched``: the sync just done did not write it, so the
         last verdict for this content stands (see the module docstring). ``read``: where
-        to leave the live object, if it had to be read. ``marks``: the record's applied
+        to leave the live object of an OutOfSync one, if it had to be read (not a synced
+        one: at start-up that would hold an app's objects decoded for its whole
+        comparison). ``marks``: the record's applied
         marks: live as our apply of this content left it needs no dry run (it would
         predict live itself).
         """
@@ -568,8 +570,6 @@ class Pipeline:
                 return hit
         obj = desired.manifest()
         live = self._live_of(desired, landed, snapshot or {})
-        if read is not None and landed is None:
-            read[desired.key] = live
         fresh = landed is not None and landed.created and not self._events.cached
         events = () if fresh else self._events_about(desired.key, live)
         pods = () if fresh else self._pods_of(desired.key, live)
@@ -586,6 +586,8 @@ class Pipeline:
             predicted = landed.live if landed is not None else live if written else \
                 self._predict(obj, live, rules) if live is not None else None
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+        if read is not None and landed is None and result.out_of_sync:
+            read[desired.key] = live  # for the sync that may follow; only what it applies
         health = assess(live, events=events, pods=pods, custom=system.health)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
@@ -724,14 +726,6 @@ def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
     """Whether the record says our apply of this content left this live version."""
     return bool(marks) and markable(key) and version[1] != "" \
         and (marks or {}).get(str(key)) == applied_mark(*version)
-
-
-def _kept_live(read: dict[ResourceKey, Manifest | None],
-               snapshot: Mapping[ResourceKey, Manifest | None],
-               diff: AppDiff) -> dict[ResourceKey, Manifest | None]:
-    """What a comparison read that its sync may use: all it LISTed, and the OutOfSync."""
-    out_of_sync = {r.key for r in diff.resources if r.out_of_sync}
-    return {k: v for k, v in read.items() if k in snapshot or k in out_of_sync}
 
 
 def _or(value: bool | None, default: bool) -> bool:
