@@ -28,6 +28,7 @@ from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
+from gitops_ray.render.apps import Application
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import SETTLED, Syncer, SyncRequest
 from gitops_ray.sync.reasons import Reason
@@ -167,15 +168,22 @@ def test_parallel_sync_stops_at_the_first_wave_that_fails(env: Env, git_repo: Gi
     assert ("SyncFailed", "a-bad") in reasons  # and the object's own
 
 
-def test_changed_objects_land_first_then_the_rest_is_reasserted(
-        env: Env, git_repo: GitRepo) -> None:
-    rcs = [raycluster(f"rc-{i}") for i in range(5)]
+def _synced_then_bumped(env: Env, git_repo: GitRepo, name: str, rcs: list[dict]
+                        ) -> Application:
+    """App ``name`` of ``rcs`` synced, then a commit bumping rc-3's rayVersion (not synced)."""
     git_repo.commit({"manifests/rcs.yaml": rcs})
-    app = env.app(git_repo, "order")
+    app = env.app(git_repo, name)
     assert env.parallel(1).sync(app).result.ok
     edited = copy.deepcopy(rcs)
     edited[3]["spec"]["rayVersion"] = "2.53.0"
     git_repo.commit({"manifests/rcs.yaml": edited}, "bump rc-3")
+    return app
+
+
+def test_changed_objects_land_first_then_the_rest_is_reasserted(
+        env: Env, git_repo: GitRepo) -> None:
+    app = _synced_then_bumped(env, git_repo, "order",
+                              [raycluster(f"rc-{i}") for i in range(5)])
 
     heard: list[tuple[str, ResourceAction]] = []
 
@@ -218,13 +226,8 @@ def test_a_commit_writes_what_changed_and_what_others_wrote_not_what_we_left_set
     """An object whose live resourceVersion is the one our apply of the same content left
     is not re-applied (it would come back unchanged): a commit costs one write for the
     changed object, one for an object the autoscaler wrote since, and no read-back."""
-    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(5)]
-    git_repo.commit({"manifests/rcs.yaml": rcs})
-    app = env.app(git_repo, "settled")
-    assert env.parallel(4).sync(app).result.ok
-    edited = copy.deepcopy(rcs)
-    edited[3]["spec"]["rayVersion"] = "2.53.0"
-    git_repo.commit({"manifests/rcs.yaml": edited}, "bump rc-3")
+    app = _synced_then_bumped(env, git_repo, "settled", [
+        raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(5)])
     autoscaler_patch(control_plane, env.namespace, "rc-1", [
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 4}])
     before = env.pipeline.compare(app)
@@ -250,17 +253,24 @@ def test_a_commit_writes_what_changed_and_what_others_wrote_not_what_we_left_set
     assert {r.message for r in again.result.resources} == {SETTLED}
 
 
+def _synced_then_edited(env: Env, git_repo: GitRepo, name: str, *, count: int,
+                        edited: str) -> tuple[Application, list[dict]]:
+    """App ``name`` of ``count`` RayClusters, synced; then ``edited``'s rayVersion by hand."""
+    rcs = [raycluster(f"rc-{i}") for i in range(count)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, name)
+    assert env.parallel(4).sync(app).result.ok
+    env.kube.patch("ray.io/v1", "RayCluster", name=edited, namespace=env.namespace,
+                   patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.0.0"}],
+                   field_manager="kubectl-edit")
+    return app, rcs
+
+
 def test_a_selective_sync_reads_none_of_the_objects_it_did_not_write(
         env: Env, git_repo: GitRepo) -> None:
     """Self-heal of one drifted object: the comparison after it keeps the others' verdict
     from the comparison before (no read), as a refresh from the watch cache would."""
-    rcs = [raycluster(f"rc-{i}") for i in range(5)]
-    git_repo.commit({"manifests/rcs.yaml": rcs})
-    app = env.app(git_repo, "heal")
-    assert env.parallel(4).sync(app).result.ok
-    env.kube.patch("ray.io/v1", "RayCluster", name="rc-2", namespace=env.namespace,
-                   patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.0.0"}],
-                   field_manager="kubectl-edit")
+    app, rcs = _synced_then_edited(env, git_repo, "heal", count=5, edited="rc-2")
     before = env.pipeline.compare(app)
     drifted = frozenset({ResourceKey("ray.io", "RayCluster", env.namespace, "rc-2")})
     assert before.out_of_sync == drifted
@@ -320,13 +330,7 @@ def test_a_new_owner_trusts_the_applied_marks_not_a_dry_run_per_object(
 def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
         env: Env, git_repo: GitRepo, kube: Kube, tmp_path: Path, helm_bin: Path,
         control_plane: LocalControlPlane) -> None:
-    rcs = [raycluster(f"rc-{i}") for i in range(2)]
-    git_repo.commit({"manifests/rcs.yaml": rcs})
-    app = env.app(git_repo, "damaged")
-    assert env.parallel(1).sync(app).result.ok
-    env.kube.patch("ray.io/v1", "RayCluster", name="rc-0", namespace=env.namespace,
-                   patch=[{"op": "replace", "path": "/spec/rayVersion", "value": "2.0.0"}],
-                   field_manager="kubectl-edit")
+    app, _ = _synced_then_edited(env, git_repo, "damaged", count=2, edited="rc-0")
     name = record_name("damaged")
     cm = env.kube.get("v1", "ConfigMap", name=name, namespace=env.namespace)
     marks = json.loads(cm["data"]["applied"])
