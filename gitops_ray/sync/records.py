@@ -16,9 +16,10 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
   apply left as it is, a *mark*: the ``resourceVersion`` it left and a digest of what was
   applied (:func:`applied_mark`). A replica that takes the app over, or a restarted one,
   finds an object whose live ``resourceVersion`` and desired content still match its mark
-  in sync without a server-side dry run, and does not re-apply it. At most
-  :data:`MAX_APPLIED_MARKS` objects per app; none for Secrets (a digest of a Secret's
-  content would let anyone who may read the record test guesses of its values).
+  in sync without a server-side dry run, and does not re-apply it. None in an app of
+  more than :data:`MAX_APPLIED_MARKS` such objects (the record would grow too big), and
+  none for Secrets (a digest of a Secret's content would let anyone who may read the
+  record test guesses of its values).
 
 Writes carry the ConfigMap's ``resourceVersion`` and are retried on conflict, so two
 writers (a CLI sync during a controller run) cannot lose each other's update; an update
