@@ -33,3 +33,19 @@ def test_marks_round_trip_and_are_left_out_when_there_are_none() -> None:
 @pytest.mark.parametrize("text", ["not json", "[1, 2]", '"a string"', '{"k": 1}', "{"])
 def test_damaged_marks_read_as_none(text: str) -> None:
     assert _decode({"data": {"applied": text}}).applied == {}
+
+
+def test_an_app_of_more_objects_than_the_bound_keeps_no_marks() -> None:
+    from types import SimpleNamespace
+
+    from gitops_ray.reconcile.status import applied_marks
+    from gitops_ray.sync.records import MAX_APPLIED_MARKS
+
+    def keys(n: int) -> dict[ResourceKey, str]:
+        return {ResourceKey("", "ConfigMap", "ns", f"cm-{i}"): applied_mark("c", str(i))
+                for i in range(n)}
+
+    secret = {ResourceKey("", "Secret", "ns", "creds"): applied_mark("c", "1")}
+    kept = applied_marks(SimpleNamespace(applied={**keys(MAX_APPLIED_MARKS), **secret}))
+    assert len(kept) == MAX_APPLIED_MARKS and str(next(iter(secret))) not in kept
+    assert applied_marks(SimpleNamespace(applied=keys(MAX_APPLIED_MARKS + 1))) == {}
