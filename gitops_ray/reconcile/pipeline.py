@@ -243,9 +243,11 @@ class Comparison:
     the OutOfSync resources, so the sync that follows looks none of them up again."""
     settled: frozenset[ResourceKey] = frozenset()
     """In sync and live as our last apply of the same content left them (module doc)."""
-    applied: dict[ResourceKey, str] = field(default_factory=dict, repr=False)
-    """Applied marks (:func:`~gitops_ray.sync.records.applied_mark`) of the objects whose
-    live version our last apply of their content left, in sync or not."""
+    applied: dict[ResourceKey, tuple[str, str]] = field(default_factory=dict, repr=False)
+    """(content, live ``resourceVersion``) of the objects whose live version our last apply
+    of that content left, in sync or not: their applied marks
+    (:func:`~gitops_ray.sync.records.applied_mark`), digested only when a sync's status is
+    saved, not on every refresh."""
 
     @property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -476,7 +478,7 @@ class Pipeline:
                                    if o.key not in landed and o.key not in untouched])
         record = self.store.load(app.name)  # its inventory and applied marks
         diffs, healths, settled, read = [], [], set(), dict(snapshot)
-        applied: dict[ResourceKey, str] = {}
+        applied: dict[ResourceKey, tuple[str, str]] = {}
         for obj in desired:
             memo = self._diff(obj, rules, obj.digest + rules_digest, system,
                               landed=landed.get(obj.key), snapshot=snapshot,
@@ -487,7 +489,7 @@ class Pipeline:
             if memo.settled:
                 settled.add(obj.key)
             if memo.written:
-                applied[obj.key] = applied_mark(*memo.version)
+                applied[obj.key] = memo.version
         for live in self._extraneous(app, record, {o.key for o in desired}, project):
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         forbidden = self._forbidden(app, project, desired)
@@ -724,8 +726,9 @@ def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]
 def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
             version: tuple[str, str]) -> bool:
     """Whether the record says our apply of this content left this live version."""
-    return bool(marks) and markable(key) and version[1] != "" \
-        and (marks or {}).get(str(key)) == applied_mark(*version)
+    if not marks or not markable(key) or not version[1]:
+        return False
+    return marks.get(str(key)) == applied_mark(*version)
 
 
 def _or(value: bool | None, default: bool) -> bool:

@@ -28,6 +28,7 @@ from gitops_ray.sync.records import (
     MAX_APPLIED_MARKS,
     AppRecord,
     RecordStore,
+    applied_mark,
     markable,
     push_history,
 )
@@ -199,7 +200,7 @@ def applied_marks(comparison: Comparison) -> dict[str, str]:
     Written with each sync's status only: a refresh that sees an object changed leaves
     its old mark, which no longer matches anything, rather than write the record.
     """
-    marks = {str(k): m for k, m in comparison.applied.items() if markable(k)}
+    marks = {str(k): applied_mark(*v) for k, v in comparison.applied.items() if markable(k)}
     return dict(sorted(marks.items())) if len(marks) <= MAX_APPLIED_MARKS else {}
 
 

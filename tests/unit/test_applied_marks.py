@@ -41,11 +41,11 @@ def test_an_app_of_more_objects_than_the_bound_keeps_no_marks() -> None:
     from gitops_ray.reconcile.status import applied_marks
     from gitops_ray.sync.records import MAX_APPLIED_MARKS
 
-    def keys(n: int) -> dict[ResourceKey, str]:
-        return {ResourceKey("", "ConfigMap", "ns", f"cm-{i}"): applied_mark("c", str(i))
-                for i in range(n)}
+    def keys(n: int) -> dict[ResourceKey, tuple[str, str]]:
+        return {ResourceKey("", "ConfigMap", "ns", f"cm-{i}"): ("c", str(i)) for i in range(n)}
 
-    secret = {ResourceKey("", "Secret", "ns", "creds"): applied_mark("c", "1")}
+    secret = {ResourceKey("", "Secret", "ns", "creds"): ("c", "1")}
     kept = applied_marks(SimpleNamespace(applied={**keys(MAX_APPLIED_MARKS), **secret}))
     assert len(kept) == MAX_APPLIED_MARKS and str(next(iter(secret))) not in kept
+    assert kept[str(ResourceKey("", "ConfigMap", "ns", "cm-7"))] == applied_mark("c", "7")
     assert applied_marks(SimpleNamespace(applied=keys(MAX_APPLIED_MARKS + 1))) == {}
