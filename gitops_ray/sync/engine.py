@@ -400,17 +400,16 @@ class Syncer:
         """Apply one wave, kind group after kind group; ``False`` when an apply failed."""
         for group in kind_groups(objs):
             todo = [o for o in group if not self._skipped(request, ResourceKey.of(o))]
-            for batch in _changed_first(request, todo):
+            settled = [k for k in map(ResourceKey.of, todo) if _is_settled(request, k)]
+            for batch in _changed_first(request, todo, leaving=frozenset(settled)):
                 for outcome in self._apply_group(request, batch, rules):
                     _settle(outcome, result)
                 if result.phase == OperationPhase.FAILED:
                     return False
-            for obj in todo:
-                key = ResourceKey.of(obj)
-                if _is_settled(request, key):
-                    result.settled.add(key)
-                    result.resources.append(_told(request, ResourceResult(
-                        key, ResourceAction.UNCHANGED, SETTLED)))
+            for key in settled:
+                result.settled.add(key)
+                result.resources.append(_told(request, ResourceResult(
+                    key, ResourceAction.UNCHANGED, SETTLED)))
         return True
 
     def _apply_group(self, request: SyncRequest, objs: list[Manifest],
@@ -677,16 +676,18 @@ def _settle(outcome: _Outcome, result: SyncResult) -> None:
                     cause=outcome.error)
 
 
-def _changed_first(request: SyncRequest, objs: list[Manifest]) -> list[list[Manifest]]:
+def _changed_first(request: SyncRequest, objs: list[Manifest], *,
+                   leaving: frozenset[ResourceKey] = frozenset()) -> list[list[Manifest]]:
     """``objs`` as batches: those the comparison found OutOfSync, then the rest.
 
-    The second batch starts once the first has landed, so a commit's change does not
-    wait behind (nor share the API server with) re-asserting what was in sync.
+    Objects in ``leaving`` (the settled ones) are in neither: they are not applied. The
+    second batch starts once the first has landed, so a commit's change does not wait
+    behind (nor share the API server with) re-asserting what was in sync.
     """
     changed = request.out_of_sync or frozenset()
     first = [o for o in objs if ResourceKey.of(o) in changed]
-    rest = [o for o in objs if ResourceKey.of(o) not in changed
-            and not _is_settled(request, ResourceKey.of(o))]
+    not_rest = changed | leaving
+    rest = [o for o in objs if ResourceKey.of(o) not in not_rest]
     return [batch for batch in (first, rest) if batch]
 
 
