@@ -56,7 +56,7 @@ so no outgoing connection can take a port between choosing it and the server bin
 
 def free_port() -> int:
     """A port nothing listens on now, outside the kernel's ephemeral range if possible."""
-    low, _ = _ephemeral_range()
+    low = _ephemeral_low()
     candidates = [p for p in random.sample(LISTEN_PORTS, 64) if p < low]
     for port in candidates:
         with socket.socket() as s, contextlib.suppress(OSError):
@@ -67,12 +67,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's default if unreadable)."""
     try:
-        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
-        return int(low), int(high)
-    except (OSError, ValueError):
-        return 32768, 60999
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
