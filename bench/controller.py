@@ -230,6 +230,7 @@ class Controller:
     log_path: Path | None = None
     _log_offset: int = 0
     _log_count: int = 0
+    _standby_count: int = 0
 
     def argv(self) -> list[str]:
         self.ports = {name: free_port() for name in ("metrics", "health", "webhook")}
@@ -245,7 +246,7 @@ class Controller:
 
     def start(self, *, timeout: float = 600.0) -> None:
         self.log_path = self.workdir / f"controller-{time.time_ns()}.log"
-        self._log_offset = self._log_count = 0
+        self._log_offset = self._log_count = self._standby_count = 0
         log = open(self.log_path, "wb")  # noqa: SIM115
         env = {**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": WEBHOOK_SECRET}
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=subprocess.STDOUT,
@@ -349,7 +350,12 @@ class Controller:
         complete = chunk[: chunk.rfind(b"\n") + 1]
         self._log_offset += len(complete)
         self._log_count += complete.count(b'"app_refreshed"')
+        self._standby_count += complete.count(b'"app_prerendered"')
         return self._log_count
+
+    def work_logged(self) -> int:
+        """Refreshes and standby renders (another replica's apps, with sharding) so far."""
+        return self.refreshes_logged() + self._standby_count
 
     def wait_reconciles(self, target: float, timeout: float, *, logged: int | None = None
                         ) -> float:
@@ -383,19 +389,22 @@ class Controller:
         return time.monotonic() - start
 
     def wait_idle(self, quiet: float = 3.0, timeout: float = 600.0) -> float:
-        """Wait until no refresh was logged for ``quiet`` seconds; the time it took.
+        """Wait until no refresh or standby render was logged for ``quiet`` seconds; the
+        time it took.
 
         After the first cycle, the watches' initial lists still trigger refreshes of
         every app (their objects were "added"); a no-op sample taken during that burst
-        measures start-up, not a steady-state cycle.
+        measures start-up, not a steady-state cycle. A sharded replica renders the other
+        replicas' apps when it is otherwise idle; a failover measured before those renders
+        are done would measure a replica's start-up too.
         """
         start = last_change = time.monotonic()
-        count = self.refreshes_logged()
+        count = self.work_logged()
         while time.monotonic() - last_change < quiet:
             if time.monotonic() - start > timeout:
                 raise TimeoutError(f"controller still refreshing after {timeout:.0f}s")
             time.sleep(0.2)
-            now = self.refreshes_logged()
+            now = self.work_logged()
             if now != count:
                 count, last_change = now, time.monotonic()
         return time.monotonic() - start
@@ -543,8 +552,10 @@ def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(spy).exists():
         return None
+    # --gil: only the thread holding the GIL is sampled, so threads waiting on a lock
+    # (the other queue workers, the log handler's lock) do not pass for CPU time
     argv = [spy, "record", "--pid", str(pid), "--rate", "100", "--format", "raw",
-            "--output", str(out), "--nonblocking"]
+            "--output", str(out), "--nonblocking", "--gil"]
     recorder = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(1.0)
     return recorder

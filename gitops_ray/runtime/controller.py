@@ -66,8 +66,13 @@ refused with :class:`~gitops_ray.kube.LeaseExpired` and the refresh is abandoned
 recording anything, because another replica may be syncing a newer revision already.
 
 **With sharding** (:mod:`gitops_ray.runtime.shards`) every replica "leads", but only
-for the apps of the shards it holds: a refresh of any other app does nothing (not even
-compare: the point of sharding is to split that work), each write guard asks the
+for the apps of the shards it holds: a refresh of any other app is a *standby render*
+(:meth:`Controller.refresh`): its revision is resolved and its manifests rendered into
+the render cache, nothing else (no comparison, no request to a cluster: the point of
+sharding is to split that work). The work queue runs it only when it has nothing else to
+do (:mod:`gitops_ray.runtime.queue`). Why: a replica that takes over a dead one's shards
+would otherwise parse every manifest of them first (about 10 ms a RayCluster, two thirds
+of a cold first comparison), after the lease has already expired. Each write guard asks the
 coordinator whether the app is owned and captures *its shard's* fence, and
 :meth:`Controller.adopt` loads a gained shard's records (the previous owner wrote them)
 before its apps count as owned. :meth:`Controller.writing` tells the coordinator whether a
@@ -392,8 +397,9 @@ class Controller:
 
     def refresh(self, name: str, reason: str) -> None:
         """Refresh one app (the work queue guarantees one refresh per app at a time)."""
-        if not self.owns(name):
-            return  # another replica's shard (a removed app stays in _gone for its owner)
+        if not self.owns(name):  # another replica's (a removed app stays in _gone for it)
+            self._standby(name, reason)
+            return
         app = self.catalog.get(name)
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         with self._cond:
@@ -428,6 +434,29 @@ class Controller:
             took = time.monotonic() - started
             self.metrics.reconcile_seconds.labels(name).observe(took)
             log.debug("app_refreshed", result=result, seconds=round(took, 4))
+
+    def _standby(self, name: str, reason: str) -> None:
+        """Render another replica's app at its revision, so a takeover finds it rendered.
+
+        Read-only and quiet: a failure is the owner's to report; this replica only notes
+        it at debug level. Without sharding there is no other replica's app.
+        """
+        app = self.catalog.get(name)
+        if self._shards is None or app is None:
+            return
+        log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
+        started = time.monotonic()
+        try:
+            sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
+                                         max_age=self.recent)
+            self._target(app)[0].pipeline.desired(app, revision=sha)
+        except GitOpsRayError as e:
+            self.metrics.standby_renders.labels("error").inc()
+            log.debug("app_prerendered", result="error", stage=e.stage)
+            return
+        self.metrics.standby_renders.labels("success").inc()
+        log.debug("app_prerendered", result="success",
+                  seconds=round(time.monotonic() - started, 4))
 
     def _refresh(self, app: Application, log: FilteringBoundLogger,
                  max_age: float, *, refreshed: bool = False) -> SyncResult | None:

@@ -17,6 +17,10 @@ same time. So:
   Urgent requests are served first, and while one runs, normal ones take at most one
   worker (see :class:`WorkQueue`); a refresh whose urgent part is done says so
   (:func:`relax`) and counts as normal work from then on.
+* With sharding, a request for an app of another replica's shard is *standby* work (a
+  render kept warm for a takeover, see :meth:`~gitops_ray.runtime.controller.Controller.
+  refresh`): it runs only when the queue is otherwise idle, one at a time, so it never
+  slows this replica's own apps.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ class Timers:
                 self._fire(key)
 
 
-URGENT, NORMAL = 0, 1
+URGENT, NORMAL, STANDBY = 0, 1, 2
 
 
 @dataclass
@@ -139,7 +143,8 @@ class WorkQueue:
 
     Urgent requests (drift seen by a watch, a due backoff, an app a push touched) go
     before normal ones (polls, bulk refreshes), so a webhook that refreshes a hundred apps
-    does not delay the self-heal of the one that drifted.
+    does not delay the self-heal of the one that drifted. Standby requests (``standby``
+    says which apps' are) go last of all and start only on an idle queue.
 
     Going first is not enough on its own: refreshes are CPU work under one GIL, so an
     urgent refresh running beside seven normal ones gets an eighth of the CPU (measured:
@@ -149,20 +154,24 @@ class WorkQueue:
     drift) slows normal work down but never starves it.
     """
 
-    def __init__(self, work: Callable[[str, str], None], *, workers: int) -> None:
+    def __init__(self, work: Callable[[str, str], None], *, workers: int,
+                 standby: Callable[[str], bool] | None = None) -> None:
         self._work = work
+        self._standby = standby
         self._slots: dict[str, _Slot] = {}
         self._heap: list[tuple[int, int, str]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._closed = False
-        self._running = {URGENT: 0, NORMAL: 0}
+        self._running = {URGENT: 0, NORMAL: 0, STANDBY: 0}
         for i in range(workers):
             threading.Thread(target=self._worker, name=f"refresh-{i}", daemon=True).start()
 
     def submit(self, app: str, reason: str, *, urgent: bool = False) -> None:
         """Ask for a refresh of ``app`` (merged with a waiting one, queued after a running one)."""
         priority = URGENT if urgent else NORMAL
+        if self._standby is not None and self._standby(app):
+            priority = STANDBY
         with self._cond:
             if self._closed:
                 return
@@ -200,7 +209,9 @@ class WorkQueue:
         return None
 
     def _may_start(self, priority: int) -> bool:
-        """Urgent work always; normal work beside urgent work on one worker only."""
+        """Urgent work always, normal work beside urgent work on one worker, standby alone."""
+        if priority == STANDBY:
+            return not any(self._running.values())
         return priority == URGENT or not self._running[URGENT] or not self._running[NORMAL]
 
     def _worker(self) -> None:

@@ -123,6 +123,7 @@ log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 APPLICATIONS = "(applications)"  # re-merge the in-cluster Applications only (no git call)
 CLUSTERS = "(clusters)"  # refresh other clusters' apps: a Secret changed or one came back
+SPECIAL_KEYS = frozenset({CATALOG, APPLICATIONS, CLUSTERS})
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 FORWARDED_HEADER = "x-gitops-ray-forwarded"
 REJECTION_LOG_PERIOD = 10.0  # at most one webhook_rejected line per reason per 10 s
@@ -151,7 +152,8 @@ class Runtime:
         self.ready = threading.Event()
         self.exit_code = 0
         self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
-        self.queue = WorkQueue(self._work, workers=settings.workers)
+        self.queue = WorkQueue(self._work, workers=settings.workers,
+                               standby=self._standby if sharded else None)
         self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
         self.shape_configmaps: NamedObjects | None = None
         self.argocd_cm: NamedObjects | None = None
@@ -360,6 +362,10 @@ class Runtime:
         self.shards.run(self.stopping)
         self._stop_leading()
         self.shards.release_all()
+
+    def _standby(self, key: str) -> bool:
+        """Whether a work-queue request is another replica's app: a standby render."""
+        return key not in SPECIAL_KEYS and not self.controller.owns(key)
 
     def _adopt_shards(self, shards: frozenset[int]) -> None:
         assert self.shards is not None
@@ -598,6 +604,9 @@ class Runtime:
         apps = sorted(n for n in matching if self.controller.owns(n))
         for name in apps:  # apps whose directory the push changed go first
             self.queue.submit(name, "webhook", urgent=push.touches(matching[name].source.path))
+        for name in set(matching) - set(apps):  # others': rendered on standby (see queue)
+            if push.touches(matching[name].source.path) or not push.changed:
+                self.queue.submit(name, "webhook")
         log.info("webhook_push", provider=push.provider, revision=push.revision,
                  sha=push.sha[:12], apps=apps)
         if self.shards is not None:

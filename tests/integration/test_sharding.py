@@ -2,7 +2,8 @@
 
 One scenario, in the order a fleet lives it: three replicas share 15 apps (8 shards);
 every shard is held by exactly one replica and every replica syncs some apps; a webhook
-sent to one replica reaches the owners of the other apps; a replica SIGKILLed right
+sent to one replica reaches the owners of the other apps, and every replica renders the
+others' apps of the push on standby; a replica SIGKILLed right
 after a push loses its shards to the two others, which sync its apps again; a fourth
 replica takes only the shards it wins (rendezvous hashing); a replica SIGSTOPped while
 syncing loses its shards and, resumed, writes nothing under its old terms; the killed
@@ -112,6 +113,14 @@ def sync_intervals(process: Process, killed_at: float | None = None
     return out
 
 
+def standby_renders(process: Process) -> float:
+    """``gitops_ray_standby_renders_total{result="success"}`` of one replica."""
+    for line in process.metrics().splitlines():
+        if line.startswith('gitops_ray_standby_renders_total{result="success"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
 def overlaps(intervals: dict[str, list[tuple[str, float, float]]]) -> list[str]:
     found = []
     flat = [(who, app, s, e) for who, items in intervals.items() for app, s, e in items]
@@ -144,6 +153,7 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     assert {split[shard_of(app, SHARDS)] for app in APPS} == {"ctl-a", "ctl-b", "ctl-c"}
 
     # A push delivered to one replica reaches the owners of the other apps.
+    rendered_before = {p.identity: standby_renders(p) for p in (a, b, c)}
     sha = git_repo.commit(configmaps("v2"))
     response = a.webhook(git_repo, sha)
     assert response.status_code == 202
@@ -155,6 +165,12 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     eventually(lambda: all_at(kube, namespace, "v2"), message="pushed to every owner")
     eventually(lambda: synced_by(kube, namespace) == {"ctl-a", "ctl-b", "ctl-c"},
                message="each replica synced the apps of its shards")
+    # ... and every replica rendered the others' apps of the push too, for a takeover.
+    for p in (a, b, c):
+        others = sum(1 for app in APPS if split[shard_of(app, SHARDS)] != p.identity)
+        eventually(lambda p=p, others=others:
+                   standby_renders(p) >= rendered_before[p.identity] + others,
+                   message=f"{p.identity} rendered the other replicas' apps on standby")
 
     # SIGKILL c right after a push: its shards go to a and b, which sync its apps again.
     of_c = {s for s, h in holders(kube, namespace).items() if h == "ctl-c"}

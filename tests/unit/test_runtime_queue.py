@@ -246,3 +246,73 @@ def test_a_refresh_whose_changed_objects_landed_holds_nothing_back() -> None:
 def test_relax_outside_a_refresh_does_nothing() -> None:
     UrgentUntilLanded(())  # the CLI: no queue, nothing to relax
     relax()
+
+
+def test_standby_work_runs_last_and_alone() -> None:
+    """Another replica's apps (``standby``) wait for all own work, even work submitted
+    after them, and run one at a time; an urgent request for one still goes first."""
+    gate = threading.Event()
+    order: list[str] = []
+    running: set[str] = set()
+    overlapped: list[set[str]] = []
+    lock = threading.Lock()
+    done = threading.Event()
+
+    def work(app: str, reason: str) -> None:
+        if app == "blocker":
+            gate.wait(10)
+            return
+        with lock:
+            if running and app.startswith("other"):
+                overlapped.append(set(running) | {app})
+            running.add(app)
+            order.append(f"{app}:{reason}")
+        with lock:
+            running.discard(app)
+            if len(order) == 5:
+                done.set()
+
+    queue = WorkQueue(work, workers=3, standby=lambda app: app.startswith("other"))
+    queue.submit("blocker", "poll")
+    queue.submit("other-1", "webhook", urgent=True)  # urgent or not: standby
+    queue.submit("other-2", "poll")
+    queue.submit("own-1", "poll")
+    queue.submit("own-2", "due", urgent=True)
+    queue.submit("own-3", "poll")
+    gate.set()
+    try:
+        assert done.wait(10)
+    finally:
+        queue.drain(10)
+    assert set(order[:3]) == {"own-2:due", "own-1:poll", "own-3:poll"}  # 3 workers
+    assert order[3:] == ["other-1:webhook", "other-2:poll"]
+    assert overlapped == []
+
+
+def test_standby_request_is_promoted_when_the_app_becomes_ours() -> None:
+    gate = threading.Event()
+    order: list[str] = []
+    done = threading.Event()
+    ours: set[str] = set()
+
+    def work(app: str, reason: str) -> None:
+        if app == "blocker":
+            gate.wait(10)
+            return
+        order.append(f"{app}:{reason}")
+        if len(order) == 3:
+            done.set()
+
+    queue = WorkQueue(work, workers=1, standby=lambda app: app not in ours | {"blocker"})
+    queue.submit("blocker", "poll")
+    queue.submit("x", "webhook")  # standby: another replica's
+    queue.submit("y", "webhook")
+    ours.add("y")
+    queue.submit("y", "shard-gained")  # gained: normal work now, ahead of "x"
+    queue.submit("z", "poll")
+    gate.set()
+    try:
+        assert done.wait(10)
+    finally:
+        queue.drain(10)
+    assert order == ["y:shard-gained", "x:webhook", "z:poll"]  # "z" is another's too
