@@ -24,6 +24,7 @@ app is not in sync with git until it is gone.
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,8 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     rules.check(key)
     skips: list[Skip] = []
     sides = (desired, predicted, live)
+    if predicted is not None and predicted is live:
+        return _as_applied(key, live, sides, rules)
     both = target is not None and live is not None
     want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), rules,
                        both=both)
@@ -132,6 +135,20 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     if reason == EXTRANEOUS and live is not None and _deleting(live):
         reason = DELETING
     return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
+
+
+def _as_applied(key: ResourceKey, live: Manifest, sides: tuple[Manifest | None, ...],
+                rules: RuleSet) -> ResourceDiff:
+    """The comparison when the prediction *is* live, normalized once.
+
+    The prediction is our own apply's answer, or live as our last apply of this content
+    left it (the caller knows which). Both sides would be the same normalization of the
+    same object: Synced, and every rule skipped on one side is skipped on both.
+    """
+    skips: list[Skip] = []
+    have = _normalized(live, Scope(key, "live", sides, live, skips=skips), rules, both=True)
+    both_sides = [dataclasses.replace(s, side="desired") for s in skips] + skips
+    return ResourceDiff(key, SyncStatus.SYNCED, "", have, have, tuple(_warnings(both_sides)))
 
 
 def _normalized(obj: Manifest | None, scope: Scope, rules: RuleSet, *,

@@ -172,3 +172,19 @@ def test_app_diff_status_and_warnings(recorded: Any) -> None:
                       rules=RULES)
     app = AppDiff(resources=[synced, missing])
     assert app.status == "OutOfSync" and app.warnings == []
+
+
+@pytest.mark.parametrize("ignore", [[], [{"group": "ray.io", "kind": "RayCluster",
+                                          "jqPathExpressions": [".spec.nothing[]"]}],
+                                    [{"group": "ray.io", "kind": "RayCluster",
+                                      "jsonPointers": ["/spec/headGroupSpec"]}]])
+def test_live_as_its_own_prediction_is_compared_once_with_the_same_result(
+        recorded: Any, ignore: list[dict[str, Any]]) -> None:
+    """``predicted is live`` (an apply's answer, or a marked object): normalized once;
+    the verdict, both sides and the warnings are those of comparing two copies."""
+    desired, _, live = recorded
+    rules = compile_rules(ignore)
+    once = compare(desired=desired, predicted=live, live=live, rules=rules)
+    twice = compare(desired=desired, predicted=copy.deepcopy(live), live=live, rules=rules)
+    assert once == twice
+    assert once.status == "Synced" and once.reason == ""
