@@ -64,7 +64,7 @@ def run_size(wl: Workload, *, samples: int, log: Callable[[str], None]) -> dict[
         try:
             started = time.monotonic()
             ctl.start(timeout=1800)
-            ctl.wait_reconciles(wl.apps, timeout=3600, logged=wl.apps)
+            ctl.wait_every_app(wl.apps, timeout=3600)
             out["controller_start_to_first_cycle_s"] = time.monotonic() - started
             ctl.wait_idle(quiet=IDLE_QUIET_S, timeout=1800)
             out["controller_start_to_idle_s"] = time.monotonic() - started
