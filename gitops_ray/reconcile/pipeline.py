@@ -476,7 +476,7 @@ class Pipeline:
         landed = landed or {}
         snapshot = self._snapshot([o for o in desired
                                    if o.key not in landed and o.key not in untouched])
-        record = self.store.load(app.name)  # its inventory and applied marks
+        record = self.store.load(app.name, status=False)  # its inventory and applied marks
         diffs, healths, settled, read = [], [], set(), dict(snapshot)
         applied: dict[ResourceKey, tuple[str, str]] = {}
         for obj in desired:

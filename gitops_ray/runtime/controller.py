@@ -525,7 +525,7 @@ class Controller:
         the status this controller last wrote is forgotten when the record says
         otherwise, so the paused comparison is written even if it equals that one.
         """
-        status = self.store.load(name).status
+        status = self.store.load_status(name, naming="" if name in self._pauses else PAUSE_KEY)
         pause = Pause.of(status)
         if pause is None and name not in self._pauses:
             return
