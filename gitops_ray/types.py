@@ -6,7 +6,7 @@ share vocabulary without importing each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -103,6 +103,16 @@ class ResourceKey:
     kind: str
     namespace: str
     name: str
+    # Keys index every per-object map of a comparison (memo, marks, health, rows): the
+    # generated __hash__ built and hashed a tuple each time; now done once per key
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.group, self.kind, self.namespace,
+                                                self.name)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @classmethod
     def of(cls, obj: Manifest) -> ResourceKey:
