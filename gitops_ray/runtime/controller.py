@@ -168,6 +168,10 @@ AFTER_OPERATION_SECONDS = 1.0
 """An executed operation's app is refreshed again this much later, and its status written
 with a new ``reconciledAt`` (a second write, as Argo CD's own refresh after a sync makes:
 argocd-server's Watch may miss the one that finished the operation)."""
+TERM_RETRY_SECONDS = 2.0
+"""When a refresh may not write because its lease's term is not confirmed right now (a
+renewal is late: a loaded API server or machine), it is tried again this much later. Nothing
+else would retry it: an app in sync elsewhere gets no watch event, polling may be off."""
 WAVE_RECHECK_SECONDS = 30.0
 """A running sync is re-checked at least this often (watch events usually come first)."""
 
@@ -425,6 +429,7 @@ class Controller:
         except LeaseExpired as e:
             result = "error"
             log.warning("sync_aborted_lease_expired", error=str(e))
+            self._requeue(name, TERM_RETRY_SECONDS)  # ours again by then, or another's
         except GitOpsRayError as e:
             result, error = "error", e
             self._failed(app, e, log)
@@ -471,11 +476,23 @@ class Controller:
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
             if not leading:
+                self._retry_unwritten(app.name)
                 return None
             try:
                 return self._act(app, comparison, log)
             finally:
                 self._mirror(app.name, app, refreshed=refreshed)
+
+    def _retry_unwritten(self, name: str) -> None:
+        """Try again shortly: a refresh of an app this replica writes may not write now.
+
+        Its lease's term is unconfirmed (a late renewal), or its shard is changing hands.
+        Not on a follower: it never writes. With sharding, the retry of an app that is
+        another replica's by then is only a standby render.
+        """
+        if self._shards is not None or self._leading:
+            _log.debug("write_deferred", app=name, retry_s=TERM_RETRY_SECONDS)
+            self._requeue(name, TERM_RETRY_SECONDS)
 
     def _act(self, app: Application, comparison: Comparison, log: FilteringBoundLogger
              ) -> SyncResult | None:

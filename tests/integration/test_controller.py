@@ -458,3 +458,4 @@ def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
     finalizers([f for f in live["metadata"]["finalizers"] if f != hold])
     # Polls are hourly here: the watch's DELETED event is what brings the status up to date.
     eventually(lambda: ctl.status("pruner").get("sync") == "Synced", message="synced when gone")
+
