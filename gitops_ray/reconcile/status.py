@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from gitops_ray.diff import ResourceDiff
 from gitops_ray.diff.ray import RAY_GROUP
 from gitops_ray.health import Health, HealthStatus, aggregate, assess
 from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
@@ -69,11 +70,23 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
 
 
 def _inputs(comparison: Comparison) -> tuple[Any, ...]:
-    """Everything :func:`_derive` reads, as a tuple that compares by identity first."""
-    return (comparison.app, comparison.revision, tuple(comparison.desired),
-            tuple(comparison.diff.resources), comparison.health,
-            tuple(comparison.resource_health.items()), comparison.rollouts,
+    """Everything :func:`_derive` reads, as small values.
+
+    Values, not the comparison's objects: a first comparison's diffs carry both
+    normalized sides of every object, and remembering those for every app kept 10,000
+    RayClusters' worth of decoded copies alive (RSS 1.7 GiB instead of 0.5).
+    """
+    return (comparison.app, comparison.revision,
+            tuple((d.key, d.digest, d.api_version) for d in comparison.desired),
+            tuple((r.key, r.status, r.reason, _live_api_version(r))
+                  for r in comparison.diff.resources),
+            comparison.health, tuple(comparison.resource_health.items()), comparison.rollouts,
             comparison.conditions, tuple(comparison.warnings), comparison.render_problems)
+
+
+def _live_api_version(diff: ResourceDiff) -> str:
+    """The apiVersion a resource row shows when git has no object for it (extraneous)."""
+    return str((diff.live_normalized or {}).get("apiVersion", ""))
 
 
 def _derive(comparison: Comparison) -> dict[str, Any]:
@@ -125,7 +138,7 @@ def _rows(comparison: Comparison, replicas: dict[ResourceKey, dict[str, int | No
     versions = {o.key: o.api_version for o in comparison.desired}
     rows = []
     for r in comparison.diff.resources:
-        api_version = versions.get(r.key) or str((r.live_normalized or {}).get("apiVersion", ""))
+        api_version = versions.get(r.key) or _live_api_version(r)
         row: dict[str, Any] = {"key": str(r.key), "status": r.status.value, "reason": r.reason,
                                "group": r.key.group, "version": split_api_version(api_version)[1],
                                "kind": r.key.kind, "namespace": r.key.namespace,

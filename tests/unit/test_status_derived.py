@@ -8,6 +8,8 @@ what the fields say gives new fields.
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from typing import Any
 
 from gitops_ray.diff import AppDiff, compare, compile_rules
@@ -51,3 +53,14 @@ def test_a_change_of_anything_derived_from_gives_new_fields() -> None:
     unhealthy = dataclasses.replace(comparison(), health=Health(HealthStatus.DEGRADED, "x"))
     assert status_of(unhealthy)["health"] == "Degraded"
     assert status_of(comparison())["resources"] == base["resources"]
+
+
+def test_the_comparison_is_not_kept_alive() -> None:
+    """A first comparison's diffs carry both normalized sides of every object: what is
+    remembered to tell "unchanged" must not keep them (RSS at 10,000 RayClusters)."""
+    first = comparison(revision="c" * 40)
+    diff = weakref.ref(first.diff.resources[0])
+    status_of(first)
+    del first
+    gc.collect()
+    assert diff() is None
