@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -146,19 +147,25 @@ def test_drain_stops_accepting_work() -> None:
     assert ran == [] and not queue.busy()
 
 
-def test_urgent_requests_go_first() -> None:
-    gate = threading.Event()
-    order: list[str] = []
-    done = threading.Event()
+def gated(count: int) -> tuple[threading.Event, list[str], threading.Event,
+                               Callable[[str, str], None]]:
+    """(gate, order, done, work): ``work`` holds the app "blocker" until the gate opens and
+    records ``app:reason`` of the others; ``done`` is set after ``count`` of them."""
+    gate, done, order = threading.Event(), threading.Event(), []
 
     def work(app: str, reason: str) -> None:
         if app == "blocker":
             gate.wait(10)
             return
         order.append(f"{app}:{reason}")
-        if len(order) == 4:
+        if len(order) == count:
             done.set()
 
+    return gate, order, done, work
+
+
+def test_urgent_requests_go_first() -> None:
+    gate, order, done, work = gated(4)
     queue = WorkQueue(work, workers=1)
     queue.submit("blocker", "poll")  # the order below holds whether or not it started
     queue.submit("a", "poll")
@@ -290,19 +297,8 @@ def test_standby_work_runs_last_and_alone() -> None:
 
 
 def test_standby_request_is_promoted_when_the_app_becomes_ours() -> None:
-    gate = threading.Event()
-    order: list[str] = []
-    done = threading.Event()
+    gate, order, done, work = gated(3)
     ours: set[str] = set()
-
-    def work(app: str, reason: str) -> None:
-        if app == "blocker":
-            gate.wait(10)
-            return
-        order.append(f"{app}:{reason}")
-        if len(order) == 3:
-            done.set()
-
     queue = WorkQueue(work, workers=1, standby=lambda app: app not in ours | {"blocker"})
     queue.submit("blocker", "poll")
     queue.submit("x", "webhook")  # standby: another replica's
