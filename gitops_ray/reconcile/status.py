@@ -50,7 +50,7 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
 
     Derived again only when something it is derived from changed. Why: a controller
     derives every app's status on every refresh, to see that there is nothing to write;
-    at 10,000 RayClusters that was a tenth of a no-op cycle. A refresh that changed
+    at 5,000 RayClusters that was a tenth of a no-op cycle's CPU. A refresh that changed
     nothing hands back the same render, per-object verdicts and healths (the pipeline's
     memo), so the check is mostly identity comparisons. The nested lists and rows are
     shared with earlier calls: callers only ever serialize them.

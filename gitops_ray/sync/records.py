@@ -29,8 +29,8 @@ no-op pass of every app costs no request; a read-modify-write starts from the la
 the store wrote or read and reads again when the server says that copy is stale.
 
 **What a look costs.** A comparison needs a record's inventory and marks, on every
-refresh of every app: at 10,000 RayClusters in 50 apps, decoding them (and the status,
-which a comparison does not read) was 40% of a no-op cycle. So a store with a ``lookup``
+refresh of every app; decoding them each time (and the status, which a comparison does
+not read) is work for nothing while the record is unchanged. So a store with a ``lookup``
 remembers the decoded inventory and marks of the last :data:`DECODED_RECORDS` records by
 ``resourceVersion`` (a new version decodes again) and hands out copies; the status is
 decoded only for callers that ask for it (:meth:`RecordStore.load_status`, a pause check
