@@ -136,7 +136,7 @@ from gitops_ray.sync.events import post_event
 from gitops_ray.sync.history import revise_newest
 from gitops_ray.sync.operation import OPERATION_STATE, OperationState
 from gitops_ray.sync.reasons import Reason
-from gitops_ray.sync.records import AppRecord, push_history, record_name
+from gitops_ray.sync.records import AppRecord, push_history, record_name, status_text
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
 from gitops_ray.types import (
@@ -206,7 +206,7 @@ def record_status(obj: Manifest, *, quick: bool = False) -> dict[str, Any] | Non
     Every status write of every app is a record event: most carry no pause, and the
     substring test saves decoding their status.
     """
-    text = str((obj.get("data") or {}).get("status") or "")
+    text = status_text(obj)
     if quick and PAUSE_KEY not in text:
         return None
     try:

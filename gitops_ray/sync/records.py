@@ -173,8 +173,7 @@ class RecordStore:
 
         Most records name no pause: a pause check decodes none of them.
         """
-        cm = self._look(app)
-        text = str(((cm or {}).get("data") or {}).get("status") or "")
+        text = status_text(self._look(app))
         if not text or naming not in text:
             return {}
         return _status(text)
@@ -342,6 +341,11 @@ def _list(cm: Manifest) -> _Listed:
     return _Listed(tuple(entries), _marks(data.get("applied")))
 
 
+def status_text(cm: Manifest | None) -> str:
+    """The recorded status of a record ConfigMap, as the JSON text it is stored as."""
+    return str(((cm or {}).get("data") or {}).get("status") or "")
+
+
 def _status(text: str) -> dict[str, Any]:
     status = jsonio.loads(text or "{}")
     return status if isinstance(status, dict) else {}
@@ -350,7 +354,7 @@ def _status(text: str) -> dict[str, Any]:
 def _decode(cm: Manifest) -> AppRecord:
     listed = _list(cm)
     return AppRecord(inventory=list(listed.inventory),
-                     status=_status(str((cm.get("data") or {}).get("status") or "")),
+                     status=_status(status_text(cm)),
                      applied=listed.applied)
 
 
