@@ -355,7 +355,7 @@ class Controller:
         complete = chunk[: chunk.rfind(b"\n") + 1]
         self._log_offset += len(complete)
         self._log_count += complete.count(b'"app_refreshed"')
-        self._standby_count += complete.count(b'"app_prerendered"')
+        self._standby_count += complete.count(b'"app_prepared"')
         self._apps_seen.update(m.group(1) or m.group(2)
                                for m in _REFRESHED_APP.finditer(complete))
         return self._log_count
@@ -375,7 +375,7 @@ class Controller:
                            interval=0.05)
 
     def work_logged(self) -> int:
-        """Refreshes and standby renders (another replica's apps, with sharding) so far."""
+        """Refreshes and standby passes (sharding: apps it would take over) so far."""
         return self.refreshes_logged() + self._standby_count
 
     def wait_reconciles(self, target: float, timeout: float, *, logged: int | None = None
@@ -410,7 +410,7 @@ class Controller:
         return time.monotonic() - start
 
     def wait_idle(self, quiet: float = 3.0, timeout: float = 600.0) -> float:
-        """Wait until no refresh or standby render was logged for ``quiet`` seconds; the
+        """Wait until no refresh or standby pass was logged for ``quiet`` seconds; the
         time it took.
 
         After the first cycle, the watches' initial lists still trigger refreshes of

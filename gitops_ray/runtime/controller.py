@@ -66,13 +66,16 @@ refused with :class:`~gitops_ray.kube.LeaseExpired` and the refresh is abandoned
 recording anything, because another replica may be syncing a newer revision already.
 
 **With sharding** (:mod:`gitops_ray.runtime.shards`) every replica "leads", but only
-for the apps of the shards it holds: a refresh of any other app is a *standby render*
-(:meth:`Controller.refresh`): its revision is resolved and its manifests rendered into
-the render cache, nothing else (no comparison, no request to a cluster: the point of
-sharding is to split that work). The work queue runs it only when it has nothing else to
-do (:mod:`gitops_ray.runtime.queue`). Why: a replica that takes over a dead one's shards
-would otherwise parse every manifest of them first (about 10 ms a RayCluster, two thirds
-of a cold first comparison), after the lease has already expired. Each write guard asks the
+for the apps of the shards it holds. A refresh of another replica's app is a *standby
+pass* on the one replica that would take it over (its successor,
+:meth:`~gitops_ray.runtime.shards.ShardCoordinator.successor`) and nothing on the others:
+its revision is resolved, its manifests rendered into the render cache and the verdicts
+that need no dry run worked out from the watch cache (:meth:`Pipeline.prepare_standby`);
+no write, no dry run (the point of sharding is to split that work). The work queue runs it
+only when it has nothing else to do (:mod:`gitops_ray.runtime.queue`). Why: a replica that
+takes over a dead one's shards would otherwise parse and compare every object of them
+first (py-spy of a 3 x 1,000 failover: render and comparison were most of the new owner's
+CPU), after the lease has already expired. Each write guard asks the
 coordinator whether the app is owned and captures *its shard's* fence, and
 :meth:`Controller.adopt` loads a gained shard's records (the previous owner wrote them)
 before its apps count as owned. :meth:`Controller.writing` tells the coordinator whether a
@@ -402,7 +405,8 @@ class Controller:
     def refresh(self, name: str, reason: str) -> None:
         """Refresh one app (the work queue guarantees one refresh per app at a time)."""
         if not self.owns(name):  # another replica's (a removed app stays in _gone for it)
-            self._standby(name, reason)
+            if self.successor(name):
+                self._standby(name, reason)
             return
         app = self.catalog.get(name)
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
@@ -440,11 +444,16 @@ class Controller:
             self.metrics.reconcile_seconds.labels(name).observe(took)
             log.debug("app_refreshed", result=result, seconds=round(took, 4))
 
-    def _standby(self, name: str, reason: str) -> None:
-        """Render another replica's app at its revision, so a takeover finds it rendered.
+    def successor(self, name: str) -> bool:
+        """Whether this replica would take another replica's app over (sharding only)."""
+        return self._shards is not None and self._shards.successor(name)
 
-        Read-only and quiet: a failure is the owner's to report; this replica only notes
-        it at debug level. Without sharding there is no other replica's app.
+    def _standby(self, name: str, reason: str) -> None:
+        """Prepare an app this replica would take over: rendered, verdicts known.
+
+        At its revision, for a takeover (see :meth:`Pipeline.prepare_standby`): no
+        write, no dry run. Quiet: a failure is the owner's to report; this replica only
+        notes it at debug level. Without sharding there is no other replica's app.
         """
         app = self.catalog.get(name)
         if self._shards is None or app is None:
@@ -454,13 +463,13 @@ class Controller:
         try:
             sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                          max_age=self.recent)
-            self._target(app)[0].pipeline.desired(app, revision=sha)
+            known, left = self._target(app)[0].pipeline.prepare_standby(app, revision=sha)
         except GitOpsRayError as e:
             self.metrics.standby_renders.labels("error").inc()
-            log.debug("app_prerendered", result="error", stage=e.stage)
+            log.debug("app_prepared", result="error", stage=e.stage)
             return
         self.metrics.standby_renders.labels("success").inc()
-        log.debug("app_prerendered", result="success",
+        log.debug("app_prepared", result="success", known=known, left=left,
                   seconds=round(time.monotonic() - started, 4))
 
     def _refresh(self, app: Application, log: FilteringBoundLogger,
@@ -488,7 +497,7 @@ class Controller:
 
         Its lease's term is unconfirmed (a late renewal), or its shard is changing hands.
         Not on a follower: it never writes. With sharding, the retry of an app that is
-        another replica's by then is only a standby render.
+        another replica's by then is only a standby pass.
         """
         if self._shards is not None or self._leading:
             _log.debug("write_deferred", app=name, retry_s=TERM_RETRY_SECONDS)

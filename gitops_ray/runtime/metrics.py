@@ -154,8 +154,9 @@ class Metrics:
         self.shard_handovers = Counter("gitops_ray_shard_handovers_total", "Shards this "
                                        "replica gained or lost (released, expired, taken "
                                        "over).", ["change"], registry=r)
-        self.standby_renders = Counter("gitops_ray_standby_renders_total", "Renders of "
-                                       "other replicas' apps, kept for a takeover "
+        self.standby_renders = Counter("gitops_ray_standby_renders_total", "Standby "
+                                       "passes (render, verdicts without a dry run) of "
+                                       "apps this replica would take over "
                                        "(sharding.enabled), by result.", ["result"],
                                        registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",

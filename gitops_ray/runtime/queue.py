@@ -17,8 +17,8 @@ same time. So:
   Urgent requests are served first, and while one runs, normal ones take at most one
   worker (see :class:`WorkQueue`); a refresh whose urgent part is done says so
   (:func:`relax`) and counts as normal work from then on.
-* With sharding, a request for an app of another replica's shard is *standby* work (a
-  render kept warm for a takeover, see :meth:`~gitops_ray.runtime.controller.Controller.
+* With sharding, a request for an app of another replica's shard is *standby* work (it
+  prepares the app for a takeover, see :meth:`~gitops_ray.runtime.controller.Controller.
   refresh`): it runs only when the queue is otherwise idle, one at a time, so it never
   slows this replica's own apps.
 """

@@ -364,7 +364,7 @@ class Runtime:
         self.shards.release_all()
 
     def _standby(self, key: str) -> bool:
-        """Whether a work-queue request is another replica's app: a standby render."""
+        """Whether a work-queue request is another replica's app: a standby pass."""
         return key not in SPECIAL_KEYS and not self.controller.owns(key)
 
     def _adopt_shards(self, shards: frozenset[int]) -> None:
@@ -604,8 +604,9 @@ class Runtime:
         apps = sorted(n for n in matching if self.controller.owns(n))
         for name in apps:  # apps whose directory the push changed go first
             self.queue.submit(name, "webhook", urgent=push.touches(matching[name].source.path))
-        for name in set(matching) - set(apps):  # others': rendered on standby (see queue)
-            if push.touches(matching[name].source.path) or not push.changed:
+        for name in set(matching) - set(apps):  # others': prepared on standby (see queue)
+            if self.controller.successor(name) and (
+                    push.touches(matching[name].source.path) or not push.changed):
                 self.queue.submit(name, "webhook")
         log.info("webhook_push", provider=push.provider, revision=push.revision,
                  sha=push.sha[:12], apps=apps)

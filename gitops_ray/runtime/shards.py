@@ -27,7 +27,11 @@ How (no other coordination than ``coordination.k8s.io/v1`` Leases):
   new work, then released once its running writes finished (bounded by renewDeadline;
   the Lease is renewed meanwhile), so the next owner takes it at once. A member whose
   Lease expired (killed, paused, partitioned) is no longer live; its shards' Leases
-  expire too and go to their new desired owners within the lease duration plus a cycle.
+  expire too and go to their new desired owners at once: a step is planned for the
+  moment a member's Lease expires by our clock, not left to the next retryPeriod;
+* each of another replica's apps has one *successor*, the replica that would own its
+  shard if the holder went (the rendezvous owner among the other live members); only it
+  prepares the app on standby, so a takeover finds it rendered and compared.
 
 Membership Leases of replicas gone for good (a pod's identity changes on every restart)
 are deleted by one janitor, the live member with the lowest identity: a released one at
@@ -63,6 +67,7 @@ ROLE_LABEL = "gitops-ray.io/lease-role"
 WEBHOOK_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
 STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
+EXPIRY_MARGIN = 0.05  # seconds: a step planned at a member's expiry runs this much after
 Clock = Callable[[], float]
 
 
@@ -141,6 +146,7 @@ class ShardCoordinator:
         self._releasing: dict[int, float] = {}  # shard -> when we stopped taking work
         self._terms: dict[int, int] = {}  # held shard -> its elector's term at the last report
         self._seen: dict[str, tuple[str, float]] = {}  # member lease -> (record, since)
+        self._expiries: list[float] = []  # when each other live member expires, unrenewed
         self.view = View({}, {})
         self.last_error: str | None = None
 
@@ -175,6 +181,18 @@ class ShardCoordinator:
         holder = view.holders.get(self.shard_of(app), "")
         return holder, view.members.get(holder, "")
 
+    def successor(self, app: str) -> bool:
+        """Whether this replica takes the app's shard over if its holder goes (last view).
+
+        The desired owner once the holder is no longer a live member: with rendezvous
+        hashing every replica computes the same one, so each of another replica's apps has
+        exactly one standby replica (which renders it ahead, see the controller).
+        """
+        shard = self.shard_of(app)
+        view = self.view
+        holder = view.holders.get(shard, "")
+        return owner(shard, [m for m in view.members if m != holder]) == self.identity
+
     def fresh_view(self) -> View:
         """The group as the API server says now (one LIST); the last view if it fails.
 
@@ -202,7 +220,19 @@ class ShardCoordinator:
                 self.step()
             except Exception:  # a bug in one step must not end the renewals of the others
                 log.exception("shard_step_crashed", identity=self.identity)
-            stop.wait(self.lease.retry_period)
+            stop.wait(self.next_step_in())
+
+    def next_step_in(self) -> float:
+        """Seconds to the next step: a retryPeriod, or less if a member expires sooner.
+
+        Why: a dead member's shards may be taken the moment its Lease expires by our
+        clock; waiting for the next regular step would add up to a retryPeriod to every
+        failover. The step right after the expiry takes them (:data:`EXPIRY_MARGIN` late,
+        so the expiry has passed by then).
+        """
+        now = self._clock()
+        soonest = min(self._expiries, default=now + self.lease.retry_period)
+        return max(EXPIRY_MARGIN, min(self.lease.retry_period, soonest - now + EXPIRY_MARGIN))
 
     def step(self) -> None:
         """List the group's Leases once, renew membership, take/renew/release shards."""
@@ -261,6 +291,7 @@ class ShardCoordinator:
     def _live_members(self, leases: Mapping[str, Manifest]) -> dict[str, str]:
         """Each live member's webhook URL (by identity): its Lease has not expired by our clock."""
         now, live = self._clock(), {}
+        self._expiries = []
         for name, lease in leases.items():
             labels = (lease.get("metadata") or {}).get("labels") or {}
             if labels.get(ROLE_LABEL) != "member":
@@ -275,6 +306,8 @@ class ShardCoordinator:
             if holder and (ours or self._seen[name][1] + duration > now):
                 annotations = (lease.get("metadata") or {}).get("annotations") or {}
                 live[holder] = str(annotations.get(WEBHOOK_URL_ANNOTATION, ""))
+                if not ours:
+                    self._expiries.append(self._seen[name][1] + duration)
         for gone in set(self._seen) - set(leases):
             del self._seen[gone]
         if self.member.is_leader:  # also when created in this very step (not listed yet)

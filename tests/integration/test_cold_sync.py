@@ -327,6 +327,36 @@ def test_a_new_owner_trusts_the_applied_marks_not_a_dry_run_per_object(
     assert env.live("rc-1")["spec"]["workerGroupSpecs"][0]["replicas"] == 3
 
 
+def test_a_successor_prepares_an_app_with_no_dry_run_and_no_write(
+        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane) -> None:
+    """Standby (the replica that would take the app over, runtime.shards): rendered, and
+    the verdict of every object our last apply left as it is worked out without a dry
+    run; one the autoscaler wrote since is left to the owner. The takeover's comparison
+    then dry-runs only that one and reaches the verdicts a fresh comparison does."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(4)]
+    sha = git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "standby")
+    assert env.parallel(4).sync(app).result.ok
+    autoscaler_patch(control_plane, env.namespace, "rc-1", [
+        {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}])
+
+    other = Kube.connect(str(control_plane.kubeconfig))  # the successor, its own counts
+    successor = Pipeline(other, GitSource(tmp_path / "successor"),
+                         RecordStore(other, env.namespace),
+                         tools=RenderTools(helm_bin=str(helm_bin)))
+    with counting(other) as sent:
+        assert successor.prepare_standby(app, revision=sha) == (3, 1)
+    assert {verb for verb, _ in sent} <= {"discovery", "get", "list"}  # no dry run, no write
+
+    with counting(other) as sent:
+        taken = successor.compare(app, revision=sha)
+    assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run only
+    fresh = env.pipeline.compare(app, revision=sha)
+    assert (taken.diff.status, taken.settled) == (fresh.diff.status, fresh.settled)
+    assert {k.name for k in taken.settled} == {"rc-0", "rc-2", "rc-3"}
+
+
 def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
         env: Env, git_repo: GitRepo, kube: Kube, tmp_path: Path, helm_bin: Path,
         control_plane: LocalControlPlane) -> None:

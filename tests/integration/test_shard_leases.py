@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from gitops_ray.kube import Kube
 from gitops_ray.kube.fence import NO_TERM
 from gitops_ray.kube.leader import LEASE_API, LeaseSettings
-from gitops_ray.runtime.shards import STALE_LEASES, ShardCoordinator, assignment, shard_of
+from gitops_ray.runtime.shards import (
+    EXPIRY_MARGIN,
+    STALE_LEASES,
+    ShardCoordinator,
+    assignment,
+    owner,
+    shard_of,
+)
 
 SHARDS = 8
 DURATION, RENEW, RETRY = 3.0, 2.0, 0.5
@@ -28,12 +37,14 @@ class Replica:
     kube: Kube
     namespace: str
     now: float = 1000.0
+    retry: float = RETRY
     busy: set[int] = field(default_factory=set)
     gained: list[frozenset[int]] = field(default_factory=list)
     lost: list[frozenset[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        lease = LeaseSettings("shards", self.namespace, self.identity, DURATION, RENEW, RETRY)
+        lease = LeaseSettings("shards", self.namespace, self.identity, DURATION, RENEW,
+                              self.retry)
         self.coordinator = ShardCoordinator(
             self.kube, lease, shards=SHARDS, advertise_url=f"http://{self.identity}:9292/",
             adopt=lambda s: None, on_gained=self.gained.append, on_lost=self.lost.append,
@@ -116,3 +127,47 @@ def test_a_shard_renewed_too_late_and_taken_again_is_lost_and_gained(
     assert a.lost == [frozenset(range(SHARDS))]
     assert a.gained[1:] == [frozenset(range(SHARDS))]
     assert a.coordinator.owns(app_in(0))
+
+
+def test_a_dead_members_shards_go_to_their_successors_the_moment_it_expires(
+        kube: Kube, namespace: str) -> None:
+    """Each of the dead replica's apps has one successor among the survivors (its
+    rendezvous owner without the dead one), which prepares it on standby. When the
+    replica stops renewing, each survivor steps when it plans to
+    (:meth:`ShardCoordinator.next_step_in`) and takes its share of the shards the moment
+    their Leases expire by its clock, not at its next retryPeriod (0.4 s here, which the
+    3 s duration is not a multiple of)."""
+    replicas = [Replica(x, kube, namespace, retry=0.4) for x in ("r1", "r2", "r3")]
+    names = [r.identity for r in replicas]
+    for _ in range(3):  # all see all; each takes what it wins as the others release it
+        for r in replicas:
+            r.step(0.4)
+    want = assignment(SHARDS, names)
+    for r in replicas:
+        assert r.coordinator.held() == {s for s, m in want.items() if m == r.identity}
+    dead = max(replicas, key=lambda r: len(r.coordinator.held()))
+    survivors = [r for r in replicas if r is not dead]
+    left = [r.identity for r in survivors]
+    of_dead = set(dead.coordinator.held())
+    for shard in of_dead:
+        app = app_in(shard)
+        assert [r.identity for r in survivors if r.coordinator.successor(app)] == \
+            [owner(shard, left)]
+        assert not dead.coordinator.successor(app)  # its own app
+
+    dead.step(0.4)  # its last renewal, seen by the survivors in their next step
+    seen, took = {}, {}
+    for r in survivors:
+        r.step(0.4)
+        seen[r.identity] = r.now
+    while len(took) < len(survivors):  # each steps when it plans to, the earlier first
+        r = min(survivors, key=lambda r: r.now - seen[r.identity] + r.coordinator.next_step_in())
+        assert r.now - seen[r.identity] < DURATION + 0.4, f"{r.identity} never took over"
+        r.step(r.coordinator.next_step_in())
+        mine = {s for s in of_dead if owner(s, left) == r.identity}
+        if mine <= r.coordinator.held():
+            took.setdefault(r.identity, r.now - seen[r.identity])
+    assert took == pytest.approx({r: DURATION + EXPIRY_MARGIN for r in left})
+    for r in survivors:
+        assert r.coordinator.held() == {s for s, m in assignment(SHARDS, left).items()
+                                        if m == r.identity}

@@ -2,13 +2,13 @@
 
 One scenario, in the order a fleet lives it: three replicas share 15 apps (8 shards);
 every shard is held by exactly one replica and every replica syncs some apps; a webhook
-sent to one replica reaches the owners of the other apps, and every replica renders the
-others' apps of the push on standby; a replica SIGKILLed right
-after a push loses its shards to the two others, which sync its apps again; a fourth
-replica takes only the shards it wins (rendezvous hashing); a replica SIGSTOPped while
-syncing loses its shards and, resumed, writes nothing under its old terms; the killed
-replica's membership Lease is deleted. Throughout,
-the logs show that no app was ever synced by two replicas at once.
+sent to one replica reaches the owners of the other apps, and each app of the push is
+prepared on standby by its successor (the replica that would take it over); a replica
+SIGKILLed right after a push loses its shards to the two others, which sync its apps
+again; a fourth replica takes only the shards it wins (rendezvous hashing); a replica
+SIGSTOPped while syncing loses its shards and, resumed, writes nothing under its old
+terms; the killed replica's membership Lease is deleted. Throughout, the logs show that
+no app was ever synced by two replicas at once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
-from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL, assignment, shard_of
+from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL, assignment, owner, shard_of
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
@@ -165,12 +165,16 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     eventually(lambda: all_at(kube, namespace, "v2"), message="pushed to every owner")
     eventually(lambda: synced_by(kube, namespace) == {"ctl-a", "ctl-b", "ctl-c"},
                message="each replica synced the apps of its shards")
-    # ... and every replica rendered the others' apps of the push too, for a takeover.
+    # ... and each app of the push was prepared for a takeover by its successor.
+    members = [p.identity for p in (a, b, c)]
+    successors = {app: owner(shard_of(app, SHARDS),
+                             [m for m in members if m != split[shard_of(app, SHARDS)]])
+                  for app in APPS}
     for p in (a, b, c):
-        others = sum(1 for app in APPS if split[shard_of(app, SHARDS)] != p.identity)
-        eventually(lambda p=p, others=others:
-                   standby_renders(p) >= rendered_before[p.identity] + others,
-                   message=f"{p.identity} rendered the other replicas' apps on standby")
+        heir_of = sum(1 for app in APPS if successors[app] == p.identity)
+        eventually(lambda p=p, heir_of=heir_of:
+                   standby_renders(p) >= rendered_before[p.identity] + heir_of,
+                   message=f"{p.identity} prepared the apps it would take over")
 
     # SIGKILL c right after a push: its shards go to a and b, which sync its apps again.
     of_c = {s for s, h in holders(kube, namespace).items() if h == "ctl-c"}

@@ -9,6 +9,7 @@ status and a manual edit) and on the test samples, then on the readers themselve
 
 from __future__ import annotations
 
+import copy
 import gc
 import json
 import marshal
@@ -147,3 +148,24 @@ def test_status_facts_of_git_objects_are_those_of_the_manifest() -> None:
         assert sorted(facts.images) == images_of([obj])
         assert facts.replicas == (replicas_of(obj) if obj["kind"] == "RayCluster" else None)
         assert desired_facts(DesiredObject.of(obj)) is facts  # same content: not read again
+
+
+def test_desired_objects_of_the_same_content_are_packed_once() -> None:
+    """A commit that changes one file re-renders the app: every other object comes back
+    with the same content and is the object already packed, not a new packing of it."""
+    from gitops_ray.reconcile.pipeline import DesiredObject
+
+    rc = samples.raycluster("same", "team-a")
+    first = DesiredObject.of(rc)
+    again = DesiredObject.of(copy.deepcopy(rc))
+    assert again is first
+    assert again.manifest() == rc
+    edited = copy.deepcopy(rc)
+    edited["spec"]["rayVersion"] = "2.99.0"
+    other = DesiredObject.of(edited)
+    assert other is not first and other.digest != first.digest
+    assert other.manifest() == edited
+    digest = first.digest
+    del first, again
+    gc.collect()  # kept only while a render keeps it: a later one packs anew
+    assert DesiredObject.of(rc).digest == digest
