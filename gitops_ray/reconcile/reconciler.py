@@ -112,7 +112,8 @@ class Reconciler:
         if refused is not None:
             return self._refused(before, refused, dry_run=dry_run)
         blocked = prune and bool(before.render_problems)
-        request = SyncRequest(app, before.manifests(), before.revision,
+        request = SyncRequest(app, before.manifests(outlined=_outlined(before, only, resume)),
+                              before.revision,
                               prune=prune and not blocked, dry_run=dry_run, only=only,
                               out_of_sync=before.out_of_sync, resume=resume,
                               protected=_protection(before.project,
@@ -230,6 +231,20 @@ def _untouched(before: Comparison, result: SyncResult) -> frozenset[ResourceKey]
     earlier = {str(r.get("key", "")) for r in result.earlier}
     return frozenset(d.key for d in before.desired
                      if d.key not in attempted and str(d.key) not in earlier)
+
+
+def _outlined(before: Comparison, only: frozenset[ResourceKey] | None,
+              resume: OperationState | None) -> frozenset[ResourceKey]:
+    """The objects a sync only needs the outline of: settled or outside the selection.
+
+    The sync applies neither (:attr:`SyncRequest.settled`, ``only``). A resumed step's
+    objects are all unpacked: its waves were compared before and its health re-checked.
+    """
+    if resume is not None:
+        return frozenset()
+    skipped = frozenset(d.key for d in before.desired if d.key not in only) \
+        if only is not None else frozenset()
+    return (before.settled - before.out_of_sync) | skipped
 
 
 def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncResult | None:

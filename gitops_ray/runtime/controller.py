@@ -70,8 +70,10 @@ for the apps of the shards it holds. A refresh of another replica's app is a *st
 pass* on the one replica that would take it over (its successor,
 :meth:`~gitops_ray.runtime.shards.ShardCoordinator.successor`) and nothing on the others:
 its revision is resolved, its manifests rendered into the render cache and the verdicts
-that need no dry run worked out from the watch cache (:meth:`Pipeline.prepare_standby`);
-no write, no dry run (the point of sharding is to split that work). The work queue runs it
+of what the latest commit did not change worked out (:meth:`Pipeline.prepare_standby`);
+no write, and a dry run only for an object someone else wrote since our last apply (the
+point of sharding is to split the work: a commit's changes are left to the owner). The
+work queue runs it
 only when it has nothing else to do (:mod:`gitops_ray.runtime.queue`). Why: a replica that
 takes over a dead one's shards would otherwise parse and compare every object of them
 first (py-spy of a 3 x 1,000 failover: render and comparison were most of the new owner's
@@ -452,8 +454,9 @@ class Controller:
         """Prepare an app this replica would take over: rendered, verdicts known.
 
         At its revision, for a takeover (see :meth:`Pipeline.prepare_standby`): no
-        write, no dry run. Quiet: a failure is the owner's to report; this replica only
-        notes it at debug level. Without sharding there is no other replica's app.
+        write, and no dry run of a commit's changes. Quiet: a failure is the owner's to
+        report; this replica only notes it at debug level. Without sharding there is no
+        other replica's app.
         """
         app = self.catalog.get(name)
         if self._shards is None or app is None:

@@ -155,8 +155,8 @@ class Metrics:
                                        "replica gained or lost (released, expired, taken "
                                        "over).", ["change"], registry=r)
         self.standby_renders = Counter("gitops_ray_standby_renders_total", "Standby "
-                                       "passes (render, verdicts without a dry run) of "
-                                       "apps this replica would take over "
+                                       "passes (render, verdicts of what git did not "
+                                       "change) of apps this replica would take over "
                                        "(sharding.enabled), by result.", ["result"],
                                        registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",

@@ -49,7 +49,10 @@ back from another apply unchanged, so it is reported ``unchanged`` without a req
 Argo CD re-applies every object of a sync (unless ``ApplyOutOfSyncOnly``); the effect is
 the same, without one no-op write per object on every commit: at 5,000 RayClusters in
 100-object apps those writes were what a commit's change waited behind. An object anyone
-else wrote since, or whose content or ignore rules changed, is applied as before.
+else wrote since, or whose content or ignore rules changed, is applied as before. Objects
+the sync will not apply (settled, or outside ``only``) may come outlined (identity and
+sync wave only): they are ordered, kept in the inventory and health-checked by identity,
+and not validated.
 
 **What an apply costs**: the live object is what the comparison before the sync read
 (:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI; in the controller
@@ -250,7 +253,7 @@ class SyncRequest:
     """One sync: the app, git's rendered objects and how to treat them."""
 
     app: Application
-    desired: list[Manifest]
+    desired: list[Manifest]  # those it will not apply may be outlined (module docstring)
     revision: str
     prune: bool = False
     dry_run: bool = False
@@ -307,7 +310,7 @@ class Syncer:
     def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
         app = request.app
         objs = [with_tracking(app.name, o) for o in request.desired]
-        problems = validate_ray_objects(objs)
+        problems = validate_ray_objects(o for o in objs if self._applies(request, o))
         if problems:
             result.fail("invalid Ray objects, nothing applied: " + "; ".join(problems),
                         Reason.VALIDATION_FAILED)
@@ -457,6 +460,15 @@ class Syncer:
                 post_event(self.kube, obj, reason="SyncFailed", message=str(e), warning=True)
             return _Outcome(ResourceResult(key, ResourceAction.FAILED, str(e)), None, e)
         return _Outcome(resource, landed, None)
+
+    def _applies(self, request: SyncRequest, obj: Manifest) -> bool:
+        """Whether this sync may apply ``obj``: not skipped, not settled.
+
+        Only those are validated: the others may come outlined (identity and wave only,
+        :meth:`~gitops_ray.reconcile.pipeline.DesiredObject.outline`).
+        """
+        key = ResourceKey.of(obj)
+        return not self._skipped(request, key) and not _is_settled(request, key)
 
     def _skipped(self, request: SyncRequest, key: ResourceKey) -> bool:
         if request.only is not None and key not in request.only:

@@ -327,34 +327,42 @@ def test_a_new_owner_trusts_the_applied_marks_not_a_dry_run_per_object(
     assert env.live("rc-1")["spec"]["workerGroupSpecs"][0]["replicas"] == 3
 
 
-def test_a_successor_prepares_an_app_with_no_dry_run_and_no_write(
+def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
         env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
         control_plane: LocalControlPlane) -> None:
-    """Standby (the replica that would take the app over, runtime.shards): rendered, and
-    the verdict of every object our last apply left as it is worked out without a dry
-    run; one the autoscaler wrote since is left to the owner. The takeover's comparison
-    then dry-runs only that one and reaches the verdicts a fresh comparison does."""
+    """Standby (the replica that would take the app over, runtime.shards): rendered, every
+    verdict but those of a commit's changes worked out (no write): an object the
+    autoscaler wrote since costs a dry run here; one the new commit changed is left to
+    the owner, which dry-runs it anyway. The takeover's comparison then dry-runs only
+    that one and reaches the verdicts a fresh comparison does."""
     rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(4)]
-    sha = git_repo.commit({"manifests/rcs.yaml": rcs})
+    git_repo.commit({"manifests/rcs.yaml": rcs})
     app = env.app(git_repo, "standby")
     assert env.parallel(4).sync(app).result.ok
     autoscaler_patch(control_plane, env.namespace, "rc-1", [
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}])
+    rcs[2]["spec"]["rayVersion"] = "2.53.0"
+    sha = git_repo.commit({"manifests/rcs.yaml": rcs})
 
     other = Kube.connect(str(control_plane.kubeconfig))  # the successor, its own counts
     successor = Pipeline(other, GitSource(tmp_path / "successor"),
                          RecordStore(other, env.namespace),
                          tools=RenderTools(helm_bin=str(helm_bin)))
+    versions = [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(4)]
     with counting(other) as sent:
         assert successor.prepare_standby(app, revision=sha) == (3, 1)
-    assert {verb for verb, _ in sent} <= {"discovery", "get", "list"}  # no dry run, no write
+    assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run: the autoscaler wrote it
+    assert {verb for verb, _ in sent} <= {"apply", "discovery", "get", "list"}
+    assert [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(4)] == versions
 
     with counting(other) as sent:
         taken = successor.compare(app, revision=sha)
-    assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run only
+    assert sent[("apply", "rayclusters")] == 1  # rc-2's, git changed it
     fresh = env.pipeline.compare(app, revision=sha)
-    assert (taken.diff.status, taken.settled) == (fresh.diff.status, fresh.settled)
-    assert {k.name for k in taken.settled} == {"rc-0", "rc-2", "rc-3"}
+    assert (taken.diff.status, taken.settled, taken.out_of_sync) == \
+        (fresh.diff.status, fresh.settled, fresh.out_of_sync)
+    assert {k.name for k in taken.out_of_sync} == {"rc-2"}
+    assert {k.name for k in taken.settled} == {"rc-0", "rc-3"}
 
 
 def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
