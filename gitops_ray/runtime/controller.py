@@ -298,7 +298,7 @@ class Controller:
         next refresh resolves the revision anew: a revision this replica resolved before
         it lost the shard (or was paused) may be older than what the previous owner synced.
         """
-        records = {n: r for n, r in self._records().items() if owned(n)}
+        records = self._records(owned)
         with self._cond:
             self._after_operation.update(n for n in self.catalog.apps() if owned(n))
             remembered = (self._last_ops, self._running, self._written, self._requested)
@@ -365,9 +365,9 @@ class Controller:
             return self._shards.scope(name)
         return self._fence.scope() if self._fence else contextlib.nullcontext(True)
 
-    def _records(self) -> dict[str, AppRecord]:
+    def _records(self, wanted: Callable[[str], bool] | None = None) -> dict[str, AppRecord]:
         try:
-            return self.store.list_apps()
+            return self.store.list_apps(wanted)
         except KubeError as e:
             _log.warning("records_not_loaded", error=str(e))
             return {}

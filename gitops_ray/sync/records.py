@@ -134,7 +134,8 @@ class RecordStore:
 
     **What an update costs.** The store remembers the last copy of a record it wrote or
     read from the server (:data:`KNOWN_RECORDS` of them, most recent first), and an update
-    starts from that copy: its ``resourceVersion`` is the write's precondition, so a copy
+    starts from that copy (else from the ``lookup``'s, e.g. the watch cache's, if it has
+    one): its ``resourceVersion`` is the write's precondition, so a copy
     someone else has overtaken costs a 409 and a fresh read, never a lost update. A sync
     writes its app's record two or three times in a row, so most of those writes need no
     read. An update that changes nothing writes nothing; that is decided on a copy read
@@ -213,14 +214,16 @@ class RecordStore:
             self._remember(name, found)
         return found
 
-    def list_apps(self) -> dict[str, AppRecord]:
-        """All records in the namespace, by app name.
+    def list_apps(self, wanted: Callable[[str], bool] | None = None) -> dict[str, AppRecord]:
+        """All records in the namespace (or those of the ``wanted`` apps), by app name.
 
         Only our record ConfigMaps: an app's own ConfigMaps carry the same label, and the
-        control namespace may be an app's destination too.
+        control namespace may be an app's destination too. Only the records returned are
+        decoded (a replica taking over a few shards wants a few of thousands).
         """
         items, _ = self.kube.list("v1", "ConfigMap", self.namespace, label_selector=APP_LABEL)
-        return {str(cm["data"]["app"]): _decode(cm) for cm in items if _is_record(cm)}
+        return {str(cm["data"]["app"]): _decode(cm) for cm in items
+                if _is_record(cm) and (wanted is None or wanted(str(cm["data"]["app"])))}
 
     def update(self, app: str, change: Callable[[AppRecord], None], *,
                attempts: int = 5) -> AppRecord:
@@ -251,6 +254,10 @@ class RecordStore:
         with self._known_lock:
             if remembered_only and name in self._known:
                 return False, self._known[name]
+        if remembered_only and self._lookup != self._get:  # e.g. a shard just taken over
+            cached = self._lookup("v1", "ConfigMap", self.namespace, name)
+            if cached is not None:
+                return False, cached
         return True, self._read(name)
 
     def _read(self, name: str) -> Manifest | None:

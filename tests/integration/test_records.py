@@ -66,3 +66,32 @@ def test_a_store_that_only_reads_sees_every_write(kube: Kube, namespace: str) ->
     writer.update("app", lambda r: r.status.update({"sync": "Synced"}))
     assert watcher.load("app").status == {"sync": "Synced"}
     assert writer.load("app").status == {"sync": "Synced"}
+
+
+def test_a_new_writer_starts_from_the_cached_copy_and_a_stale_one_costs_a_retry(
+        kube: Kube, control_plane: LocalControlPlane, namespace: str) -> None:
+    """A replica that takes a shard over has written none of its records: its first update
+    starts from the watch cache's copy (``lookup``) instead of reading the server. A copy
+    the cache has not caught up on costs a 409 and a read, and loses nothing."""
+    previous = RecordStore(kube, namespace)
+    previous.update("app", lambda r: r.status.update({"sync": "Synced"}))
+    cache = {"copy": kube.get("v1", "ConfigMap", name=record_name("app"), namespace=namespace)}
+    counted = Kube.connect(str(control_plane.kubeconfig))  # its own client: its own hooks
+    requests: list[tuple[str, int]] = []
+    counted.hooks.append(lambda verb, resource, status, _seconds: requests.append(
+        (verb, status)) if resource == "configmaps" else None)
+    new_owner = RecordStore(counted, namespace, lookup=lambda *_: cache["copy"])
+    new_owner.update("app", lambda r: r.status.update({"health": "Healthy"}))
+    assert requests == [("update", 200)]  # no read
+
+    previous.update("app", lambda r: r.status.update({"theirs": True}))  # not cached yet
+    fresh = RecordStore(counted, namespace, lookup=lambda *_: cache["copy"])
+    requests.clear()
+    fresh.update("app", lambda r: r.status.update({"ours": True}))
+    assert requests == [("update", 409), ("get", 200), ("update", 200)]
+    assert RecordStore(kube, namespace).read("app").status == {
+        "sync": "Synced", "health": "Healthy", "theirs": True, "ours": True}
+    lister = RecordStore(kube, namespace)
+    lister.update("other", lambda r: r.status.update({"sync": "Synced"}))
+    assert set(lister.list_apps()) == {"app", "other"}
+    assert list(lister.list_apps(lambda name: name == "other")) == ["other"]
