@@ -549,13 +549,14 @@ class Pipeline:
         (:mod:`gitops_ray.runtime.shards`): a takeover's first comparison then finds git's
         objects rendered and the verdicts of the unchanged ones remembered, so it
         normalises and dry-runs only what the latest commit changed. Writes nothing. An
-        object whose content differs from the record's mark of our last apply (a commit
-        changed it) is left to the owner, which dry-runs it anyway; one that only someone
-        else wrote since (the autoscaler), or that has no mark (a sync whose record was
-        never written), costs a dry run here, once per live version. Reads go through the
-        live source (the watch cache, in the controller). The verdicts are the ones
-        :meth:`compare` would reach (the same memo, the same inputs). Returns how many
-        objects' verdicts are known and how many are left.
+        object the record's applied marks do not name with this content is left to the
+        owner: a commit changed it (the owner dry-runs it anyway), or it has no mark (the
+        owner may be creating it right now: a cold sync's marks are written at its end;
+        a Secret is never marked). One whose content is marked but whose live version
+        moved since (the autoscaler wrote it) costs a dry run here, once per live
+        version. Reads go through the live source (the watch cache, in the controller).
+        The verdicts are the ones :meth:`compare` would reach (the same memo, the same
+        inputs). Returns how many objects' verdicts are known and how many are left.
         """
         _, desired = self.desired(app, revision=revision)
         system = self.system()
@@ -622,7 +623,8 @@ class Pipeline:
         comparison). ``marks``: the record's applied
         marks: live as our apply of this content left it needs no dry run (it would
         predict live itself). ``standby``: raise :class:`_LeftToOwner` instead of
-        dry-running an object git changed since our last apply (:meth:`prepare_standby`).
+        dry-running an object whose content our last apply did not write
+        (:meth:`prepare_standby`).
         """
         if untouched and landed is None:
             with self._lock:
@@ -650,7 +652,7 @@ class Pipeline:
         else:
             written = written or (live is not None and _marked(marks, desired.key, version))
             if live is not None and not written and standby and \
-                    _changed_in_git(marks, desired.key, content):
+                    not _marked_content(marks, desired.key, content):
                 raise _LeftToOwner
             predicted = landed.live if landed is not None else live if written else \
                 self._predict(obj, live, rules) if live is not None else None
@@ -798,10 +800,13 @@ def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
     return marks.get(str(key)) == applied_mark(*version)
 
 
-def _changed_in_git(marks: Mapping[str, str] | None, key: ResourceKey, content: str) -> bool:
-    """Whether the record marks another content of ``key`` as the one we last applied."""
+def _marked_content(marks: Mapping[str, str] | None, key: ResourceKey, content: str) -> bool:
+    """Whether the record marks this content of ``key`` as the one we last applied.
+
+    Whatever live version that apply left: if live moved since, someone else wrote it.
+    """
     mark = (marks or {}).get(str(key))
-    return mark is not None and mark.partition("/")[2] != \
+    return mark is not None and mark.partition("/")[2] == \
         applied_mark(content, "").partition("/")[2]
 
 
@@ -826,7 +831,7 @@ _KNOWN_LOCK = threading.Lock()
 
 
 class _LeftToOwner(Exception):
-    """A verdict :meth:`Pipeline.prepare_standby` leaves to the owner: git changed it."""
+    """A verdict :meth:`Pipeline.prepare_standby` leaves to the owner (see there)."""
 
 
 def _rules_digest(app: Application, system: SystemSettings) -> str:

@@ -665,7 +665,8 @@ class Controller:
         """
         log.info("sync_started" if resume is None else "sync_continued",
                  revision=before.revision[:12], reason=decision.reason,
-                 kind=decision.trigger, resources=len(decision.only or before.desired))
+                 kind=decision.trigger, resources=len(decision.only or before.desired),
+                 settled=len(before.settled))
         started = time.monotonic()
         reconciler, cache = self._target(app)
         with cache.fresh():

@@ -331,18 +331,19 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
         env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
         control_plane: LocalControlPlane) -> None:
     """Standby (the replica that would take the app over, runtime.shards): rendered, every
-    verdict but those of a commit's changes worked out (no write): an object the
-    autoscaler wrote since costs a dry run here; one the new commit changed is left to
-    the owner, which dry-runs it anyway. The takeover's comparison then dry-runs only
-    that one and reaches the verdicts a fresh comparison does."""
+    verdict the applied marks allow worked out (no write): an object the autoscaler wrote
+    since costs a dry run here; one the new commit changed, and a Secret (never marked),
+    are left to the owner, which dry-runs them anyway. The takeover's comparison then
+    dry-runs only those and reaches the verdicts a fresh comparison does."""
     rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(4)]
-    git_repo.commit({"manifests/rcs.yaml": rcs})
+    secret = _secret("creds", "s3cr3t-value")  # never marked: left to the owner
+    git_repo.commit({"manifests/rcs.yaml": [*rcs, secret]})
     app = env.app(git_repo, "standby")
     assert env.parallel(4).sync(app).result.ok
     autoscaler_patch(control_plane, env.namespace, "rc-1", [
         {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}])
     rcs[2]["spec"]["rayVersion"] = "2.53.0"
-    sha = git_repo.commit({"manifests/rcs.yaml": rcs})
+    sha = git_repo.commit({"manifests/rcs.yaml": [*rcs, secret]})
 
     other = Kube.connect(str(control_plane.kubeconfig))  # the successor, its own counts
     successor = Pipeline(other, GitSource(tmp_path / "successor"),
@@ -350,19 +351,20 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
                          tools=RenderTools(helm_bin=str(helm_bin)))
     versions = [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(4)]
     with counting(other) as sent:
-        assert successor.prepare_standby(app, revision=sha) == (3, 1)
+        assert successor.prepare_standby(app, revision=sha) == (3, 2)
     assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run: the autoscaler wrote it
+    assert not sent[("apply", "secrets")]
     assert {verb for verb, _ in sent} <= {"apply", "discovery", "get", "list"}
     assert [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(4)] == versions
 
     with counting(other) as sent:
         taken = successor.compare(app, revision=sha)
     assert sent[("apply", "rayclusters")] == 1  # rc-2's, git changed it
+    assert sent[("apply", "secrets")] == 1
     fresh = env.pipeline.compare(app, revision=sha)
-    assert (taken.diff.status, taken.settled, taken.out_of_sync) == \
-        (fresh.diff.status, fresh.settled, fresh.out_of_sync)
+    assert (taken.diff.status, taken.out_of_sync) == (fresh.diff.status, fresh.out_of_sync)
     assert {k.name for k in taken.out_of_sync} == {"rc-2"}
-    assert {k.name for k in taken.settled} == {"rc-0", "rc-3"}
+    assert {k.name for k in taken.settled} == {"rc-0", "rc-3"}  # not the Secret: unmarked
 
 
 def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
