@@ -156,6 +156,23 @@ class Kube:
     def host(self) -> str:
         return str(self._api.configuration.host)
 
+    def keep_connections(self, count: int) -> None:
+        """Keep up to ``count`` connections open to reuse: as many as may be in flight.
+
+        Past its size, urllib3's pool opens a connection per extra request and closes it
+        afterwards (a TLS handshake each, and a "pool is full" warning): the controller
+        runs ``workers`` refreshes with up to ``sync.parallelism`` applies each, besides
+        its watches. Call before the first request (pools made earlier are dropped).
+        """
+        manager = self._api.rest_client.pool_manager
+        manager.connection_pool_kw["maxsize"] = count
+        manager.clear()
+
+    @property
+    def kept_connections(self) -> int:
+        """How many connections per server this client keeps open to reuse."""
+        return int(self._api.rest_client.pool_manager.connection_pool_kw.get("maxsize", 1))
+
     # -- transport -------------------------------------------------------------------
 
     def call(self, method: str, path: str, *, query: dict[str, Any] | None = None,

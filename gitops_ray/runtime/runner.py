@@ -138,6 +138,7 @@ class Runtime:
         self.settings = settings
         self.metrics = Metrics()
         self.kube = kube or Kube.connect(settings.kubeconfig or None, settings.context or None)
+        self.kube.keep_connections(settings.connections)
         self.kube.hooks.append(self.metrics.observe_request)
         sharded = settings.sharding.enabled  # then never granted: writes need a shard's scope
         self.fence = WriteFence() if settings.leader_election or sharded else None
@@ -209,6 +210,7 @@ class Runtime:
         """
         def build(kube: Kube) -> tuple[LiveCache, Reconciler]:
             kube.fence = self.fence  # a write to any cluster needs the lease
+            kube.keep_connections(self.settings.connections)
             kube.hooks.append(self.metrics.observe_request)
             cache = LiveCache(kube, metrics=self.metrics, on_event=lambda kind, obj:
                               self._on_cluster_event(cache, obj))

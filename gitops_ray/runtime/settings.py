@@ -507,6 +507,19 @@ class Settings:
     argocd: ArgoCD
     sharding: Sharding
 
+    @property
+    def connections(self) -> int:
+        """Connections kept open per cluster: one per request that may be in flight.
+
+        Every apply at once (``workers`` x ``sync.parallelism``), plus room for the
+        watches and the rest.
+        """
+        return self.workers * self.sync_parallelism + WATCH_CONNECTIONS
+
+
+WATCH_CONNECTIONS = 16
+"""Connections a cluster's client keeps beyond the applies: watches, leases, records."""
+
 
 # -- loading -------------------------------------------------------------------------------
 

@@ -136,6 +136,7 @@ def test_webhook_push_is_applied_and_forgeries_are_rejected(
     git_repo.commit({"apps/hooked.yaml": application("hooked", git_repo.url, namespace),
                      "manifests/rc.yaml": rc})
     ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]})
+    assert ctl.runtime.kube.kept_connections == ctl.runtime.settings.connections
     eventually(lambda: ray_version(ctl, "hooked") == "2.52.0", message="first sync")
 
     sha = git_repo.commit({"manifests/rc.yaml": with_version(rc, "2.53.0")})

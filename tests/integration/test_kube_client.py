@@ -182,3 +182,31 @@ def test_a_record_that_keeps_changing_gives_up_with_conflict(kube: Kube,
     with pytest.raises(Conflict, match="kept changing"):
         store.update("busy", change, attempts=3)
     assert "mine" not in store.load("busy").status
+
+
+def test_as_many_requests_in_flight_as_the_settings_allow_reuse_their_connections(
+        control_plane: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The controller keeps ``workers`` x ``sync.parallelism`` (+ room) connections per
+    cluster: that many requests at once open none that is dropped afterwards (a TLS
+    handshake each, and urllib3's "Connection pool is full" warning)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gitops_ray.runtime.settings import WATCH_CONNECTIONS, load_settings
+
+    settings = load_settings(flags={"workers": 3, "sync.parallelism": 4})
+    assert settings.connections == 3 * 4 + WATCH_CONNECTIONS
+
+    def burst(kube: Kube) -> list[str]:
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="urllib3.connectionpool"), \
+                ThreadPoolExecutor(3 * 4) as pool:
+            for _ in range(3):
+                list(pool.map(lambda _: kube.list("v1", "ConfigMap", "default"), range(12)))
+        return [r.getMessage() for r in caplog.records if "pool is full" in r.getMessage()]
+
+    small = Kube.connect(str(control_plane.kubeconfig))
+    small.keep_connections(2)
+    assert burst(small)  # what the fleet runs logged: connections opened and dropped
+    sized = Kube.connect(str(control_plane.kubeconfig))
+    sized.keep_connections(settings.connections)
+    assert burst(sized) == []
