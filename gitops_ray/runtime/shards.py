@@ -52,6 +52,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import structlog
@@ -68,6 +69,11 @@ WEBHOOK_URL_ANNOTATION = "gitops-ray.io/webhook-url"
 MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
 STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
 EXPIRY_MARGIN = 0.05  # seconds: a step planned at a member's expiry runs this much after
+RENEWALS_IN_FLIGHT = 8
+"""Shard Leases renewed at once in a step. One after the other, a step of a replica holding
+six shards took over renewDeadline on a home API server busy with a fleet's cold sync
+(3 x 1,000: 23 shard Leases lost in its first minute), so every sync of those shards was
+aborted and started again."""
 Clock = Callable[[], float]
 
 
@@ -149,6 +155,8 @@ class ShardCoordinator:
         self._expiries: list[float] = []  # when each other live member expires, unrenewed
         self.view = View({}, {})
         self.last_error: str | None = None
+        self._renewals = ThreadPoolExecutor(min(RENEWALS_IN_FLIGHT, shards),
+                                            thread_name_prefix="shard-lease")
 
     def _elector(self, name: str, labels: tuple[tuple[str, str], ...],
                  annotations: tuple[tuple[str, str], ...]) -> LeaderElector:
@@ -251,8 +259,11 @@ class ShardCoordinator:
         if members and min(members) == self.identity:
             self._sweep(leases)
         before = self.held()
-        for shard, elector in enumerate(self.electors):
-            self._step_shard(shard, elector, leases.get(elector.settings.name), members)
+        list(self._renewals.map(  # at once: one slow renewal must not delay the others'
+            lambda shard: self._step_shard(shard, self.electors[shard],
+                                           leases.get(self.electors[shard].settings.name),
+                                           members),
+            range(self.shards)))
         self.view = View(members, self._holders(leases))
         self._report(before)
 
@@ -386,6 +397,7 @@ class ShardCoordinator:
             if elector.is_leader:
                 elector.release()
         self.member.release()
+        self._renewals.shutdown(wait=False)
         if held:
             self._on_lost(held)
 
