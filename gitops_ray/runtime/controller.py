@@ -73,11 +73,10 @@ its revision is resolved, its manifests rendered into the render cache and the v
 of what the latest commit did not change worked out (:meth:`Pipeline.prepare_standby`);
 no write, and a dry run only for an object someone else wrote since our last apply (the
 point of sharding is to split the work: a commit's changes are left to the owner). The
-work queue runs it
-only when it has nothing else to do (:mod:`gitops_ray.runtime.queue`). Why: a replica that
-takes over a dead one's shards would otherwise parse and compare every object of them
-first (py-spy of a 3 x 1,000 failover: render and comparison were most of the new owner's
-CPU), after the lease has already expired. Each write guard asks the
+work queue runs it only when it has nothing else to do (:mod:`gitops_ray.runtime.queue`).
+Why: a replica that takes over a dead one's shards would otherwise parse and compare every
+object of them first (py-spy of a 3 x 1,000 failover: render and comparison were most of
+the new owner's CPU), after the lease has already expired. Each write guard asks the
 coordinator whether the app is owned and captures *its shard's* fence, and
 :meth:`Controller.adopt` loads a gained shard's records (the previous owner wrote them)
 before its apps count as owned. :meth:`Controller.writing` tells the coordinator whether a

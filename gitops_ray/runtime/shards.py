@@ -194,7 +194,7 @@ class ShardCoordinator:
 
         The desired owner once the holder is no longer a live member: with rendezvous
         hashing every replica computes the same one, so each of another replica's apps has
-        exactly one standby replica (which renders it ahead, see the controller).
+        exactly one standby replica (which prepares it ahead, see the controller).
         """
         shard = self.shard_of(app)
         view = self.view
