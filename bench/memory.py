@@ -52,8 +52,12 @@ def apply_workload(kube: Any, wl: Workload) -> float:
     return time.monotonic() - start
 
 
-def run_size(wl: Workload, *, samples: int, log: Callable[[str], None]) -> dict[str, Any]:
-    """Apply, start the controller, measure no-op cycles and RSS, for one size."""
+def run_size(wl: Workload, *, samples: int, log: Callable[[str], None],
+             profile: Path | None = None) -> dict[str, Any]:
+    """Apply, start the controller, measure no-op cycles and RSS, for one size.
+
+    ``profile``: afterwards, sample one more no-op cycle with py-spy into that directory.
+    """
     out: dict[str, Any] = {"clusters": wl.clusters, "apps": wl.apps, "code": code_revision(),
                            "load_average_at_start": list(os.getloadavg())}
     with tempfile.TemporaryDirectory(prefix="gitops-ray-memory-") as tmp, \
@@ -71,6 +75,10 @@ def run_size(wl: Workload, *, samples: int, log: Callable[[str], None]) -> dict[
             out["memory"] = controller.memory_kib(ctl.pid)
             out["noop_cycle"] = controller.noop_cycles(env, ctl, samples=samples)
             out["memory_after_noop"] = controller.memory_kib(ctl.pid)
+            if profile is not None:
+                profile.mkdir(parents=True, exist_ok=True)
+                out["noop_cycle_profile"] = controller.profile_noop_cycle(
+                    env, ctl, profile / f"memory-noop-{wl.clusters}.txt")
         except (RuntimeError, TimeoutError, OSError) as e:
             out["error"] = f"{type(e).__name__}: {e}"
         finally:
@@ -96,6 +104,8 @@ def main() -> None:
     parser.add_argument("--apps", type=int, default=50)
     parser.add_argument("--samples", type=int, default=5, help="no-op cycles per size")
     parser.add_argument("--out", type=Path, default=RESULTS / "memory.json")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="also sample one no-op cycle per size with py-spy into DIR")
     args = parser.parse_args()
     results: dict[str, Any] = {"benchmark": "gitops-ray memory", "machine": machine_info(),
                                "sizes": []}
@@ -103,7 +113,8 @@ def main() -> None:
     for size in (int(s) for s in args.sizes.split(",")):
         results["sizes"].append(run_size(Workload(size, min(args.apps, size)),
                                          samples=args.samples,
-                                         log=lambda m: print(f"bench: {m}", flush=True)))
+                                         log=lambda m: print(f"bench: {m}", flush=True),
+                                         profile=args.profile))
         args.out.write_text(json.dumps(results, indent=2))
     print(f"results: {args.out}")
 

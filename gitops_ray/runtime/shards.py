@@ -268,12 +268,11 @@ class ShardCoordinator:
         self._report(before)
 
     def _renew_blind(self) -> None:
-        """The LIST failed: renew what we hold one by one (each fails or expires alone)."""
+        """The LIST failed: renew what we hold, at once (each fails or expires alone)."""
         before = self.held()
         self.member.keep()
-        for elector in self.electors:
-            if elector.is_leader:
-                elector.keep()
+        list(self._renewals.map(LeaderElector.keep,
+                                [e for e in self.electors if e.is_leader]))
         self._report(before)
 
     def _step_shard(self, shard: int, elector: LeaderElector, lease: Manifest | None,

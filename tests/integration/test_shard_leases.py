@@ -12,6 +12,8 @@ tests/integration/test_sharding.py, where a SIGKILLed replica's Lease goes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,8 @@ from gitops_ray.runtime.shards import (
     owner,
     shard_of,
 )
+from localcluster import LocalControlPlane
+from tests.faults.conftest import service_account_kubeconfig
 
 SHARDS = 8
 DURATION, RENEW, RETRY = 3.0, 2.0, 0.5
@@ -171,3 +175,48 @@ def test_a_dead_members_shards_go_to_their_successors_the_moment_it_expires(
     for r in survivors:
         assert r.coordinator.held() == {s for s, m in assignment(SHARDS, left).items()
                                         if m == r.identity}
+
+
+def lease_role(name: str, namespace: str, verbs: list[str]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                       "verbs": verbs}]}
+
+
+def test_when_the_leases_cannot_be_listed_the_held_ones_are_still_renewed(
+        kube: Kube, namespace: str, control_plane: LocalControlPlane, tmp_path: Path) -> None:
+    """The step's LIST is refused (RBAC, here): the replica renews every shard it holds,
+    each on its own (:meth:`ShardCoordinator._renew_blind`), and takes none."""
+    verbs = ["get", "create", "update", "delete"]
+    kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "shards", "namespace": namespace}}, field_manager="tests")
+    kube.create(lease_role("shards", namespace, [*verbs, "list"]), field_manager="tests")
+    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                 "metadata": {"name": "shards", "namespace": namespace},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": "shards"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "shards",
+                               "namespace": namespace}]}, field_manager="tests")
+    config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
+                                        name="shards", path=tmp_path / "kubeconfig")
+    a = Replica("a", Kube.connect(str(config)), namespace)
+    while a.coordinator.held() != frozenset(range(SHARDS)):  # the Role may lag a moment
+        a.step(RETRY)
+    kube.apply(lease_role("shards", namespace, verbs), field_manager="tests", force=True)
+
+    def renewals() -> dict[str, str]:
+        listed, _ = kube.list(LEASE_API, "Lease", namespace)
+        return {str(o["metadata"]["name"]): str(o["spec"].get("renewTime"))
+                for o in listed}
+
+    while a.coordinator.last_error is None:  # until the API server refuses the LIST
+        a.step(RETRY)
+    before = renewals()
+    a.step(RETRY)
+    assert a.coordinator.last_error is not None
+    assert a.coordinator.held() == frozenset(range(SHARDS))
+    after = renewals()
+    assert after.keys() == before.keys() and len(after) == SHARDS + 1  # + its membership
+    assert all(after[n] != before[n] for n in after), "every held Lease renewed"
+    assert a.lost == []
