@@ -20,7 +20,12 @@ a comparison after the sync that fails makes it a ``CompareFailed`` operation (r
 without a comparison: sync status ``Unknown``, the error), and a record that cannot be
 written makes it ``RecordFailed`` (unless it had failed already), returned all the same
 so the controller can back off in memory. Only :class:`~gitops_ray.kube.LeaseExpired`
-escapes: a replica that lost its lease records nothing.
+escapes: a replica that lost its lease records nothing. **One record write per sync
+step**: the caller's own notes on the operation (the controller's trigger, initiator and
+what auto-sync does next: :data:`Note`) are made in the same write as the status, the
+history entry and the applied marks. A takeover syncs every changed app of a dead
+replica at once, and a second write per sync was a third of its requests to the
+controller's own API server.
 
 **AppProject rules** (:mod:`gitops_ray.reconcile.project`, when the pipeline enforces
 them): an app whose project stops it (an ``InvalidSpecError`` or ``UnknownError``
@@ -54,7 +59,12 @@ from gitops_ray.reconcile.project import (
     live_forbidden_reason,
     stops_sync,
 )
-from gitops_ray.reconcile.status import save_failed_sync, save_operation, save_status
+from gitops_ray.reconcile.status import (
+    RecordChange,
+    save_failed_sync,
+    save_operation,
+    save_status,
+)
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import (
     ResourceResult,
@@ -65,6 +75,7 @@ from gitops_ray.sync.engine import (
 )
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
+from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import ResourceAction, ResourceKey
 
 
@@ -76,6 +87,13 @@ class SyncOutcome:
     result: SyncResult
     after: Comparison | None
     unrecorded: GitOpsRayError | None = None  # why the operation could not be recorded
+    record: AppRecord | None = None  # as the sync left it (None: dry run, or not written)
+
+
+Note = Callable[[SyncResult, Comparison], RecordChange | None]
+"""The caller's change to the record of a sync step, from its result and the comparison
+its status is saved from (the one after the sync, or the one before when there is none).
+Called right before the write, so what it decides is known before the record says it."""
 
 
 class Reconciler:
@@ -98,19 +116,19 @@ class Reconciler:
              only: frozenset[ResourceKey] | None = None,
              before: Comparison | None = None,
              resume: OperationState | None = None,
-             progress: SyncProgress | None = None) -> SyncOutcome:
+             progress: SyncProgress | None = None, note: Note | None = None) -> SyncOutcome:
         """Sync one app (``only``: just these resources, as self-heal does).
 
         ``resume``: run the next step of a sync that waited for a wave; its revision,
         prune flag and selection win over the arguments. ``progress`` hears each object
-        as it is applied or pruned (the CLI's display).
+        as it is applied or pruned (the CLI's display). ``note``: see :data:`Note`.
         """
         if resume is not None:
             revision, prune, only = resume.revision, resume.prune, resume.only
         before = before or self.pipeline.compare(app, revision=revision, local=local)
         refused = _refusal(before, only)
         if refused is not None:
-            return self._refused(before, refused, dry_run=dry_run)
+            return self._refused(before, refused, dry_run=dry_run, note=note)
         blocked = prune and bool(before.render_problems)
         request = SyncRequest(app, before.manifests(outlined=_outlined(before, only, resume)),
                               before.revision,
@@ -126,9 +144,10 @@ class Reconciler:
         if dry_run:
             return SyncOutcome(before, result, None)
         after = self._compare_after(app, result, _untouched(before, result), local=local)
-        unrecorded = self._record(result, after)
-        return SyncOutcome(before, result, after if isinstance(after, Comparison) else None,
-                           unrecorded)
+        done = after if isinstance(after, Comparison) else None
+        record, unrecorded = self._record(result, after,
+                                          note(result, done or before) if note else None)
+        return SyncOutcome(before, result, done, unrecorded, record)
 
     def subject(self, app: Application, revision: str, *, local: Path | None = None) -> str:
         """The commit subject of ``revision`` for the history ("" for a local render).
@@ -140,12 +159,14 @@ class Reconciler:
             return ""
         return self.pipeline.source.subject(app.source.repo_url, revision)
 
-    def _refused(self, before: Comparison, result: SyncResult, *, dry_run: bool
-                 ) -> SyncOutcome:
+    def _refused(self, before: Comparison, result: SyncResult, *, dry_run: bool,
+                 note: Note | None) -> SyncOutcome:
         """Record a sync the AppProject refused; nothing changed, so ``before`` still holds."""
         if dry_run:
             return SyncOutcome(before, result, None)
-        return SyncOutcome(before, result, before, self._record(result, before))
+        record, unrecorded = self._record(result, before,
+                                          note(result, before) if note else None)
+        return SyncOutcome(before, result, before, unrecorded, record)
 
     def _sync(self, request: SyncRequest) -> SyncResult:
         try:
@@ -169,21 +190,23 @@ class Reconciler:
                         cause=e)  # the step names it, whatever the stage (e.g. git)
             return e
 
-    def _record(self, result: SyncResult, after: Comparison | GitOpsRayError
-                ) -> GitOpsRayError | None:
-        """Record the operation; the error if it could not be (the result says so too)."""
+    def _record(self, result: SyncResult, after: Comparison | GitOpsRayError,
+                also: RecordChange | None) -> tuple[AppRecord | None, GitOpsRayError | None]:
+        """Record the operation (and the caller's note on it).
+
+        The record, or the error if it could not be written (the result says so too).
+        """
         try:
             if isinstance(after, Comparison):
-                save_status(self.syncer.store, after, result)
-            else:
-                save_failed_sync(self.syncer.store, result, f"{after.stage}: {after}")
+                return save_status(self.syncer.store, after, result, also), None
+            return save_failed_sync(self.syncer.store, result, f"{after.stage}: {after}",
+                                    also), None
         except LeaseExpired:
             raise
         except GitOpsRayError as e:
             result.fail(f"the operation could not be recorded: {e}", Reason.RECORD_FAILED,
                         cause=e)
-            return e
-        return None
+            return None, e
 
     def sync_until_done(self, app: Application, *, timeout: float, poll: float,
                         revision: str | None = None, local: Path | None = None,

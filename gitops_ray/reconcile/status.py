@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,12 +223,18 @@ def _rollouts(comparison: Comparison) -> str:
     return "rollout pending: " + "; ".join(comparison.rollouts) if comparison.rollouts else ""
 
 
+RecordChange = Callable[[AppRecord], None]
+"""A change to an app's record, made in the same write as the one it is passed to."""
+
+
 def save_status(store: RecordStore, comparison: Comparison,
-                result: SyncResult | None = None) -> None:
+                result: SyncResult | None = None, also: RecordChange | None = None
+                ) -> AppRecord:
     """Persist the comparison's status (and the sync operation, when there was one).
 
     A sync step that waits for a wave is recorded as the running operation, not in the
-    history: the history holds finished operations only.
+    history: the history holds finished operations only. ``also``: the caller's own
+    change of the record (the controller's note on the operation), in the same write.
     """
     fields = status_of(comparison)
 
@@ -239,8 +246,10 @@ def save_status(store: RecordStore, comparison: Comparison,
             record.status[OPERATION_STATE] = result.as_operation()
         elif result is not None:
             push_history(record.status, result.as_operation())
+        if also is not None:
+            also(record)
 
-    store.update(comparison.app.name, change)
+    return store.update(comparison.app.name, change)
 
 
 def applied_marks(comparison: Comparison) -> dict[str, str]:
@@ -253,20 +262,23 @@ def applied_marks(comparison: Comparison) -> dict[str, str]:
     return dict(sorted(marks.items())) if len(marks) <= MAX_APPLIED_MARKS else {}
 
 
-def save_failed_sync(store: RecordStore, result: SyncResult, error: str) -> None:
+def save_failed_sync(store: RecordStore, result: SyncResult, error: str,
+                     also: RecordChange | None = None) -> AppRecord:
     """Record a sync that failed without a comparison (before or after it).
 
     As the controller records a failed refresh: sync status ``Unknown`` (we no longer
     know), the error, and the failed operation in the history, so ``status`` cannot go on
-    showing the Synced of an earlier sync.
+    showing the Synced of an earlier sync. ``also``: as :func:`save_status`.
     """
 
     def change(record: AppRecord) -> None:
         record.status.update({"sync": SyncStatus.UNKNOWN.value, "error": error,
                               "comparedAt": time.time()})
         push_history(record.status, result.as_operation())
+        if also is not None:
+            also(record)
 
-    store.update(result.app, change)
+    return store.update(result.app, change)
 
 
 def save_operation(store: RecordStore, result: SyncResult) -> None:

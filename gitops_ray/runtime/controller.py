@@ -123,7 +123,7 @@ from gitops_ray.reconcile.rollback import (
     resume,
     target,
 )
-from gitops_ray.reconcile.status import status_of
+from gitops_ray.reconcile.status import RecordChange, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
@@ -658,9 +658,10 @@ class Controller:
         """Sync, remember (in memory first), record, account, requeue.
 
         The recorded ``autoSync`` is what happens next (a retry after backoff, blocked
-        after the last retry), so the status says so without waiting for a refresh.
-        ``resume``: continue a sync that waited for a wave; a step that waits again is
-        handed to :meth:`_wait_for_wave` and nothing is accounted until it finishes.
+        after the last retry), so the status says so without waiting for a refresh; it
+        is written with the sync's own record (:data:`~gitops_ray.reconcile.reconciler.Note`).
+        ``resume``: continue a sync that waited for a wave; a step that waits again
+        releases the worker and nothing is accounted until it finishes.
         """
         log.info("sync_started" if resume is None else "sync_continued",
                  revision=before.revision[:12], reason=decision.reason,
@@ -668,27 +669,25 @@ class Controller:
                  settled=len(before.settled))
         started = time.monotonic()
         reconciler, cache = self._target(app)
+        step = _Step(self, app, observed, decision, {
+            **operation_fields(decision, observed, self.identity), **(extra or {}),
+            **_carried(resume)}, retry_limit)
         with cache.fresh():
             outcome = reconciler.sync(app, revision=before.revision, prune=decision.prune,
                                       only=decision.only, before=before, resume=resume,
-                                      progress=UrgentUntilLanded(before.out_of_sync))
+                                      progress=UrgentUntilLanded(before.out_of_sync),
+                                      note=step.note)
         result = outcome.result
-        fields = {**operation_fields(decision, observed, self.identity),
-                  **(extra or {}), **_carried(resume)}
-        if is_requested(fields) and self._retrying(app.name, result, retry_limit):
-            fields["retrying"] = True
-        if result.running:
-            self._wait_for_wave(app, outcome, fields, decision, log)
-            return result
-        self._running.pop(app.name, None)
-        self._last_ops[app.name] = LastOperation(  # first: backoff must not need the record
-            result.revision, result.phase, result.finished_at or self._clock(),
-            observed.source_key, decision.self_heal_attempts, decision.attempt)
-        follow_up = self._after_sync(app, outcome)
         if outcome.unrecorded is not None:
             self._not_written(app.name, outcome.unrecorded)
-        else:
-            self._record_operation(app.name, fields, follow_up)
+        elif outcome.record is not None:
+            self._recorded(app.name, outcome.record)
+        if result.running:  # a wave is not healthy yet: come back on a change or a timer
+            log.info("sync_waiting", revision=result.revision[:12], message=result.message)
+            self._publish(app.name, outcome.after or outcome.before)
+            self._requeue(app.name, WAVE_RECHECK_SECONDS)
+            return result
+        follow_up = step.follow_up
         self._account(app.name, outcome, decision, time.monotonic() - started)
         log.info("sync_finished", phase=result.phase, message=result.message,
                  reason=result.reason or "", revision=result.revision[:12],
@@ -697,17 +696,22 @@ class Controller:
             self._requeue(app.name, follow_up.wait)
         return result
 
-    def _record_operation(self, name: str, fields: dict[str, Any], decision: Decision, *,
-                          running: bool = False) -> None:
-        def change(record: AppRecord) -> None:
-            running_op = record.status.get(OPERATION_STATE)
-            if running and isinstance(running_op, dict):
-                running_op.update(fields)
-            elif not running:  # may make it a deployment, or not one (sync.history)
-                revise_newest(record.status, fields)
-            record.status["autoSync"] = _auto_sync_status(decision)
-
-        self._update(name, change)
+    def _noted(self, step: _Step, result: SyncResult, basis: Comparison) -> RecordChange:
+        """The controller's part of a sync step's record (see :class:`_Step`)."""
+        name, fields = step.app.name, step.fields
+        if is_requested(fields) and self._retrying(name, result, step.retry_limit):
+            fields["retrying"] = True
+        if result.running:
+            self._running[name] = result.continuation(**fields)  # first: as _last_ops
+            return _operation_note(fields, step.decision, running=True)
+        self._running.pop(name, None)
+        self._last_ops[name] = LastOperation(  # first: backoff must not need the record
+            result.revision, result.phase, result.finished_at or self._clock(),
+            step.observed.source_key, step.decision.self_heal_attempts,
+            step.decision.attempt)
+        self._publish(name, basis)
+        step.follow_up = self._decide(step.app, observe(step.app, basis))
+        return _operation_note(fields, step.follow_up)
 
     def _update(self, name: str, change: Callable[[AppRecord], None]) -> AppRecord | None:
         """Write the app's record; ``None`` (logged once) when it cannot be written."""
@@ -718,11 +722,15 @@ class Controller:
         except GitOpsRayError as e:
             self._not_written(name, e)
             return None
+        self._recorded(name, record)
+        return record
+
+    def _recorded(self, name: str, record: AppRecord) -> None:
+        """What this replica knows once it wrote the app's record."""
         self._unwritable.discard(name)
         self._written[name] = fingerprint(record.status)
         if self._argocd is not None:  # what its Application's status is projected from
             self._statuses[name] = record.status
-        return record
 
     def _not_written(self, name: str, error: GitOpsRayError) -> None:
         """Log a record write failure once per app, until a write succeeds again.
@@ -736,19 +744,6 @@ class Controller:
         if first:
             _log.warning("record_not_written", app=name, error=str(error),
                          note="backing off in memory; logged once until a write succeeds")
-
-    def _wait_for_wave(self, app: Application, outcome: SyncOutcome, fields: dict[str, Any],
-                       decision: Decision, log: FilteringBoundLogger) -> None:
-        """A wave is not healthy yet: release the worker, come back on a change or a timer."""
-        result = outcome.result
-        self._running[app.name] = result.continuation(**fields)  # first: as _last_ops
-        if outcome.unrecorded is not None:
-            self._not_written(app.name, outcome.unrecorded)
-        else:
-            self._record_operation(app.name, fields, decision, running=True)
-        log.info("sync_waiting", revision=result.revision[:12], message=result.message)
-        self._publish(app.name, outcome.after or outcome.before)
-        self._requeue(app.name, WAVE_RECHECK_SECONDS)
 
     def _supersede(self, name: str, running: OperationState, revision: str) -> None:
         """End a waiting sync whose revision is no longer the target (see module doc)."""
@@ -787,12 +782,6 @@ class Controller:
         self._event(name, reason="SyncSucceeded" if result.ok else "SyncFailed",
                     message=f"{failed}{decision.trigger} to {result.revision[:12]}: "
                             f"{result.message or summary}", warning=not result.ok)
-
-    def _after_sync(self, app: Application, outcome: SyncOutcome) -> Decision:
-        """Publish the post-sync comparison; what auto-sync will do next."""
-        after = outcome.after or outcome.before
-        self._publish(app.name, after)
-        return self._decide(app, observe(app, after))
 
     # -- Argo CD: requested operations and status ------------------------------------
 
@@ -982,6 +971,46 @@ class Controller:
                 "metadata": {"name": record_name(name), "namespace": self.store.namespace}}
         post_event(self.store.kube, stub, reason=reason, message=f"app {name}: {message}",
                    warning=warning)
+
+
+@dataclasses.dataclass
+class _Step:
+    """One sync step of :meth:`Controller._sync`, and what its record notes.
+
+    :meth:`note` is called by the reconciler right before it writes the step's record
+    (:data:`~gitops_ray.reconcile.reconciler.Note`): it remembers the operation in
+    memory first (the running step, or the last operation backoff is decided from),
+    decides what auto-sync does next from the comparison the status is saved from, and
+    hands back the change that notes both, written with the status in one request.
+    """
+
+    controller: Controller
+    app: Application
+    observed: Observed
+    decision: Decision
+    fields: dict[str, Any]
+    retry_limit: int
+    follow_up: Decision = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.follow_up = self.decision  # until the note is taken (never read before)
+
+    def note(self, result: SyncResult, basis: Comparison) -> RecordChange:
+        return self.controller._noted(self, result, basis)
+
+
+def _operation_note(fields: dict[str, Any], decision: Decision, *, running: bool = False
+                    ) -> RecordChange:
+    """The record change noting a sync step's ``fields`` and what auto-sync does next."""
+    def change(record: AppRecord) -> None:
+        running_op = record.status.get(OPERATION_STATE)
+        if running and isinstance(running_op, dict):
+            running_op.update(fields)
+        elif not running:  # may make it a deployment, or not one (sync.history)
+            revise_newest(record.status, fields)
+        record.status["autoSync"] = _auto_sync_status(decision)
+
+    return change
 
 
 def observe(app: Application, comparison: Comparison) -> Observed:

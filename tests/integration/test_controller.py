@@ -414,6 +414,15 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     # few-2's dry run (the comparison) and its write; no lookup before it, no read-back.
     assert [v for v, r in sent if r == "rayclusters"] == ["apply", "apply"], str(sent)
     assert ray_version(ctl, "few-2") == "2.53.0"
+    eventually(lambda: not ctl.runtime.queue.busy()
+               and ctl.runtime.timers.pending("few") is None, message="idle again")
+    # One record write: the status, the operation and the controller's note on it
+    # (trigger, what auto-sync does next) together. (The GETs are the test's ctl.status.)
+    assert [v for v, r in sent if r == "configmaps" and v != "get"] == ["update"], str(sent)
+    status = ctl.status("few")
+    assert status["autoSync"]["action"] == "none"
+    assert {k: status["operation"][k] for k in ("automated", "trigger", "revision")} == {
+        "automated": True, "trigger": "auto-sync", "revision": sha}
 
 
 def _count(metrics: str, series: str) -> float:
