@@ -635,7 +635,7 @@ class Pipeline:
         if known is not None and (self._events.cached or not _reads_events(desired.key)):
             hit = self._recall(desired.key, (content, known))
             if hit is not None and hit.signals == self._signals(desired.key, (), ()):
-                return hit
+                return hit if hit.written else self._marked_since(hit, desired.key, marks)
         obj = desired.manifest()
         live = self._live_of(desired, landed, snapshot or {})
         fresh = landed is not None and landed.created and not self._events.cached
@@ -646,7 +646,7 @@ class Pipeline:
         written = landed is not None
         hit = self._recall(desired.key, version)
         if hit is not None and hit.signals == signals and hit.written >= written:
-            return hit
+            return hit if hit.written else self._marked_since(hit, desired.key, marks)
         if hit is not None:  # only Events or Pods changed: health again, never a dry run
             result, written = hit.diff, written or hit.written
         else:
@@ -668,6 +668,23 @@ class Pipeline:
         with self._lock:
             self._memo[desired.key] = kept
         return kept if slim is result else dataclasses.replace(kept, diff=result)
+
+    def _marked_since(self, hit: _Memo, key: ResourceKey, marks: Mapping[str, str] | None
+                      ) -> _Memo:
+        """``hit``, known to be what our apply left if the record's marks now say so.
+
+        A verdict reached by a dry run (say while another replica was still syncing the
+        app and had not written its marks yet) stays valid while the versions do; but
+        without this, the object would never count as settled, and a takeover or the
+        next commit would re-apply all of them.
+        """
+        if not _marked(marks, key, hit.version):
+            return hit
+        kept = dataclasses.replace(hit, written=True)
+        with self._lock:
+            if self._memo.get(key) is hit:
+                self._memo[key] = kept
+        return kept
 
     def _live_of(self, desired: DesiredObject, landed: Landed | None,
                  snapshot: Mapping[ResourceKey, Manifest | None]) -> Manifest | None:
@@ -794,10 +811,15 @@ def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]
 
 def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
             version: tuple[str, str]) -> bool:
-    """Whether the record says our apply of this content left this live version."""
-    if not marks or not markable(key) or not version[1]:
+    """Whether the record says our apply of this content left this live version.
+
+    The version is compared first: a stale mark costs no digest.
+    """
+    if not marks or not version[1] or not markable(key):
         return False
-    return marks.get(str(key)) == applied_mark(*version)
+    mark = marks.get(str(key))
+    return mark is not None and mark.partition("/")[0] == version[1] and \
+        mark == applied_mark(*version)
 
 
 def _marked_content(marks: Mapping[str, str] | None, key: ResourceKey, content: str) -> bool:

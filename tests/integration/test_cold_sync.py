@@ -29,6 +29,7 @@ from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
+from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import SETTLED, Syncer, SyncRequest
 from gitops_ray.sync.reasons import Reason
@@ -39,6 +40,7 @@ from tests.conftest import GitRepo
 from tests.integration.test_sync import Env as SyncEnv
 from tests.integration.test_sync import autoscaler_patch
 from tests.samples import raycluster, worker_group
+from tests.waiting import eventually
 
 CLUSTERS = 24
 
@@ -365,6 +367,67 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
     assert (taken.diff.status, taken.out_of_sync) == (fresh.diff.status, fresh.out_of_sync)
     assert {k.name for k in taken.out_of_sync} == {"rc-2"}
     assert {k.name for k in taken.settled} == {"rc-0", "rc-3"}  # not the Secret: unmarked
+
+
+@pytest.mark.parametrize("watched", [False, True], ids=["reads", "watch-cache"])
+def test_verdicts_reached_before_the_owners_marks_count_as_settled_once_they_are_written(
+        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane, watched: bool) -> None:
+    """Another replica compared the app while its owner was syncing it: after the objects
+    landed but before the owner's record held their marks (a cold sync writes them
+    last), so its verdicts came from dry runs. Once the marks are there, the same live
+    versions count as settled, with no dry run: taking the app over, it re-applies none.
+    With and without the controller's watch cache (its versions are a separate path)."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(3)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "window")
+    assert env.parallel(3).sync(app).result.ok
+    name = record_name("window")
+    cm = env.kube.get("v1", "ConfigMap", name=name, namespace=env.namespace)
+    marks = cm["data"].pop("applied")
+    cm = env.kube.replace(cm, field_manager="test")  # as it was before the owner's write
+
+    other = Kube.connect(str(control_plane.kubeconfig))
+    with contextlib.ExitStack() as stack:
+        cache = LiveCache(other, on_event=lambda t, o: None) if watched else None
+        if cache is not None:
+            stack.callback(cache.stop)
+        successor = _successor(other, env.namespace, tmp_path, helm_bin, cache)
+        with counting(other) as sent:
+            early = successor.compare(app)
+        assert sent[("apply", "rayclusters")] == 3  # no marks: a dry run each
+        assert early.diff.status == "Synced" and not early.settled
+
+        cm["data"]["applied"] = marks
+        written = env.kube.replace(cm, field_manager="test")  # the owner's record write
+        if cache is not None:
+            eventually(lambda: (cache.get("v1", "ConfigMap", env.namespace, name) or {}).get(
+                "metadata", {}).get("resourceVersion") ==
+                written["metadata"]["resourceVersion"], message="the record in the cache")
+        _settled_without_a_dry_run(env, app, other, successor)
+
+
+def _successor(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path,
+               cache: LiveCache | None) -> Pipeline:
+    tools = RenderTools(helm_bin=str(helm_bin))
+    if cache is None:
+        return Pipeline(kube, GitSource(tmp_path / "successor"), RecordStore(kube, namespace),
+                        tools=tools)
+    return Pipeline(kube, GitSource(tmp_path / "successor"),
+                    RecordStore(kube, namespace, lookup=cache.get), tools=tools,
+                    live=cache.get, live_version=cache.version, events=cache.ray)
+
+
+def _settled_without_a_dry_run(env: Env, app: Application, other: Kube,
+                               successor: Pipeline) -> None:
+    with counting(other) as sent:
+        later = successor.compare(app)
+    assert not sent[("apply", "rayclusters")]
+    assert {k.name for k in later.settled} == {"rc-0", "rc-1", "rc-2"}
+    with counting(other) as sent:
+        outcome = Reconciler(successor, Syncer(other, successor.store)).sync(app, before=later)
+    assert outcome.result.ok, outcome.result.message
+    assert not sent[("apply", "rayclusters")]  # nothing re-applied
 
 
 def test_a_damaged_applied_mark_costs_a_dry_run_not_a_wrong_verdict(
