@@ -10,7 +10,8 @@ Every request is counted by verb and status in :attr:`Kube.stats`, so metrics an
 benchmarks can prove how many calls a cycle made. A client given a
 :class:`~gitops_ray.kube.fence.WriteFence` (:attr:`Kube.fence`, set by a controller that
 elects a leader) checks it right before sending each mutating request, so a replica that
-may have lost the Lease cannot write.
+may have lost the Lease cannot write. A client given an :class:`~gitops_ray.kube.outbox.Outbox`
+(:attr:`Kube.outbox`, the controller's) sends best-effort writes, Events, from its thread.
 
 Every response body and watch event is decoded by :mod:`gitops_ray.jsonio` (orjson, the
 hot path of a LIST of thousands of RayClusters); a body that is not JSON, or nested past
@@ -44,6 +45,7 @@ from gitops_ray.kube.errors import (
     error_from_response,
 )
 from gitops_ray.kube.fence import WriteFence, is_write
+from gitops_ray.kube.outbox import Outbox
 from gitops_ray.types import Manifest, split_api_version
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -135,6 +137,7 @@ class Kube:
         self._misses: dict[tuple[str, str], float] = {}
         self.hooks: list[RequestHook] = []
         self.fence: WriteFence | None = None  # None: every write is allowed (CLI, tests)
+        self.outbox: Outbox | None = None  # None: best-effort writes are sent inline
 
     @classmethod
     def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> Kube:

@@ -159,6 +159,9 @@ class Metrics:
                                        "change) of apps this replica would take over "
                                        "(sharding.enabled), by result.", ["result"],
                                        registry=r)
+        self.events_dropped = Counter("gitops_ray_events_dropped_total", "Kubernetes "
+                                      "Events not posted because a cluster's queue of "
+                                      "Events waiting to be sent was full.", registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
                            ["version"], registry=r)
         self.build.labels(__version__).set(1)

@@ -50,6 +50,7 @@ import datetime
 import json
 import signal
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -63,6 +64,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
+from gitops_ray.kube.outbox import Outbox
 from gitops_ray.reconcile.argocdcm import ARGOCD_CM, configmap_settings
 from gitops_ray.reconcile.pipeline import (
     Pipeline,
@@ -143,6 +145,7 @@ class Runtime:
         sharded = settings.sharding.enabled  # then never granted: writes need a shard's scope
         self.fence = WriteFence() if settings.leader_election or sharded else None
         self.kube.fence = self.fence  # every write checks the lease (kube.fence)
+        self.kube.outbox = self._outbox()  # Events are posted off the workers
         self.api_health = ApiHealth()
         self.kube.hooks.append(self.api_health.observe)
         self.refreshes = RefreshOutcomes()
@@ -210,6 +213,7 @@ class Runtime:
         """
         def build(kube: Kube) -> tuple[LiveCache, Reconciler]:
             kube.fence = self.fence  # a write to any cluster needs the lease
+            kube.outbox = self._outbox()
             kube.keep_connections(self.settings.connections)
             kube.hooks.append(self.metrics.observe_request)
             cache = LiveCache(kube, metrics=self.metrics, on_event=lambda kind, obj:
@@ -222,6 +226,10 @@ class Runtime:
             self.kube, namespace, build=build,
             local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
             on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
+
+    def _outbox(self) -> Outbox:
+        """A cluster's queue of Events to post (:mod:`gitops_ray.kube.outbox`)."""
+        return Outbox(name="events", on_drop=self.metrics.events_dropped.inc)
 
     def _resolve(self, dest: Destination) -> Cluster | str:
         return self.clusters.resolve(dest)  # a method: the registry is made after pipelines
@@ -302,12 +310,21 @@ class Runtime:
         if self.elector is None and self.shards is None:
             self.controller.stop_leading(self.settings.shutdown_timeout)
         self.queue.drain(self.settings.shutdown_timeout)
+        self._flush_events()  # without a lease (a lost one refuses them at once)
         self.cache.stop()
         self.clusters.stop()
         if self.applications is not None:
             self.applications.stop()
         self.http.stop()
         log.info("controller_stopped", exit_code=self.exit_code)
+
+    def _flush_events(self) -> None:
+        """Post the Events the last syncs queued, ``shutdownTimeout`` at most in all."""
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        for kube in [self.kube, *(b.kube for b in self.clusters.bundles())]:
+            if kube.outbox is not None and not kube.outbox.flush(
+                    max(0.0, deadline - time.monotonic())):
+                log.warning("events_not_posted_at_shutdown", cluster=kube.host)
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -340,8 +357,10 @@ class Runtime:
             self.queue.submit(name, "leader-elected")
 
     def _stop_leading(self) -> None:
+        """Let the running syncs finish, and post their Events, before the lease goes."""
         if not self.controller.stop_leading(self.settings.shutdown_timeout):
             log.warning("sync_still_running_at_shutdown")
+        self._flush_events()
 
     # -- shards ----------------------------------------------------------------------
 

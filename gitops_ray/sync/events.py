@@ -18,7 +18,8 @@ would double what a cold sync costs the API server, so:
   counts it.
 
 Messages are redacted (:func:`gitops_ray.redact.redact`) before they leave the process:
-anyone who may list Events in a namespace reads them.
+anyone who may list Events in a namespace reads them. The controller posts them from a
+background thread per cluster (:mod:`gitops_ray.kube.outbox`), so no sync waits for one.
 """
 
 from __future__ import annotations
@@ -98,9 +99,17 @@ def post_summary(kube: Kube, namespace: str, *, app: str, revision: str,
 
 def post_event(kube: Kube, obj: Manifest, *, reason: str, message: str,
                warning: bool = False) -> None:
-    """Post an Event about ``obj``; never raises."""
+    """Post an Event about ``obj``; never raises.
+
+    Through the client's outbox when it has one (the controller's: the worker does not
+    wait for it, :mod:`gitops_ray.kube.outbox`), else at once (the one-shot commands).
+    """
+    event = event_for(obj, reason=reason, message=message, warning=warning)
+    if kube.outbox is not None:
+        kube.outbox.put(lambda: kube.create(event, field_manager=FIELD_MANAGER),
+                        f"Event {reason}")
+        return
     try:
-        kube.create(event_for(obj, reason=reason, message=message, warning=warning),
-                    field_manager=FIELD_MANAGER)
+        kube.create(event, field_manager=FIELD_MANAGER)
     except KubeError as e:
         log.debug("event_not_posted", reason=reason, error=str(e))

@@ -400,7 +400,13 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     eventually(lambda: not ctl.runtime.queue.busy()
                and ctl.runtime.timers.pending("few") is None, message="idle")
     sent: list[tuple[str, str]] = []
-    ctl.runtime.kube.hooks.append(lambda verb, res, code, s: sent.append((verb, res)))
+    posters: list[str] = []  # the threads that sent Events
+
+    def hook(verb: str, resource: str, code: int, seconds: float) -> None:
+        sent.append((verb, resource))
+        if resource == "events":
+            posters.append(threading.current_thread().name)
+    ctl.runtime.kube.hooks.append(hook)
 
     sha = git_repo.commit({"manifests/rcs.yaml": [*rcs[:2], with_version(rcs[2], "2.53.0"),
                                                   rcs[3]]})
@@ -419,6 +425,10 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     # One record write: the status, the operation and the controller's note on it
     # (trigger, what auto-sync does next) together. (The GETs are the test's ctl.status.)
     assert [v for v, r in sent if r == "configmaps" and v != "get"] == ["update"], str(sent)
+    # Its two Events (ResourceConfigured on few-2, SyncSucceeded on the record) are
+    # posted by the client's outbox, not by the worker that synced (kube/outbox.py).
+    eventually(lambda: len(posters) == 2, message="the sync's two Events")
+    assert posters == ["events", "events"]
     status = ctl.status("few")
     assert status["autoSync"]["action"] == "none"
     assert {k: status["operation"][k] for k in ("automated", "trigger", "revision")} == {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,7 +22,10 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Conflict, Gone, Kube, KubeError, UnknownKind
+from gitops_ray.kube.fence import WriteFence
+from gitops_ray.kube.outbox import Outbox
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.sync.events import post_event
 from gitops_ray.sync.records import RecordStore
 
 
@@ -210,3 +214,33 @@ def test_as_many_requests_in_flight_as_the_settings_allow_reuse_their_connection
     sized = Kube.connect(str(control_plane.kubeconfig))
     sized.keep_connections(settings.connections)
     assert burst(sized) == []
+
+
+def test_queued_events_are_posted_by_the_outbox_under_the_fence_they_were_queued_in(
+        kube: Kube, namespace: str) -> None:
+    """The controller's Events leave the worker (kube/outbox.py), not the lease: one queued
+    by a sync whose term was revoked before it was sent is refused, never written."""
+    fenced = Kube(kube._api)
+    fenced.fence, fenced.outbox = WriteFence(), Outbox()
+    fenced.fence.grant(1, valid_until=time.monotonic() + 600)
+    record = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": "app-record", "namespace": namespace}}
+    with fenced.fence.scope():
+        post_event(fenced, record, reason="SyncSucceeded", message="posted")
+    assert fenced.outbox.flush(60)
+    assert _reasons(kube, namespace, "app-record") == ["SyncSucceeded"]
+
+    opened = threading.Event()
+    fenced.outbox.put(lambda: opened.wait(60), "gate")  # holds what is queued after it
+    with fenced.fence.scope():
+        post_event(fenced, record, reason="SyncFailed", message="too late", warning=True)
+    fenced.fence.revoke()  # the lease was lost after the sync queued its Event
+    opened.set()
+    assert fenced.outbox.flush(60)
+    assert fenced.outbox.failed == 1 and fenced.fence.refused == 1
+    assert _reasons(kube, namespace, "app-record") == ["SyncSucceeded"]
+
+
+def _reasons(kube: Kube, namespace: str, name: str) -> list[str]:
+    return [e["reason"] for e in kube.list("v1", "Event", namespace)[0]
+            if e["involvedObject"]["name"] == name]
