@@ -79,8 +79,14 @@ class Relay:
                 _reset(client)
                 continue
             upstream.settimeout(None)
-            with self._lock:
-                self._conns += [client, upstream]
+            with self._lock:  # cut while connecting upstream: no survivor of the cut
+                open_ = self._open
+                if open_:
+                    self._conns += [client, upstream]
+            if not open_:
+                _reset(client)
+                _reset(upstream)
+                continue
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=_pump, args=(a, b), daemon=True).start()
 
