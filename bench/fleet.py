@@ -34,6 +34,7 @@ import base64
 import contextlib
 import json
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -393,9 +394,9 @@ def overlaps(env: Fleet, killed: dict[str, float]) -> dict[str, Any]:
             "overlapping_syncs": overlapping(by)}
 
 
-def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log
-        ) -> dict[str, Any]:
-    """Every fleet figure, from one run."""
+def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log,
+        keep_logs: Path | None = None) -> dict[str, Any]:
+    """Every fleet figure, from one run; ``keep_logs``: copy the replicas' logs there."""
     out: dict[str, Any] = {"per_cluster": fleet.per_cluster, "apps_per_cluster": fleet.apps,
                            "clusters": len(CLUSTERS), "replicas": replicas, "shards": shards,
                            "machine": machine_info(), "code": code_revision(),
@@ -414,6 +415,12 @@ def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log
         log(f"overlap: {json.dumps(out['overlap'])}")
         out["memory_kib"] = {r.identity: memory_kib(r.pid) for r in env.replicas
                              if r.proc is not None and r.proc.poll() is None}
+        if keep_logs is not None:
+            for replica in env.replicas:
+                for path in replica.workdir.glob("controller-*.log"):
+                    target = keep_logs / replica.identity / path.name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, target)
     out["load_average_at_end"] = list(os.getloadavg())
     return out
 
@@ -425,9 +432,11 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--shards", type=int, default=16)
     parser.add_argument("--out", type=Path, default=RESULTS / "fleet.json")
+    parser.add_argument("--keep-logs", type=Path, default=None, metavar="DIR",
+                        help="copy each replica's log into DIR/<replica>/")
     args = parser.parse_args()
     result = run(FleetWorkload(args.per_cluster, args.apps), replicas=args.replicas,
-                 shards=args.shards)
+                 shards=args.shards, keep_logs=args.keep_logs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
