@@ -590,23 +590,27 @@ def _stop(recorder: subprocess.Popen[bytes]) -> None:
         recorder.kill()
 
 
-def profile_noop_cycle(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:
-    """Sample the controller with py-spy during one no-op cycle; where the time goes.
+def profile_noop_cycle(env: Env, ctl: Controller, out: Path, cycles: int = 10
+                       ) -> dict[str, Any]:
+    """Sample the controller with py-spy during ``cycles`` no-op cycles; where the time goes.
 
     Optional (``--profile``): py-spy (PyPI) samples the running process from outside, all
     threads on CPU, at 100 Hz; the collapsed stacks go to ``out`` and the top functions by
-    own and inclusive share of samples into the results.
+    own and inclusive share of samples into the results. Several cycles, one after the
+    other: one cycle at 2,000 RayClusters is ~20 samples, too few to rank anything.
     """
     sha = ConfigRepo._git(env.repo.work, "rev-parse", "HEAD")
-    target = ctl.reconciles() + env.wl.apps
-    logged = ctl.refreshes_logged() + env.wl.apps
     recorder = _py_spy(ctl.pid, out)
     if recorder is None:
         return {"not_measured": "py-spy is not installed"}
-    ctl.push_webhook(env.repo.url, sha)
-    wall = ctl.wait_reconciles(target, timeout=600, logged=logged)
+    walls = []
+    for _ in range(cycles):
+        target = ctl.reconciles() + env.wl.apps
+        logged = ctl.refreshes_logged() + env.wl.apps
+        ctl.push_webhook(env.repo.url, sha)
+        walls.append(ctl.wait_reconciles(target, timeout=600, logged=logged))
     _stop(recorder)
-    return {"wall_s": wall, "stacks": str(out), **_top_frames(out)}
+    return {"cycles": cycles, "wall_s": sum(walls), "stacks": str(out), **_top_frames(out)}
 
 
 def profile_commit(env: Env, ctl: Controller, out: Path) -> dict[str, Any]:

@@ -43,3 +43,11 @@ def raycluster(name: str = "demo", namespace: str | None = None, *,
                 worker_group("cpu", replicas=1), worker_group("gpu", replicas=0)],
         },
     }
+
+
+def role_binding(name: str, namespace: str) -> dict[str, Any]:
+    """A RoleBinding of Role ``name`` to ServiceAccount ``name`` (all in ``namespace``)."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]}

@@ -18,6 +18,7 @@ from gitops_ray.runtime.watches import LiveCache, WatchOptions
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import Manifest
 from localcluster import LocalControlPlane
+from tests.samples import role_binding
 from tests.waiting import eventually
 
 
@@ -215,12 +216,7 @@ def limited_kube(kube: Kube, control_plane: LocalControlPlane, namespace: str,
                  "metadata": {"name": "limited", "namespace": namespace},
                  "rules": [{"apiGroups": [""], "resources": ["configmaps"],
                             "verbs": ["get", "list", "watch"]}]}, field_manager="tests")
-    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                 "metadata": {"name": "limited", "namespace": namespace},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                             "name": "limited"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "limited",
-                               "namespace": namespace}]}, field_manager="tests")
+    kube.create(role_binding("limited", namespace), field_manager="tests")
     token = kube.call("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/limited/token",
                       body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                             "spec": {"expirationSeconds": 3600}})["status"]["token"]

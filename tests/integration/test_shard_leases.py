@@ -30,6 +30,7 @@ from gitops_ray.runtime.shards import (
 )
 from localcluster import LocalControlPlane
 from tests.faults.conftest import service_account_kubeconfig
+from tests.samples import role_binding
 
 SHARDS = 8
 DURATION, RENEW, RETRY = 3.0, 2.0, 0.5
@@ -192,12 +193,7 @@ def test_when_the_leases_cannot_be_listed_the_held_ones_are_still_renewed(
     kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
                  "metadata": {"name": "shards", "namespace": namespace}}, field_manager="tests")
     kube.create(lease_role("shards", namespace, [*verbs, "list"]), field_manager="tests")
-    kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                 "metadata": {"name": "shards", "namespace": namespace},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                             "name": "shards"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "shards",
-                               "namespace": namespace}]}, field_manager="tests")
+    kube.create(role_binding("shards", namespace), field_manager="tests")
     config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
                                         name="shards", path=tmp_path / "kubeconfig")
     a = Replica("a", Kube.connect(str(config)), namespace)

@@ -24,7 +24,7 @@ from tests.integration.test_controller import (  # noqa: F401  (start_controller
     eventually,
     start_controller,
 )
-from tests.samples import raycluster, worker_group
+from tests.samples import raycluster, role_binding, worker_group
 
 AUTOSCALER = "python-requests"  # the Ray autoscaler sends no fieldManager: its User-Agent
 
@@ -68,12 +68,7 @@ def service_account_token(kube: Kube, namespace: str, name: str,
                      "rules": [{"apiGroups": [""], "resources": ["configmaps"],
                                 "resourceNames": [record_name(app)], "verbs": verbs}]},
                     field_manager="tests")
-        kube.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                     "metadata": {"name": name, "namespace": namespace},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                                 "name": name},
-                     "subjects": [{"kind": "ServiceAccount", "name": name,
-                                   "namespace": namespace}]}, field_manager="tests")
+        kube.create(role_binding(name, namespace), field_manager="tests")
     token: str = kube.call(
         "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
         body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
