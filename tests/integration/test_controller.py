@@ -399,6 +399,8 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     eventually(lambda: ctl.status("few").get("sync") == "Synced", message="first sync")
     eventually(lambda: not ctl.runtime.queue.busy()
                and ctl.runtime.timers.pending("few") is None, message="idle")
+    assert ctl.runtime.kube.outbox is not None
+    assert ctl.runtime.kube.outbox.flush(60)  # the first sync's Event is not counted below
     sent: list[tuple[str, str]] = []
     posters: list[str] = []  # the threads that sent Events
 
@@ -427,7 +429,7 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     assert [v for v, r in sent if r == "configmaps" and v != "get"] == ["update"], str(sent)
     # Its two Events (ResourceConfigured on few-2, SyncSucceeded on the record) are
     # posted by the client's outbox, not by the worker that synced (kube/outbox.py).
-    eventually(lambda: len(posters) == 2, message="the sync's two Events")
+    assert ctl.runtime.kube.outbox.flush(60)
     assert posters == ["events", "events"]
     status = ctl.status("few")
     assert status["autoSync"]["action"] == "none"
