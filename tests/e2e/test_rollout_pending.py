@@ -154,6 +154,8 @@ def test_template_edit_is_synced_with_rollout_pending_and_autoscaling_is_not(
         eventually(lambda: refresh_count(ctl) > count and idle(), TIMEOUT, "refresh")
 
     refresh()
+    assert ctl.runtime.kube.outbox is not None
+    assert ctl.runtime.kube.outbox.flush(60)  # the syncs' Events are posted by now
     seen: list[tuple[str, str]] = []
     ctl.runtime.kube.hooks.append(lambda verb, res, code, s: seen.append((verb, res)))
     refresh()

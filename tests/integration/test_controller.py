@@ -379,6 +379,8 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
         return not ctl.runtime.queue.busy() and ctl.runtime.timers.pending("probed") is None
 
     refresh()  # warms the dry-run cache for the object as it is now
+    assert ctl.runtime.kube.outbox is not None
+    assert ctl.runtime.kube.outbox.flush(60)  # the first sync's Event is posted by now
     requests_seen: list[tuple[str, str]] = []
     ctl.runtime.kube.hooks.append(lambda verb, res, code, s: requests_seen.append((verb, res)))
     refresh()
