@@ -359,6 +359,26 @@ def test_unreachable_repo_does_not_stop_the_others_and_recovers(
     eventually(lambda: ctl.status("broken").get("error") == "", message="error cleared")
 
 
+def test_events_a_full_outbox_drops_are_counted_in_the_metric(
+        start_controller: Callable[..., Controller], namespace: str) -> None:
+    """The runtime's outbox (kube/outbox.py) reports each Event it drops in
+    ``gitops_ray_events_dropped_total``: here its thread is held and the queue filled."""
+    ctl = start_controller({"applications": []})
+    outbox = ctl.runtime.kube.outbox
+    assert outbox is not None
+    held, taken = threading.Event(), threading.Event()
+    outbox.put(lambda: (taken.set(), held.wait(60)), "gate")
+    assert taken.wait(60)
+    try:
+        while outbox.put(lambda: None, "filler"):
+            pass
+    finally:
+        held.set()
+    eventually(lambda: ctl.metrics_with("gitops_ray_events_dropped_total 1.0"),
+               message="the dropped Event counted")
+    assert outbox.flush(60)
+
+
 def test_noop_refresh_makes_no_request_and_metrics_move(
         start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str) -> None:
     git_repo.commit({"manifests/rc.yaml": raycluster("probed")})
