@@ -27,6 +27,7 @@ from gitops_ray.kube.outbox import Outbox
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.records import RecordStore
+from localcluster import LocalControlPlane
 
 
 class Script:
@@ -217,10 +218,10 @@ def test_as_many_requests_in_flight_as_the_settings_allow_reuse_their_connection
 
 
 def test_queued_events_are_posted_by_the_outbox_under_the_fence_they_were_queued_in(
-        kube: Kube, namespace: str) -> None:
+        kube: Kube, namespace: str, control_plane: LocalControlPlane) -> None:
     """The controller's Events leave the worker (kube/outbox.py), not the lease: one queued
     by a sync whose term was revoked before it was sent is refused, never written."""
-    fenced = Kube(kube._api)
+    fenced = Kube.connect(str(control_plane.kubeconfig))  # its own client, as a controller
     fenced.fence, fenced.outbox = WriteFence(), Outbox()
     fenced.fence.grant(1, valid_until=time.monotonic() + 600)
     record = {"apiVersion": "v1", "kind": "ConfigMap",
