@@ -205,11 +205,15 @@ class LeaderElector:
         report = log.info if repeated else log.warning
         report("lease_not_acquired", lease=s.name, namespace=s.namespace, error=str(error))
 
-    def _observe(self, spec: dict[str, Any], lease: Manifest) -> None:
+    def _observe(self, spec: dict[str, Any], lease: Manifest,
+                 seen_at: float | None = None) -> None:
         self._observed_annotations = dict((lease.get("metadata") or {}).get("annotations")
                                           or {})
         if spec != self._observed:
-            self._observed, self._observed_at = dict(spec), self._clock()
+            self._observed = dict(spec)
+            self._observed_at = self._clock() if seen_at is None else seen_at
+        elif seen_at is not None and seen_at < self._observed_at:
+            self._observed_at = seen_at  # seen earlier elsewhere (a watch): still after the write
 
     def _held_by_other(self, spec: dict[str, Any]) -> bool:
         holder = spec.get("holderIdentity") or ""
@@ -344,14 +348,25 @@ class LeaderElector:
             self._stop_leading(True)
         return self.is_leader
 
-    def observe(self, lease: Manifest | None) -> None:
+    def observe(self, lease: Manifest | None, seen_at: float | None = None) -> None:
         """Note the lease as listed, without writing (so its expiry is timed from then).
 
         A shard's Lease is observed on every step, so when its holder dies it can be
         taken as soon as it may be, not a lease duration after we started to care.
+        ``seen_at``: when (our clock) this very spec was first seen, if earlier than now
+        (a watch saw the renewal before the step listed it); never before it was written,
+        so the expiry stays on the safe side of the holder's own deadline.
         """
         if lease is not None:
-            self._observe(lease.get("spec") or {}, lease)
+            self._observe(lease.get("spec") or {}, lease, seen_at)
+
+    def expiry(self) -> float | None:
+        """When the lease as last observed expires by our clock, if another holds it."""
+        spec = self._observed or {}
+        if not self._held_by_other(spec):
+            return None
+        return self._observed_at + float(spec.get("leaseDurationSeconds")
+                                         or self.settings.lease_duration)
 
     def release(self) -> bool:
         """Give the lease up (empty holder) so another replica can take over at once."""

@@ -28,7 +28,17 @@ How (no other coordination than ``coordination.k8s.io/v1`` Leases):
   the Lease is renewed meanwhile), so the next owner takes it at once. A member whose
   Lease expired (killed, paused, partitioned) is no longer live; its shards' Leases
   expire too and go to their new desired owners at once: a step is planned for the
-  moment a member's Lease expires by our clock, not left to the next retryPeriod;
+  moment a member's (or a shard's) Lease expires by our clock, not left to the next
+  retryPeriod;
+* expiry is timed from when a renewal was first *seen*, as client-go's leader election
+  does (never from the ``renewTime`` another machine's clock wrote). The step LISTs every
+  retryPeriod, so it would see a renewal up to a retryPeriod late and time a dead
+  replica's expiry that much too late; a watch of the group's Leases
+  (:class:`~gitops_ray.runtime.watches.KindWatch`) notes each renewal as it happens, and
+  the step times expiries from the earlier of the two sightings of the same record. It
+  only ever moves an expiry earlier to a moment after the renewal was written, so it stays
+  on the safe side of the holder's own renewDeadline; without the watch (not allowed by
+  RBAC, or broken) the LIST's timing applies alone;
 * each of another replica's apps has one *successor*, the replica that would own its
   shard if the holder went (the rendezvous owner among the other live members); only it
   prepares the app on standby, so a takeover finds it rendered and compared.
@@ -60,6 +70,7 @@ import structlog
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence, unfenced
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
+from gitops_ray.runtime.watches import KindWatch, WatchOptions
 from gitops_ray.types import Manifest
 
 log = structlog.get_logger(__name__)
@@ -74,6 +85,7 @@ RENEWALS_IN_FLIGHT = 8
 six shards took over renewDeadline on a home API server busy with a fleet's cold sync
 (3 x 1,000: 23 shard Leases lost in its first minute), so every sync of those shards was
 aborted and started again."""
+LEASE_WATCH_TIMEOUT = 60  # seconds: the server ends the Lease watch then, and it resumes
 Clock = Callable[[], float]
 
 
@@ -152,7 +164,13 @@ class ShardCoordinator:
         self._releasing: dict[int, float] = {}  # shard -> when we stopped taking work
         self._terms: dict[int, int] = {}  # held shard -> its elector's term at the last report
         self._seen: dict[str, tuple[str, float]] = {}  # member lease -> (record, since)
-        self._expiries: list[float] = []  # when each other live member expires, unrenewed
+        self._witnessed: dict[str, tuple[str, float]] = {}  # lease -> (record, first seen)
+        self._watch_stop = threading.Event()
+        self._watch = KindWatch(
+            kube, LEASE_API, "Lease", lease.namespace, on_event=self._witness,
+            stop=self._watch_stop, options=WatchOptions(
+                label_selector=f"{GROUP_LABEL}={lease.name}", timeout=LEASE_WATCH_TIMEOUT))
+        self._expiries: list[float] = []  # when others' member and shard Leases expire, unrenewed
         self.view = View({}, {})
         self.last_error: str | None = None
         self._renewals = ThreadPoolExecutor(min(RENEWALS_IN_FLIGHT, shards),
@@ -222,13 +240,44 @@ class ShardCoordinator:
         """One :meth:`step` every retryPeriod until ``stop``.
 
         The caller then drains the controller's writes and calls :meth:`release_all`.
+        The group's Lease watch runs meanwhile, in its own thread (module doc).
         """
-        while not stop.is_set():
-            try:
-                self.step()
-            except Exception:  # a bug in one step must not end the renewals of the others
-                log.exception("shard_step_crashed", identity=self.identity)
-            stop.wait(self.next_step_in())
+        self.start_watching()
+        try:
+            while not stop.is_set():
+                try:
+                    self.step()
+                except Exception:  # a bug in one step must not end the others' renewals
+                    log.exception("shard_step_crashed", identity=self.identity)
+                stop.wait(self.next_step_in())
+        finally:
+            self.stop_watching()
+
+    def start_watching(self) -> None:
+        """Start the group's Lease watch (:meth:`run` does; a test stepping by hand may)."""
+        threading.Thread(target=self._watch.run, name="watch-shard-leases",
+                         daemon=True).start()
+
+    def stop_watching(self) -> None:
+        self._watch_stop.set()
+
+    def _witness(self, kind: str, lease: Manifest) -> None:
+        """The watch's handler: note when each Lease record was first seen (our clock)."""
+        name = str((lease.get("metadata") or {}).get("name") or "")
+        now = self._clock()
+        with self._lock:
+            if kind == "DELETED":
+                self._witnessed.pop(name, None)
+                return
+            record = _record(lease)
+            if self._witnessed.get(name, ("", now))[0] != record:
+                self._witnessed[name] = (record, now)
+
+    def first_seen(self, name: str, lease: Manifest) -> float | None:
+        """When the watch first saw this very record of the Lease (``None``: it did not)."""
+        with self._lock:
+            record, at = self._witnessed.get(name, ("", 0.0))
+        return at if record == _record(lease) else None
 
     def next_step_in(self) -> float:
         """Seconds to the next step: a retryPeriod, or less if a member expires sooner.
@@ -264,6 +313,7 @@ class ShardCoordinator:
                                            leases.get(self.electors[shard].settings.name),
                                            members),
             range(self.shards)))
+        self._expiries += [t for t in (e.expiry() for e in self.electors) if t is not None]
         self.view = View(members, self._holders(leases))
         self._report(before)
 
@@ -278,6 +328,8 @@ class ShardCoordinator:
     def _step_shard(self, shard: int, elector: LeaderElector, lease: Manifest | None,
                     members: Mapping[str, str]) -> None:
         desired = owner(shard, members)
+        if lease is not None and not elector.is_leader:
+            elector.observe(lease, self.first_seen(elector.settings.name, lease))
         if desired == self.identity and shard not in self._releasing:
             elector.keep((lease,))
         elif elector.is_leader:
@@ -307,9 +359,10 @@ class ShardCoordinator:
             if labels.get(ROLE_LABEL) != "member":
                 continue
             spec = lease.get("spec") or {}
-            record = f"{spec.get('holderIdentity')}/{spec.get('renewTime')}"
+            record, witnessed = _record(lease), self.first_seen(name, lease)
             seen, since = self._seen.get(name, ("", now))
-            self._seen[name] = (record, since if seen == record else now)
+            since = since if seen == record else now
+            self._seen[name] = (record, since if witnessed is None else min(since, witnessed))
             holder = str(spec.get("holderIdentity") or "")
             duration = float(spec.get("leaseDurationSeconds") or self.lease.lease_duration)
             ours = holder == self.identity and self.member.is_leader
@@ -414,6 +467,11 @@ def member_urls(leases: Iterable[Manifest]) -> dict[str, str]:
         if (meta.get("labels") or {}).get(ROLE_LABEL) == "member" and holder:
             out[holder] = str((meta.get("annotations") or {}).get(WEBHOOK_URL_ANNOTATION, ""))
     return out
+
+
+def _record(lease: Manifest) -> str:
+    """A Lease's spec as one comparable value: a renewal changes it (``renewTime``)."""
+    return repr(sorted((lease.get("spec") or {}).items()))
 
 
 def _nothing() -> None:

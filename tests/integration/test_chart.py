@@ -150,7 +150,7 @@ def test_several_replicas_shard_with_a_budget_and_spread(helm_bin: Path, tmp_pat
     role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith(
         "-control"))
     leases = next(r for r in role["rules"] if r["resources"] == ["leases"])
-    assert "list" in leases["verbs"]
+    assert {"list", "watch"} <= set(leases["verbs"])
 
     standby = template(helm_bin, tmp_path, "--set", "replicaCount=3",
                        "--set", "sharding.enabled=false")
@@ -240,6 +240,7 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     assert not _can(kube, sa, "delete", "pods", namespace=other)
     assert _can(kube, sa, "update", "leases", group="coordination.k8s.io", namespace=namespace)
     assert _can(kube, sa, "list", "leases", group="coordination.k8s.io", namespace=namespace)
+    assert _can(kube, sa, "watch", "leases", group="coordination.k8s.io", namespace=namespace)
     assert _can(kube, sa, "update", "configmaps", namespace=namespace)
     assert _can(kube, sa, "get", "secrets", namespace=namespace, name="acme-git")
     assert _can(kube, sa, "create", "namespaces")

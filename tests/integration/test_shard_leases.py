@@ -31,6 +31,7 @@ from gitops_ray.runtime.shards import (
 from localcluster import LocalControlPlane
 from tests.faults.conftest import service_account_kubeconfig
 from tests.samples import role_binding
+from tests.waiting import eventually
 
 SHARDS = 8
 DURATION, RENEW, RETRY = 3.0, 2.0, 0.5
@@ -176,6 +177,61 @@ def test_a_dead_members_shards_go_to_their_successors_the_moment_it_expires(
     for r in survivors:
         assert r.coordinator.held() == {s for s, m in assignment(SHARDS, left).items()
                                         if m == r.identity}
+
+
+def test_a_renewal_the_watch_saw_first_times_the_expiry(kube: Kube, namespace: str) -> None:
+    """The step LISTs every retryPeriod, so it would see the dead replica's last renewal up
+    to that late; the group's Lease watch sees it as it is written. The survivor takes the
+    dead one's shards a lease duration after the watch's sighting, not after its next LIST
+    (0.4 s later here, its clock held still until the watch had seen every Lease)."""
+    dead, survivor = Replica("r1", kube, namespace, retry=0.4), \
+        Replica("r2", kube, namespace, retry=0.4)
+    for _ in range(3):
+        for r in (dead, survivor):
+            r.step(0.4)
+    of_dead = dead.coordinator.held()
+    assert of_dead and survivor.coordinator.held() == frozenset(range(SHARDS)) - of_dead
+    survivor.coordinator.start_watching()
+    try:
+        dead.step(0.4)  # its last renewal, member and shard Leases
+        listed, _ = kube.list(LEASE_API, "Lease", namespace)
+        renewed = {str(o["metadata"]["name"]): o for o in listed
+                   if o["spec"].get("holderIdentity") == dead.identity}
+        assert len(renewed) == len(of_dead) + 1
+        seen = survivor.now
+        eventually(lambda: all(survivor.coordinator.first_seen(n, o) == seen
+                               for n, o in renewed.items()), message="watch saw the renewal")
+        survivor.step(0.4)
+        while not of_dead <= survivor.coordinator.held():
+            assert survivor.now - seen < DURATION + 0.4, "never took over"
+            survivor.step(survivor.coordinator.next_step_in())
+        assert survivor.now - seen == pytest.approx(DURATION + EXPIRY_MARGIN)
+    finally:
+        survivor.coordinator.stop_watching()
+
+
+def test_a_step_is_planned_when_a_dead_members_shard_lease_expires(
+        kube: Kube, namespace: str) -> None:
+    """The dead replica renewed its membership, then (a LIST later, as seen by the
+    survivor) its shard Leases: those expire 0.3 s after its membership. The survivor's
+    step at the membership's expiry cannot take them yet, and the next is planned for
+    their expiry, not a retryPeriod (0.4 s) later."""
+    dead, survivor = Replica("r1", kube, namespace, retry=0.4), \
+        Replica("r2", kube, namespace, retry=0.4)
+    for _ in range(3):
+        for r in (dead, survivor):
+            r.step(0.4)
+    of_dead = dead.coordinator.held()
+    dead.now += 0.4
+    assert dead.coordinator.member.keep()
+    survivor.step(0.4)
+    seen = survivor.now
+    assert all(dead.coordinator.electors[s].keep() for s in of_dead)
+    survivor.step(0.3)
+    while not of_dead <= survivor.coordinator.held():
+        assert survivor.now - seen < DURATION + 0.3 + 0.4, "never took over"
+        survivor.step(survivor.coordinator.next_step_in())
+    assert survivor.now - seen == pytest.approx(0.3 + DURATION + EXPIRY_MARGIN)
 
 
 def lease_role(name: str, namespace: str, verbs: list[str]) -> dict[str, Any]:
