@@ -49,6 +49,9 @@ from bench.controller import (
     ApiServerRequests,
     ConfigRepo,
     Controller,
+    _py_spy,
+    _stop,
+    _top_frames,
     delta,
     head_env,
     memory_kib,
@@ -337,9 +340,14 @@ class Applied:
         self._done.set()
 
 
-def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
+def failover(env: Fleet, shards: int, timeout: float, profile: Path | None = None
+             ) -> dict[str, Any]:
     """SIGKILL the replica holding the most shards, change one RayCluster of each of its
-    apps, push the webhook to a survivor; time until every change is applied."""
+    apps, push the webhook to a survivor; time until every change is applied.
+
+    ``profile``: sample each survivor with py-spy (GIL holder only) from just before the
+    kill until the last change is applied, into ``DIR/failover-<replica>.txt``.
+    """
     holders = shard_holders(env)
     by_replica: dict[str, set[int]] = {}
     for shard, holder in holders.items():
@@ -355,6 +363,8 @@ def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
         env.repo.change(cluster, index, value)
         wanted[(cluster, wl.namespace(app), wl.cluster_name(index))] = value
     applied = Applied(env, wanted)
+    recorders = {r.identity: _py_spy(r.pid, profile / f"failover-{r.identity}.txt")
+                 for r in env.replicas if r is not victim and profile is not None}
     try:
         killed, killed_wall = time.monotonic(), time.time()
         victim.kill()
@@ -365,8 +375,14 @@ def failover(env: Fleet, shards: int, timeout: float) -> dict[str, Any]:
         latencies = sorted(t - killed for t in applied.seen.values())
     finally:
         applied.stop()
+        for recorder in recorders.values():
+            if recorder is not None:
+                _stop(recorder)
     env.killed[victim_id] = killed_wall
-    return {"killed": victim_id, "shards_of_killed": len(by_replica[victim_id]),
+    profiles = {name: _top_frames(profile / f"failover-{name}.txt")
+                for name in recorders if profile is not None}
+    return {**({"profiles": profiles} if profiles else {}),
+            "killed": victim_id, "shards_of_killed": len(by_replica[victim_id]),
             "apps_of_killed": len(owned), "applied": len(applied.seen),
             "all_applied": done, "lease_duration_s": LEASE_DURATION,
             "kill_to_last_applied_s": latencies[-1] if latencies else None,
@@ -395,8 +411,9 @@ def overlaps(env: Fleet, killed: dict[str, float]) -> dict[str, Any]:
 
 
 def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log,
-        keep_logs: Path | None = None) -> dict[str, Any]:
-    """Every fleet figure, from one run; ``keep_logs``: copy the replicas' logs there."""
+        keep_logs: Path | None = None, profile: Path | None = None) -> dict[str, Any]:
+    """Every fleet figure, from one run; ``keep_logs``: copy the replicas' logs there;
+    ``profile``: sample the survivors during the failover (:func:`failover`)."""
     out: dict[str, Any] = {"per_cluster": fleet.per_cluster, "apps_per_cluster": fleet.apps,
                            "clusters": len(CLUSTERS), "replicas": replicas, "shards": shards,
                            "machine": machine_info(), "code": code_revision(),
@@ -409,7 +426,9 @@ def run(fleet: FleetWorkload, *, replicas: int, shards: int, log: Any = _log,
             replica.wait_idle(timeout=1800)
         out["shards_before"] = _count_by_holder(shard_holders(env))
         out["load_average_before_failover"] = list(os.getloadavg())
-        out["failover"] = failover(env, shards, timeout=600)
+        if profile is not None:
+            profile.mkdir(parents=True, exist_ok=True)
+        out["failover"] = failover(env, shards, timeout=600, profile=profile)
         log(f"failover: {json.dumps(out['failover'])}")
         out["overlap"] = overlaps(env, env.killed)
         log(f"overlap: {json.dumps(out['overlap'])}")
@@ -434,9 +453,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS / "fleet.json")
     parser.add_argument("--keep-logs", type=Path, default=None, metavar="DIR",
                         help="copy each replica's log into DIR/<replica>/")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="sample the survivors with py-spy during the failover")
     args = parser.parse_args()
     result = run(FleetWorkload(args.per_cluster, args.apps), replicas=args.replicas,
-                 shards=args.shards, keep_logs=args.keep_logs)
+                 shards=args.shards, keep_logs=args.keep_logs, profile=args.profile)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")
