@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,9 +65,12 @@ class AppDiff:
     resources: list[ResourceDiff] = field(default_factory=list)
     unknown: bool = False  # not compared at all (e.g. its AppProject forbids the app)
 
-    @property
+    @functools.cached_property
     def status(self) -> SyncStatus:
-        """OutOfSync if any resource is; else Unknown if any resource (or the app) is."""
+        """OutOfSync if any resource is; else Unknown if any resource (or the app) is.
+
+        Once per diff (its resources are not changed after it is made).
+        """
         if self.unknown:
             return SyncStatus.UNKNOWN
         if any(r.out_of_sync for r in self.resources):

@@ -31,6 +31,18 @@ the same desired content (and rules) left is *settled*: applying it again would 
 nothing, so the sync does not re-assert it (:attr:`Comparison.settled`). The memo knows it
 (``_Memo.written``); any other writer moves the ``resourceVersion`` and ends it.
 
+**A pass that changed nothing.** At 10,000 RayClusters even memo hits add up (a version
+lookup, the Events and Pods tokens and a few dict reads per object: most of a no-op
+cycle's CPU). The live source may say how many watch events it has heard
+(:data:`Generation`); while that count, the memo and everything else the comparison is made
+of (the app, its render, settings, AppProject, destination) stay the same objects, an
+app's last comparison is handed back whole: nothing it read can have changed. When the
+count moved, every object is looked at again, and if each one's memo entry is the very
+one the last comparison was made of, that comparison is still handed back (its derived
+parts, health, rows and conditions, are not rebuilt). Only a comparison built wholly
+from memo entries and that read no live object is kept for this, so it holds nothing the
+memo does not (a first comparison's normalised copies would be 10,000 RayClusters' worth).
+
 What is kept between passes is packed (:mod:`gitops_ray.packed`): at 1,000 RayClusters
 decoded objects would be most of the controller's memory. Live objects come from a
 :class:`LiveSource` (plain GETs for the CLI, the watch cache in the controller), with a
@@ -40,6 +52,7 @@ decoded objects would be most of the controller's memory. Live objects come from
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import threading
@@ -279,8 +292,9 @@ class Comparison:
     (:func:`~gitops_ray.sync.records.applied_mark`), digested only when a sync's status is
     saved, not on every refresh."""
 
-    @property
+    @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
+        """Once per comparison: a no-op refresh may be handed the same one back."""
         return frozenset(r.key for r in self.diff.resources if r.out_of_sync)
 
     @property
@@ -294,6 +308,20 @@ class Comparison:
         See :meth:`DesiredObject.outline`: for the objects a sync will not apply.
         """
         return [d.outline() if d.key in outlined else d.manifest() for d in self.desired]
+
+
+Generation = Callable[[], "int | None"]
+"""How many watch events the live source has heard; ``None``: it cannot say now."""
+
+
+@dataclass(frozen=True)
+class _Reuse:
+    """An app's last comparison and what it was made of (see "A pass that changed nothing")."""
+
+    inputs: tuple[object, ...]  # the app, SHA, render, settings, project, destination
+    generation: tuple[int | None, int]  # (live source's events heard, memo writes) before
+    memos: tuple[_Memo, ...]
+    comparison: Comparison
 
 
 @dataclass(frozen=True)
@@ -340,7 +368,8 @@ class Pipeline:
                  shapes: ShapesSource | None = None,
                  projects: Projects | None = None,
                  system: SystemSource | None = None,
-                 clusters: ResolveCluster = in_cluster_only) -> None:
+                 clusters: ResolveCluster = in_cluster_only,
+                 generation: Generation | None = None) -> None:
         self.kube = kube
         self.source = source
         self.store = store
@@ -360,6 +389,9 @@ class Pipeline:
         # grow with every commit or every resourceVersion it has ever seen.
         self._renders: dict[str, _Render] = {}
         self._memo: dict[ResourceKey, _Memo] = {}
+        self._memo_writes = 0  # part of every reuse's generation: a memo entry replaced
+        self._generation = generation
+        self._reused: dict[str, _Reuse] = {}  # per app name (see "A pass that changed nothing")
         self._lock = threading.Lock()
         self._capabilities: tuple[float, Capabilities, str] | None = None
 
@@ -504,6 +536,14 @@ class Pipeline:
                               conditions=conditions)
         sha, desired = self.desired(app, revision=revision, local=local)
         system = self.system()
+        inputs = (app, sha, desired, system, project, conditions,
+                  self.clusters(app.destination), self._last_render(app, False))
+        generation = self._generation_now()
+        last = self._last_reuse(app.name) if local is None and not landed and \
+            not untouched else None
+        if last is not None and generation[0] is not None and \
+                last.generation == generation and last.inputs == inputs:
+            return last.comparison  # nothing it was made of changed: not even looked at
         rules = self.rules(app, system)
         rules_digest = _rules_digest(app, system)
         landed = landed or {}
@@ -512,18 +552,26 @@ class Pipeline:
         record = self.store.load(app.name, status=False)  # its inventory and applied marks
         diffs, healths, settled, read = [], [], set(), dict(snapshot)
         applied: dict[ResourceKey, tuple[str, str]] = {}
+        memos = []
         for obj in desired:
             memo = self._diff(obj, rules, obj.digest + rules_digest, system,
                               landed=landed.get(obj.key), snapshot=snapshot,
                               untouched=obj.key in untouched, read=read,
                               marks=record.applied)
+            memos.append(memo)
             diffs.append(memo.diff)
             healths.append(memo.health)
             if memo.settled:
                 settled.add(obj.key)
             if memo.written:
                 applied[obj.key] = memo.version
-        for live in self._extraneous(app, record, {o.key for o in desired}, project):
+        extraneous = self._extraneous(app, record, {o.key for o in desired}, project)
+        if last is not None and not extraneous and last.inputs == inputs and \
+                _same(memos, last.memos):
+            self._keep_reuse(app.name, dataclasses.replace(last, generation=generation),
+                             desired)
+            return last.comparison  # each verdict is the one it was made of
+        for live in extraneous:
             diffs.append(compare(desired=None, predicted=None, live=live, rules=rules))
         forbidden = self._forbidden(app, project, desired)
         app_diff = AppDiff(resources=_mark_forbidden(diffs, forbidden))
@@ -533,14 +581,37 @@ class Pipeline:
                          for obj, h in zip(desired, healths, strict=True)
                          if h is not None and pending_part(h.message))
         warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings]
-        return Comparison(app, sha, desired, app_diff, aggregate(healths),
-                          warnings + list(problems),
-                          problems, rendered.shapes if rendered is not None else "", rollouts,
-                          conditions, project, forbidden,
-                          {o.key: h for o, h in zip(desired, healths, strict=True)
-                           if h is not None},
-                          read,
-                          frozenset(settled), applied)
+        comparison = Comparison(app, sha, desired, app_diff, aggregate(healths),
+                                warnings + list(problems),
+                                problems, rendered.shapes if rendered is not None else "",
+                                rollouts, conditions, project, forbidden,
+                                {o.key: h for o, h in zip(desired, healths, strict=True)
+                                 if h is not None},
+                                read,
+                                frozenset(settled), applied)
+        if local is None and not landed and not untouched and not extraneous and not read:
+            self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
+                             desired)
+        return comparison
+
+    def _generation_now(self) -> tuple[int | None, int]:
+        """(watch events heard, memo writes) now; see "A pass that changed nothing"."""
+        heard = self._generation() if self._generation is not None else None
+        with self._lock:
+            return heard, self._memo_writes
+
+    def _last_reuse(self, name: str) -> _Reuse | None:
+        with self._lock:
+            return self._reused.get(name)
+
+    def _keep_reuse(self, name: str, reuse: _Reuse, desired: list[DesiredObject]) -> None:
+        """Keep ``reuse`` if every verdict in it is the memo's own entry (module doc)."""
+        with self._lock:
+            if all(self._memo.get(o.key) is m for o, m in zip(desired, reuse.memos,
+                                                                strict=True)):
+                self._reused[name] = reuse
+            else:
+                self._reused.pop(name, None)
 
     def prepare_standby(self, app: Application, *, revision: str) -> tuple[int, int]:
         """Render ``app`` and work out the verdicts git did not change: a standby pass.
@@ -667,6 +738,7 @@ class Pipeline:
         kept = _Memo(version, signals, slim, health, written)
         with self._lock:
             self._memo[desired.key] = kept
+            self._memo_writes += 1
         return kept if slim is result else dataclasses.replace(kept, diff=result)
 
     def _marked_since(self, hit: _Memo, key: ResourceKey, marks: Mapping[str, str] | None
@@ -684,6 +756,7 @@ class Pipeline:
         with self._lock:
             if self._memo.get(key) is hit:
                 self._memo[key] = kept
+                self._memo_writes += 1
         return kept
 
     def _live_of(self, desired: DesiredObject, landed: Landed | None,
@@ -800,6 +873,10 @@ class Pipeline:
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
         return predicted_after_takeover(predicted, body=body, live=live)
+
+
+def _same(memos: Sequence[_Memo], last: Sequence[_Memo]) -> bool:
+    return len(memos) == len(last) and all(a is b for a, b in zip(memos, last, strict=True))
 
 
 def _mark_forbidden(diffs: list[ResourceDiff], forbidden: dict[ResourceKey, str]

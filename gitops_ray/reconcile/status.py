@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ MAX_IMAGES = 50
 MAX_FACTS = 100_000  # git objects whose images and replicas are remembered (by content)
 
 
-_derived: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+_derived: dict[str, tuple[tuple[Any, ...], dict[str, Any], weakref.ref[Comparison]]] = {}
 _derived_lock = threading.Lock()
 MAX_DERIVED = 100_000  # apps whose last derived status is remembered
 
@@ -56,18 +57,19 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
     memo), so the check is mostly identity comparisons. The nested lists and rows are
     shared with earlier calls: callers only ever serialize them.
     """
-    inputs = _inputs(comparison)
     name = comparison.app.name
     with _derived_lock:
         last = _derived.get(name)
-    if last is not None and last[0] == inputs:
+    if last is not None and last[2]() is comparison:  # the pipeline handed the same one back
         return {**last[1], "comparedAt": time.time()}
-    fields = _derive(comparison)
+    inputs = _inputs(comparison)
+    derived = last is None or last[0] != inputs
+    fields = _derive(comparison) if last is None or derived else last[1]
     with _derived_lock:
         if len(_derived) >= MAX_DERIVED and name not in _derived:
             del _derived[next(iter(_derived))]
-        _derived[name] = (inputs, fields)
-    return {**fields}
+        _derived[name] = (inputs, fields, weakref.ref(comparison))
+    return {**fields} if derived else {**fields, "comparedAt": time.time()}
 
 
 def _inputs(comparison: Comparison) -> tuple[Any, ...]:

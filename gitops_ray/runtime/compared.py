@@ -19,8 +19,10 @@ replica remembers, per app, from its last comparison:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -89,16 +91,31 @@ class LastComparisons:
     def __init__(self, *, max_bytes: int = MAX_DIFF_BYTES) -> None:
         self._max_bytes = max_bytes
         self._apps: OrderedDict[str, Compared] = OrderedDict()
+        self._sources: dict[str, weakref.ref[Comparison]] = {}  # what each was kept from
         self._bytes = 0
         self._lock = threading.Lock()
 
     def remember(self, app: str, comparison: Comparison) -> None:
-        self.put(app, remembered(comparison))
+        """Keep what ``comparison`` showed; only its time if it is the one kept last.
 
-    def put(self, app: str, compared: Compared) -> None:
+        The pipeline hands the same comparison back while nothing it was made of changed
+        (:mod:`gitops_ray.reconcile.pipeline`): a no-op refresh keeps nothing anew.
+        """
+        with self._lock:
+            kept = self._apps.get(app)
+            source = self._sources.get(app)
+            same = source is not None and source() is comparison
+        if kept is not None and same and not kept.dropped:
+            self.put(app, dataclasses.replace(kept, at=time.time()), comparison)
+            return
+        self.put(app, remembered(comparison), comparison)
+
+    def put(self, app: str, compared: Compared, source: Comparison | None = None) -> None:
         with self._lock:
             self._drop(app)
             self._apps[app] = compared
+            if source is not None:
+                self._sources[app] = weakref.ref(source)
             self._bytes += compared.size
             self._trim()
 
@@ -111,6 +128,7 @@ class LastComparisons:
             return self._apps.get(app)
 
     def _drop(self, app: str) -> None:
+        self._sources.pop(app, None)
         old = self._apps.pop(app, None)
         if old is not None:
             self._bytes -= old.size

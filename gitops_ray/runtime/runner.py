@@ -47,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import json
 import signal
 import threading
@@ -188,7 +189,8 @@ class Runtime:
             pipeline = Pipeline(kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                                 live=cache.get, live_version=cache.version,
                                 events=cache.ray, shapes=shapes, projects=projects,
-                                system=system, clusters=self._resolve)
+                                system=system, clusters=self._resolve,
+                                generation=functools.partial(_heard, cache, self.cache))
             return Reconciler(pipeline, Syncer(kube, store, live_lookup=cache.lookup,
                                                parallelism=s.sync_parallelism))
 
@@ -677,6 +679,17 @@ class Runtime:
                 log.warning("webhook_not_forwarded", error=str(e))
 
         threading.Thread(target=send, name="webhook-forward", daemon=True).start()
+
+
+def _heard(cache: LiveCache, records: LiveCache) -> int | None:
+    """Watch events heard by a cluster's cache and by ours, which holds the app records.
+
+    The pipeline's :data:`~gitops_ray.reconcile.pipeline.Generation`: a comparison also
+    reads the app's record (inventory, applied marks), which lives in our cluster whatever
+    the destination. Both counts only grow, so their sum moves when either does.
+    """
+    here, there = cache.generation(), records.generation()
+    return None if here is None or there is None else here + there
 
 
 def _json(status: int, doc: Mapping[str, Any]) -> Response:

@@ -415,21 +415,37 @@ class LiveCache:
                  ) -> None:
         self.kube = kube
         self.options = options
-        self._on_event = on_event
+        self._handler = on_event
+        self._heard = 0  # events of every watch here (see generation)
         self._metrics = metrics
         self._watches: dict[tuple[str, str, str | None], KindWatch] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._local = threading.local()
         self.shelf = SHELF  # shared with git's objects (the pipeline's render cache)
-        self.warnings = WarningEvents(kube, options=options, on_event=on_event,
+        self.warnings = WarningEvents(kube, options=options, on_event=self._on_event,
                                       stop=self._stop, metrics=metrics, shelf=self.shelf)
         self.ray = RaySignals(self.warnings, ClusterPods(
-            kube, options=options, on_event=on_event, stop=self._stop, metrics=metrics,
+            kube, options=options, on_event=self._on_event, stop=self._stop, metrics=metrics,
             shelf=self.shelf))
         self._named: list[NamedObjects] = []
         self.services = ClusterServices(kube, options=options, stop=self._stop,
                                         metrics=metrics, shelf=self.shelf)
+
+    def _on_event(self, kind: str, obj: Manifest) -> None:
+        with self._lock:  # after the watch stored the object: a reader of the new count
+            self._heard += 1  # sees the change
+        self._handler(kind, obj)
+
+    def generation(self) -> int | None:
+        """Moves with every event of the live objects, Events and Pods watched here.
+
+        While it stays the same, nothing a comparison reads from this cache changed (the
+        pipeline then hands back an app's last comparison whole, see
+        :mod:`gitops_ray.reconcile.pipeline`). ``None`` in a :meth:`fresh` block, where
+        lookups go to the API server instead.
+        """
+        return None if getattr(self._local, "fresh", False) else self._heard
 
     def watch_named(self, api_version: str, kind: str, namespace: str, names: Iterable[str],
                     *, on_event: EventHandler) -> NamedObjects:

@@ -25,7 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Comparison, Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
@@ -407,6 +407,63 @@ def test_verdicts_reached_before_the_owners_marks_count_as_settled_once_they_are
         _settled_without_a_dry_run(env, app, other, successor)
 
 
+def test_a_refresh_that_changed_nothing_hands_back_the_same_comparison(
+        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane) -> None:
+    """With the watch cache's count of events heard, a pass over an app nothing happened
+    to returns its last comparison as is, with no request; an autoscaler's write, a
+    Warning Event about a RayCluster, and a pass inside a sync's fresh block each make a
+    new one, and the new one shows what changed."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(3)]
+    git_repo.commit({"manifests/rcs.yaml": rcs})
+    app = env.app(git_repo, "quiet")
+    assert env.parallel(3).sync(app).result.ok
+    other = Kube.connect(str(control_plane.kubeconfig))
+    cache = LiveCache(other, on_event=lambda t, o: None)
+    try:
+        pipeline = _successor(other, env.namespace, tmp_path, helm_bin, cache)
+        last = eventually(lambda: _same_twice(pipeline, app), message="a pass reused")
+        with counting(other) as sent:
+            assert pipeline.compare(app) is last
+        assert not sent
+        assert {k.name for k in last.settled} == {"rc-0", "rc-1", "rc-2"}
+
+        autoscaler_patch(control_plane, env.namespace, "rc-1", [
+            {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 3}])
+        scaled = eventually(lambda: _new_comparison(pipeline, app, last), message="rescaled")
+        assert scaled.diff.status == "Synced"  # replicas are the autoscaler's
+        assert {k.name for k in scaled.settled} == {"rc-0", "rc-2"}  # not as we left it
+
+        last = eventually(lambda: _same_twice(pipeline, app), message="reused again")
+        other.create({"apiVersion": "v1", "kind": "Event", "type": "Warning",
+                      "metadata": {"name": "rc-0.oom", "namespace": env.namespace},
+                      "involvedObject": {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                         "name": "rc-0", "namespace": env.namespace},
+                      "reason": "InvalidRayClusterSpec", "message": "maxReplicas < minReplicas"},
+                     field_manager="test")  # as the operator rejects a spec
+        warned = eventually(lambda: _new_comparison(pipeline, app, last), message="warned")
+        rejected = warned.resource_health[ResourceKey("ray.io", "RayCluster", env.namespace,
+                                                      "rc-0")]
+        assert rejected.status == "Degraded" and "maxReplicas" in rejected.message
+
+        with cache.fresh(), counting(other) as sent:
+            fresh = pipeline.compare(app)
+        assert fresh is not warned and sent[("get", "rayclusters")] == 3
+    finally:
+        cache.stop()
+
+
+def _same_twice(pipeline: Pipeline, app: Application) -> Comparison | None:
+    first = pipeline.compare(app)
+    return first if pipeline.compare(app) is first else None
+
+
+def _new_comparison(pipeline: Pipeline, app: Application, last: Comparison
+                    ) -> Comparison | None:
+    comparison = pipeline.compare(app)
+    return comparison if comparison is not last else None
+
+
 def _successor(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path,
                cache: LiveCache | None) -> Pipeline:
     tools = RenderTools(helm_bin=str(helm_bin))
@@ -415,7 +472,8 @@ def _successor(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path,
                         tools=tools)
     return Pipeline(kube, GitSource(tmp_path / "successor"),
                     RecordStore(kube, namespace, lookup=cache.get), tools=tools,
-                    live=cache.get, live_version=cache.version, events=cache.ray)
+                    live=cache.get, live_version=cache.version, events=cache.ray,
+                    generation=cache.generation)
 
 
 def _settled_without_a_dry_run(env: Env, app: Application, other: Kube,
