@@ -123,7 +123,7 @@ from gitops_ray.reconcile.rollback import (
     resume,
     target,
 )
-from gitops_ray.reconcile.status import RecordChange, status_of
+from gitops_ray.reconcile.status import RecordChange, desired_facts, status_of
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
@@ -453,9 +453,11 @@ class Controller:
         """Prepare an app this replica would take over: rendered, verdicts known.
 
         At its revision, for a takeover (see :meth:`Pipeline.prepare_standby`): no
-        write, and no dry run of a commit's changes. Quiet: a failure is the owner's to
-        report; this replica only notes it at debug level. Without sharding there is no
-        other replica's app.
+        write, and no dry run of a commit's changes. The facts the status shows of git's
+        objects (images, replicas) are worked out too: the first status a takeover writes
+        would otherwise unpack every object of the app on the critical path. Quiet: a
+        failure is the owner's to report; this replica only notes it at debug level.
+        Without sharding there is no other replica's app.
         """
         app = self.catalog.get(name)
         if self._shards is None or app is None:
@@ -465,7 +467,10 @@ class Controller:
         try:
             sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                          max_age=self.recent)
-            known, left = self._target(app)[0].pipeline.prepare_standby(app, revision=sha)
+            pipeline = self._target(app)[0].pipeline
+            known, left = pipeline.prepare_standby(app, revision=sha)
+            for obj in pipeline.desired(app, revision=sha)[1]:  # the render just made
+                desired_facts(obj)  # what a takeover's first status reads, by content
         except GitOpsRayError as e:
             self.metrics.standby_renders.labels("error").inc()
             log.debug("app_prepared", result="error", stage=e.stage)
