@@ -539,8 +539,8 @@ class Pipeline:
         inputs = (app, sha, desired, system, project, conditions,
                   self.clusters(app.destination), self._last_render(app, False))
         generation = self._generation_now()
-        last = self._last_reuse(app.name) if local is None and not landed and \
-            not untouched else None
+        reusable = local is None and not landed and not untouched  # a plain refresh
+        last = self._last_reuse(app.name) if reusable else None
         if last is not None and generation[0] is not None and \
                 last.generation == generation and last.inputs == inputs:
             return last.comparison  # nothing it was made of changed: not even looked at
@@ -589,7 +589,7 @@ class Pipeline:
                                  if h is not None},
                                 read,
                                 frozenset(settled), applied)
-        if local is None and not landed and not untouched and not extraneous and not read:
+        if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
         return comparison
