@@ -396,21 +396,12 @@ class Runtime:
         self.controller.adopt(lambda name: shard_of(name) in shards)
 
     def _gained_shards(self, shards: frozenset[int]) -> None:
-        """Refresh the gained apps, as urgent work.
-
-        Their last owner may have died with work pending (a push it never synced, a sync
-        it did not finish). As normal work, each gained app's own apply held the rest
-        back: the watch event of the apply refreshes that app again (urgent, "due"), and
-        while urgent work runs only one normal refresh runs beside it (the 3 x 1,000
-        failover: a survivor ran 5-6 of its 12 gained syncs at once on 8 workers, and
-        the last ones waited 1.5 s with workers idle).
-        """
         assert self.shards is not None
         self.metrics.shards_held.set(len(self.shards.held()))
         self.metrics.shard_handovers.labels("gained").inc(len(shards))
         for name in self.catalog.apps():
             if self.shards.shard_of(name) in shards:
-                self.queue.submit(name, "shard-gained", urgent=True)
+                self.queue.submit(name, "shard-gained")
 
     def _lost_shards(self, shards: frozenset[int]) -> None:
         """Another replica refreshes these apps now: drop what this one published."""
