@@ -64,7 +64,7 @@ def status_of(comparison: Comparison) -> dict[str, Any]:
         return {**last[1], "comparedAt": time.time()}
     inputs = _inputs(comparison)
     derived = last is None or last[0] != inputs
-    fields = _derive(comparison) if last is None or derived else last[1]
+    fields = last[1] if last is not None and not derived else _derive(comparison)
     with _derived_lock:
         if len(_derived) >= MAX_DERIVED and name not in _derived:
             del _derived[next(iter(_derived))]
