@@ -383,7 +383,10 @@ class Kube:
                     raise error_from_response(int(obj.get("code", 500)),
                                               jsonio.dumps(obj), f"watch {info.plural}")
                 yield WatchEvent(str(event.get("type")), obj)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            self._record("watch", info.plural, 0, _now())  # readiness hears of it at once
+            raise Unreachable(f"watch {info.plural}: stream broken: {e}") from e
+        except ValueError as e:
             raise Unreachable(f"watch {info.plural}: stream broken: {e}") from e
         finally:
             resp.response.release_conn()

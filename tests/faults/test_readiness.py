@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Kube, Unreachable
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
@@ -92,9 +92,16 @@ class Relay:
 
 
 def _reset(conn: socket.socket) -> None:
-    """Close with RST (SO_LINGER 0), as a dead peer's host answers."""
+    """Close with RST (SO_LINGER 0), as a dead peer's host answers.
+
+    ``shutdown(SHUT_RD)`` first: a plain ``close()`` does not release a socket another
+    thread is blocked reading (a pump), so no RST would go out and an idle watch through
+    the relay would never hear of the cut.
+    """
     with contextlib.suppress(OSError):
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_RD)
     conn.close()
 
 
@@ -169,6 +176,33 @@ def test_unreachable_api_server_is_503_until_it_answers_again(
     assert gauge(proc, "api_reachable") == "1.0"
     assert proc.alive()
     assert not [r for r in proc.records() if r.get("event") == "(not json)"]
+
+
+def test_a_watch_cut_mid_stream_is_heard_as_the_api_server_not_answering(
+        control_plane: LocalControlPlane, namespace: str, relay: Relay, tmp_path: Path) -> None:
+    """A refresh that reuses its last comparison sends no request, so an idle watch is
+    often the only connection open when the API server goes away: its break counts."""
+    config = kubeconfig_via(control_plane.kubeconfig, relay.port, tmp_path / "relay.kubeconfig")
+    watcher = Kube.connect(str(config))
+    heard: list[tuple[str, str, int]] = []
+    watcher.hooks.append(lambda verb, resource, status, _: heard.append((verb, resource, status)))
+    stream = watcher.watch("v1", "ConfigMap", namespace, timeout_seconds=120)
+    broken: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in stream:
+                pass
+        except Unreachable as e:
+            broken.append(e)
+
+    reader = threading.Thread(target=read, daemon=True)  # reads until the cut
+    reader.start()
+    eventually(lambda: ("watch", "configmaps", 200) in heard, message="the watch is open")
+    relay.cut()
+    reader.join(60)
+    assert broken, "the cut ended the stream with an error"
+    assert heard[-1] == ("watch", "configmaps", 0)
 
 
 def test_every_refresh_forbidden_is_503_until_rbac_allows_it(
