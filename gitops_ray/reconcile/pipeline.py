@@ -621,7 +621,7 @@ class Pipeline:
         objects rendered and the verdicts of the unchanged ones remembered, so it
         normalises and dry-runs only what the latest commit changed. Writes nothing. An
         object the record's applied marks do not name with this content is left to the
-        owner: a commit changed it (the owner dry-runs it anyway), or it has no mark (the
+        owner, unread: a commit changed it (the owner dry-runs it anyway), or it has no mark (the
         owner may be creating it right now: a cold sync's marks are written at its end;
         a Secret is never marked). One whose content is marked but whose live version
         moved since (the autoscaler wrote it) costs a dry run here, once per live
@@ -707,6 +707,8 @@ class Pipeline:
             hit = self._recall(desired.key, (content, known))
             if hit is not None and hit.signals == self._signals(desired.key, (), ()):
                 return hit if hit.written else self._marked_since(hit, desired.key, marks)
+        if standby and not _marked_content(marks, desired.key, content):
+            raise _LeftToOwner  # before reading it: the owner reads it anyway
         obj = desired.manifest()
         live = self._live_of(desired, landed, snapshot or {})
         fresh = landed is not None and landed.created and not self._events.cached
@@ -722,9 +724,6 @@ class Pipeline:
             result, written = hit.diff, written or hit.written
         else:
             written = written or (live is not None and _marked(marks, desired.key, version))
-            if live is not None and not written and standby and \
-                    not _marked_content(marks, desired.key, content):
-                raise _LeftToOwner
             predicted = landed.live if landed is not None else live if written else \
                 self._predict(obj, live, rules) if live is not None else None
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)

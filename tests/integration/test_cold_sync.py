@@ -356,6 +356,8 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
         assert successor.prepare_standby(app, revision=sha) == (3, 2)
     assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run: the autoscaler wrote it
     assert not sent[("apply", "secrets")]
+    assert not sent[("get", "secrets")]  # left to the owner before any read
+    assert sent[("get", "rayclusters")] == 3  # not rc-2, which the commit changed
     assert {verb for verb, _ in sent} <= {"apply", "discovery", "get", "list"}
     assert [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(4)] == versions
 
