@@ -20,9 +20,11 @@ What differs from ``json``, and how each difference is kept out of the product:
   (:class:`EncodeError`), as Go's ``encoding/json`` does, so no value silently becomes
   ``null``.
 * **Output** is compact UTF-8 ``bytes`` (``json.dumps`` gives ``str``, ``", "``
-  separators, ``\u`` escapes): the same JSON value, other bytes. Nothing here hashes or
-  stores its output, so no digest changes. Key order is kept; floats are written in
-  their shortest form that reads back exactly (``1e-7`` where ``json`` writes ``1e-07``).
+  separators, ``\u`` escapes): the same JSON value, other bytes. Nothing hashes its
+  output, so no digest changes; the app records store it with sorted keys (a record
+  written by an older version is rewritten once, with the same values). Key order is
+  kept; floats are written in their shortest form that reads back exactly (``1e-7``
+  where ``json`` writes ``1e-07``).
 * **Types**: ``dict`` keys must be ``str``; ``datetime``, ``bytes``, sets and dict
   subclasses are refused (:class:`EncodeError`); tuples are written as lists and str or
   int enums as their value, like ``json`` (any enum and ``UUID`` too, which ``json``
@@ -68,10 +70,14 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
     return orjson.loads(data)
 
 
-def dumps(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON; :class:`EncodeError` if JSON cannot hold it."""
+def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
+    """``value`` as compact UTF-8 JSON; :class:`EncodeError` if JSON cannot hold it.
+
+    ``sort_keys``: every object's keys in order, so equal values give equal bytes.
+    """
     try:
-        out = orjson.dumps(value, option=_STRICT)
+        out = orjson.dumps(value, option=_STRICT | orjson.OPT_SORT_KEYS if sort_keys
+                           else _STRICT)
     except TypeError as e:  # orjson.JSONEncodeError: a type, a key, a range, the depth
         raise EncodeError(f"not encodable as JSON: {e}") from None
     if b"null" in out and not _finite(value):

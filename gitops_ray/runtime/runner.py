@@ -625,8 +625,8 @@ class Runtime:
         matching = {n: a for n, a in self.catalog.apps().items()
                     if push.matches(a.source.repo_url, a.source.target_revision)}
         apps = sorted(n for n in matching if self.controller.owns(n))
-        for name in apps:  # apps whose directory the push changed go first
-            self.queue.submit(name, "webhook", urgent=push.touches(matching[name].source.path))
+        for name, urgent in push.refresh_order({n: matching[n].source.path for n in apps}):
+            self.queue.submit(name, "webhook", urgent=urgent)  # what the push changed first
         for name in set(matching) - set(apps):  # others': prepared on standby (see queue)
             if self.controller.successor(name) and (
                     push.touches(matching[name].source.path) or not push.changed):

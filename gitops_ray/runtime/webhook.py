@@ -85,6 +85,16 @@ class Push:
             return bool(self.changed)
         return any(f == prefix or f.startswith(prefix + "/") for f in self.changed)
 
+    def refresh_order(self, paths: Mapping[str, str]) -> list[tuple[str, bool]]:
+        """``(app, urgent)`` for apps by ``source.path``: those the push touched first.
+
+        Submitted in this order: an idle worker starts a normal refresh at once, so one
+        submitted before the urgent ones would share the CPU with them (measured: the
+        app a commit changed compared after the nine it did not).
+        """
+        touched = {name: self.touches(path) for name, path in paths.items()}
+        return sorted(touched.items(), key=lambda item: (not item[1], item[0]))
+
 
 def normalize_repo_url(url: str) -> str:
     """``host/path`` without scheme, credentials, port, trailing ``/`` or ``.git``."""

@@ -10,6 +10,7 @@ import pytest
 
 from gitops_ray.runtime.webhook import (
     MAX_DEPTH,
+    Push,
     WebhookRejected,
     admit,
     authenticate,
@@ -191,3 +192,10 @@ def test_a_push_within_the_depth_limit_parses() -> None:
     headers, body = github({**GITHUB_PUSH, "x": [[[[[[[[{"a": 1}]]]]]]]]})
     assert nesting_depth(body) < MAX_DEPTH
     assert parse_push("github", headers, body) is not None
+
+
+def test_the_apps_a_push_touched_are_refreshed_first_and_urgently() -> None:
+    push = Push("github", frozenset({"example.com/org/repo"}), "main", "main",
+                changed=frozenset({"teams/c/rc.yaml"}))
+    order = push.refresh_order({"a": "teams/a", "b": "teams/b", "c": "teams/c", "d": "."})
+    assert order == [("c", True), ("d", True), ("a", False), ("b", False)]
