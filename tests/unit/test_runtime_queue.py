@@ -219,6 +219,58 @@ def test_normal_work_takes_one_worker_while_urgent_work_runs() -> None:
         queue.drain(10)
 
 
+def test_normal_work_waits_for_urgent_work_until_its_patience_runs_out() -> None:
+    """A normal refresh queued while an urgent one runs does not share the CPU with it
+    (patience far away here): it starts when the urgent refresh ends."""
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("pushed", "other")}
+
+    def work(app: str, reason: str) -> None:
+        started[app].set()
+        if app == "pushed":
+            release.wait(10)
+
+    queue = WorkQueue(work, workers=2, patience=3600)
+    try:
+        queue.submit("pushed", "webhook", urgent=True)
+        assert started["pushed"].wait(10)
+        queue.submit("other", "webhook")
+        # (a bounded look for what must not happen: it cannot fail when the queue is right)
+        assert not started["other"].wait(0.5)
+        release.set()
+        assert started["other"].wait(10)
+    finally:
+        release.set()
+        queue.drain(10)
+
+
+def test_patience_is_counted_from_when_the_request_was_queued() -> None:
+    """With a clock moved past ``patience``, a normal refresh waiting beside urgent work
+    starts on the next look at the queue (here: another request arriving)."""
+    now = [0.0]
+    release = threading.Event()
+    started = {name: threading.Event() for name in ("pushed", "other", "late")}
+
+    def work(app: str, reason: str) -> None:
+        started[app].set()
+        if app == "pushed":
+            release.wait(10)
+
+    queue = WorkQueue(work, workers=3, patience=5, clock=lambda: now[0])
+    try:
+        queue.submit("pushed", "webhook", urgent=True)
+        assert started["pushed"].wait(10)
+        queue.submit("other", "webhook")
+        assert not started["other"].wait(0.5)
+        now[0] = 5.0  # "other" has waited its patience; "late" has not
+        queue.submit("late", "webhook")
+        assert started["other"].wait(10)
+        assert not started["late"].wait(0.5)  # one normal refresh beside urgent work
+    finally:
+        release.set()
+        queue.drain(10)
+
+
 def test_a_refresh_whose_changed_objects_landed_holds_nothing_back() -> None:
     """The urgent refresh re-asserting in-sync objects counts as normal work: with one
     worker for it, one for a normal refresh, the next normal one may start beside them."""
