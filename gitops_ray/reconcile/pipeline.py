@@ -22,9 +22,9 @@ cache does not hold: a new app's objects, or a commit's new ones, cost one LIST 
 and namespace, not a GET each (the cache is label-selected, so only the API server can
 say whether an unlabelled object of that name exists). What it read is kept on the
 :class:`Comparison` (:attr:`~Comparison.live`) so the sync that follows looks nothing up
-again. The comparison after a sync is given the
-sync's apply responses (:class:`~gitops_ray.sync.engine.Landed`): each is the live object
-*and* the dry-run prediction (applying the same body again changes nothing), so an object
+again. The comparison after a sync is given the sync's apply responses
+(:class:`~gitops_ray.sync.engine.Landed`): each is the live object *and* the dry-run
+prediction (applying the same body again changes nothing), so an object
 the sync just applied costs no read and no dry run; a RayCluster it just created has no
 Events or Pods to read yet (any there are name an earlier object of the same name). Only
 objects the sync did not write (outside a selective sync's selection, or settled, below) keep the
@@ -290,8 +290,8 @@ class Comparison:
     forbidden: dict[ResourceKey, str] = field(default_factory=dict)  # by the project: why
     resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
     live: dict[ResourceKey, Manifest | None] = field(default_factory=dict, repr=False)
-    """Live objects this comparison read (None: absent): by LIST, and those of
-    the OutOfSync resources, so the sync that follows looks none of them up again."""
+    """Live objects this comparison read (None: absent): by LIST, and those of the
+    OutOfSync resources, so the sync that follows looks none of them up again."""
     settled: frozenset[ResourceKey] = frozenset()
     """In sync and live as our last apply of the same content left them (module doc)."""
     applied: dict[ResourceKey, tuple[str, str]] = field(default_factory=dict, repr=False)
@@ -632,9 +632,9 @@ class Pipeline:
         objects rendered and the verdicts of the unchanged ones remembered, so it
         normalises and dry-runs only what the latest commit changed. Writes nothing. An
         object the record's applied marks do not name with this content is left to the
-        owner, unread: a commit changed it (the owner dry-runs it anyway), or it has no mark (the
-        owner may be creating it right now: a cold sync's marks are written at its end;
-        a Secret is never marked). One whose content is marked but whose live version
+        owner, unread: a commit changed it (the owner dry-runs it anyway), or it has no
+        mark (the owner may be creating it right now: a cold sync's marks are written at
+        its end; a Secret is never marked). One whose content is marked but whose live version
         moved since (the autoscaler wrote it) costs a dry run here, once per live
         version. Reads go through the live source (the watch cache, in the controller).
         The verdicts are the ones :meth:`compare` would reach (the same memo, the same

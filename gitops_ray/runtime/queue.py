@@ -236,7 +236,7 @@ class WorkQueue:
             return None
         slot = self._slots.get(head[2])
         waited = self._clock() - slot.since if slot is not None else self._patience
-        return max(0.0, self._patience - waited) or 0.0
+        return max(0.0, self._patience - waited)
 
     def _worker(self) -> None:
         while True:
