@@ -17,15 +17,15 @@ two caches that make repeated passes cheap, which is what the controller relies 
 **What a comparison reads.** Without a cached live source (the CLI), the objects of one
 app that share a kind and namespace are read with one paged LIST (bounded: a namespace
 holding many more objects of the kind than the app has falls back to one GET each), not
-one GET per object. With the watch cache (the controller), the same for the objects the
-cache does not hold: a new app's objects, or a commit's new ones, cost one LIST per kind
-and namespace, not a GET each (the cache is label-selected, so only the API server can
-say whether an unlabelled object of that name exists). What it read is kept on the
-:class:`Comparison` (:attr:`~Comparison.live`) so the sync that follows looks nothing up
-again. The comparison after a sync is given the sync's apply responses
+one GET per object. What it read is kept on the :class:`Comparison`
+(:attr:`~Comparison.live`) so the sync that follows looks nothing up again. (With the
+watch cache, an object the cache does not hold is read with a GET: a LIST of its
+namespace would also send every object the cache does hold, and a fleet's cold sync,
+where namespaces fill while their apps are compared, ran slower with one.) The
+comparison after a sync is given the sync's apply responses
 (:class:`~gitops_ray.sync.engine.Landed`): each is the live object *and* the dry-run
-prediction (applying the same body again changes nothing), so an object
-the sync just applied costs no read and no dry run; a RayCluster it just created has no
+prediction (applying the same body again changes nothing), so an object the sync just
+applied costs no read and no dry run; a RayCluster it just created has no
 Events or Pods to read yet (any there are name an earlier object of the same name). Only
 objects the sync did not write (outside a selective sync's selection, or settled, below) keep the
 verdict the comparison before the sync gave them moments ago: no read, as in a refresh.
@@ -108,10 +108,6 @@ log = structlog.get_logger(__name__)
 
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]
 """(apiVersion, kind, namespace, name) -> live object or None."""
-
-Uncached = Callable[[str, str, str, str], bool]
-"""(apiVersion, kind, namespace, name) -> whether reading it from the live source would be
-a request (the watch cache's :meth:`~gitops_ray.runtime.watches.LiveCache.uncached`)."""
 
 LiveVersion = Callable[[str, str, str, str], "str | None"]
 """(apiVersion, kind, namespace, name) -> the live ``resourceVersion``, or None when only a
@@ -290,8 +286,8 @@ class Comparison:
     forbidden: dict[ResourceKey, str] = field(default_factory=dict)  # by the project: why
     resource_health: dict[ResourceKey, Health] = field(default_factory=dict)  # None: no check
     live: dict[ResourceKey, Manifest | None] = field(default_factory=dict, repr=False)
-    """Live objects this comparison read (None: absent): by LIST, and those of the
-    OutOfSync resources, so the sync that follows looks none of them up again."""
+    """Live objects this comparison read (None: absent): by LIST (no cache), and those of
+    the OutOfSync resources, so the sync that follows looks none of them up again."""
     settled: frozenset[ResourceKey] = frozenset()
     """In sync and live as our last apply of the same content left them (module doc)."""
     applied: dict[ResourceKey, tuple[str, str]] = field(default_factory=dict, repr=False)
@@ -372,7 +368,6 @@ class Pipeline:
                  tools: RenderTools = RenderTools(), builtin_rules: bool = True,
                  jq_timeout: float = JQ_TIMEOUT, live: LiveSource | None = None,
                  live_version: LiveVersion | None = None,
-                 uncached: Uncached | None = None,
                  events: EventSource | None = None,
                  shapes: ShapesSource | None = None,
                  projects: Projects | None = None,
@@ -386,9 +381,7 @@ class Pipeline:
         self.builtin_rules = builtin_rules
         self.jq_timeout = jq_timeout
         self._live = live or self._get
-        # What a comparison LISTs per kind and namespace rather than GETs one by one:
-        # everything without a cache, only what the cache would fetch with one.
-        self._uncached: Uncached | None = _always if live is None else uncached
+        self._listing = live is None  # no cache: LIST an app's objects per kind and namespace
         self._live_version = live_version or _unknown_version
         self._events: EventSource = events or ClusterEvents(kube)
         self._shapes: ShapesSource = shapes or ClusterShapes
@@ -780,15 +773,13 @@ class Pipeline:
     def _snapshot(self, desired: Iterable[DesiredObject]) -> dict[ResourceKey, Manifest | None]:
         """Live objects of ``desired`` read by LIST, per kind and namespace (see module doc).
 
-        Without a cached live source, all of them; with one, those it would fetch (not
-        created yet, or not labelled as ours). Only groups of :data:`LIST_AT_LEAST` or
+        Only without a cached live source, only for groups of :data:`LIST_AT_LEAST` or
         more; a group whose LIST is refused or too long is left out (GETs answer it).
         """
-        uncached = self._uncached
-        if uncached is None:
+        if not self._listing:
             return {}
         groups: dict[tuple[str, str, str], list[DesiredObject]] = {}
-        for obj in (o for o in desired if uncached(*o.coordinates)):
+        for obj in desired:
             groups.setdefault((obj.api_version, obj.key.kind, obj.key.namespace), []
                               ).append(obj)
         out: dict[ResourceKey, Manifest | None] = {}
@@ -909,10 +900,6 @@ def _marked(marks: Mapping[str, str] | None, key: ResourceKey,
     mark = marks.get(str(key))
     return mark is not None and mark.partition("/")[0] == version[1] and \
         mark == applied_mark(*version)
-
-
-def _always(*_: str) -> bool:
-    return True
 
 
 def _marked_content(marks: Mapping[str, str] | None, key: ResourceKey, content: str) -> bool:

@@ -188,8 +188,8 @@ class Runtime:
             """The pipeline and syncer of one cluster; the records always in ours."""
             pipeline = Pipeline(kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
                                 live=cache.get, live_version=cache.version,
-                                uncached=cache.uncached, events=cache.ray, shapes=shapes,
-                                projects=projects, system=system, clusters=self._resolve,
+                                events=cache.ray, shapes=shapes, projects=projects,
+                                system=system, clusters=self._resolve,
                                 generation=functools.partial(_heard, cache, self.cache))
             return Reconciler(pipeline, Syncer(kube, store, live_lookup=cache.lookup,
                                                parallelism=s.sync_parallelism))

@@ -486,21 +486,6 @@ class LiveCache:
         watch = self._synced(api_version, kind, namespace)
         return watch.version(namespace, name) if watch is not None else None
 
-    def uncached(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        """Whether :meth:`get` of the object would be a request to the API server.
-
-        True in a :meth:`fresh` block, for a kind with no watch, and for an object the
-        synced watch does not hold: not created yet, or not labelled as ours (the watch is
-        label-selected, so its absence there proves nothing). Such objects a comparison
-        reads with one LIST per kind and namespace instead of a GET each.
-        """
-        if getattr(self._local, "fresh", False):
-            return True
-        watch = self._watch_for(api_version, kind, namespace)
-        if watch is None or not watch.ready(self.options.sync_wait):
-            return True
-        return watch.version(namespace, name) is None
-
     def _synced(self, api_version: str, kind: str, namespace: str) -> KindWatch | None:
         """The synced watch that holds the kind in ``namespace`` (cluster-wide, if allowed)."""
         with self._lock:

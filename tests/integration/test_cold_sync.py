@@ -450,42 +450,7 @@ def test_a_refresh_that_changed_nothing_hands_back_the_same_comparison(
 
         with cache.fresh(), counting(other) as sent:
             fresh = pipeline.compare(app)
-        assert fresh is not warned  # read again from the API server, with one LIST
-        assert sent[("list", "rayclusters")] == 1 and not sent[("get", "rayclusters")]
-    finally:
-        cache.stop()
-
-
-def test_with_the_watch_cache_a_new_apps_objects_cost_one_list_not_a_get_each(
-        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
-        control_plane: LocalControlPlane) -> None:
-    """Objects the cache does not hold (not created yet, or not labelled as ours: the cache
-    is label-selected) are read with one LIST of their kind and namespace, which finds an
-    unlabelled one too; what the cache holds is never listed."""
-    git_repo.commit({"manifests/rcs.yaml": [raycluster(f"rc-{i}") for i in range(4)]})
-    app = env.app(git_repo, "listed")
-    theirs = raycluster("rc-0")
-    theirs["metadata"]["namespace"] = env.namespace
-    env.kube.create(theirs, field_manager="someone")  # exists, unlabelled: not in the cache
-    other = Kube.connect(str(control_plane.kubeconfig))
-    cache = LiveCache(other, on_event=lambda t, o: None)
-    try:
-        pipeline = _successor(other, env.namespace, tmp_path, helm_bin, cache)
-        assert cache.uncached("ray.io/v1", "RayCluster", env.namespace, "rc-0")  # synced
-        with counting(other) as sent:
-            comparison = pipeline.compare(app)
-        assert sent[("list", "rayclusters")] == 1 and not sent[("get", "rayclusters")]
-        reasons = {d.key.name: d.reason for d in comparison.diff.resources}
-        assert reasons == {"rc-0": "modified", "rc-1": "missing", "rc-2": "missing",
-                           "rc-3": "missing"}  # rc-0 found by the LIST
-
-        assert env.parallel(4).sync(app).result.ok  # all four ours, labelled, cached
-        eventually(lambda: not any(cache.uncached("ray.io/v1", "RayCluster", env.namespace,
-                                                  f"rc-{i}") for i in range(4)),
-                   message="the cache holds all four")
-        with counting(other) as sent:
-            assert pipeline.compare(app).diff.status == "Synced"
-        assert not sent[("list", "rayclusters")] and not sent[("get", "rayclusters")]
+        assert fresh is not warned and sent[("get", "rayclusters")] == 3
     finally:
         cache.stop()
 
@@ -509,8 +474,8 @@ def _successor(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path,
                         tools=tools)
     return Pipeline(kube, GitSource(tmp_path / "successor"),
                     RecordStore(kube, namespace, lookup=cache.get), tools=tools,
-                    live=cache.get, live_version=cache.version, uncached=cache.uncached,
-                    events=cache.ray, generation=cache.generation)
+                    live=cache.get, live_version=cache.version, events=cache.ray,
+                    generation=cache.generation)
 
 
 def _settled_without_a_dry_run(env: Env, app: Application, other: Kube,

@@ -459,29 +459,6 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
         "automated": True, "trigger": "auto-sync", "revision": sha}
 
 
-def test_a_commits_new_objects_are_looked_up_with_one_list_not_a_get_each(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str) -> None:
-    """The watch cache holds only labelled objects, so it cannot say a new object is
-    absent; the controller asks the API server once per kind and namespace (a LIST), not
-    once per object (issue 18's fleet cold sync served thousands of such GETs)."""
-    seed = raycluster("seed")  # RayClusters are watched (and the cache synced) from here on
-    git_repo.commit({"manifests/seed.yaml": seed})
-    ctl = start_controller({"applications": [application("grows", git_repo.url, namespace)]},
-                           interval="0")
-    eventually(lambda: ctl.status("grows").get("sync") == "Synced", message="first sync")
-    sent: list[tuple[str, str]] = []
-    ctl.runtime.kube.hooks.append(lambda verb, res, code, s: sent.append((verb, res)))
-
-    sha = git_repo.commit({"manifests/seed.yaml": seed,
-                           "manifests/rcs.yaml": [raycluster(f"new-{i}") for i in range(4)]})
-    assert ctl.webhook(push_payload(git_repo, sha)).status_code == 202
-    eventually(lambda: ctl.status("grows").get("revision") == sha
-               and ctl.status("grows").get("sync") == "Synced", message="commit synced")
-    reads = [v for v, r in sent if r == "rayclusters" and v in ("get", "list")]
-    assert reads == ["list"], str(sent)
-    assert [v for v, r in sent if r == "rayclusters" and v == "apply"] == ["apply"] * 4
-
-
 def _count(metrics: str, series: str) -> float:
     for line in metrics.splitlines():
         if line.startswith(series):
