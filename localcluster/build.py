@@ -244,13 +244,17 @@ def build_all() -> list[str]:
     cores busy while one lane downloads modules or links.
     """
     lanes: list[list[Callable[[], object]]] = [
-        [lambda: _controlplane((*BINARIES, SCHEDULER))],
+        [_controlplane_and_scheduler],
         [ensure_helm, ensure_argocd, argocd_crds],
         [kuberay_crds, ensure_kuberay_operator, ensure_kwok]]
     with ThreadPoolExecutor(len(lanes)) as pool:
         futures = [pool.submit(_run_lane, lane) for lane in lanes]
         built = [path for f in futures for path in f.result()]
     return [*built, require_kubectl(), require_redis()]
+
+
+def _controlplane_and_scheduler() -> Path:
+    return _controlplane((*BINARIES, SCHEDULER))
 
 
 def _run_lane(jobs: list[Callable[[], object]]) -> list[str]:

@@ -627,8 +627,8 @@ class Pipeline:
         object the record's applied marks do not name with this content is left to the
         owner, unread: a commit changed it (the owner dry-runs it anyway), or it has no
         mark (the owner may be creating it right now: a cold sync's marks are written at
-        its end; a Secret is never marked). One whose content is marked but whose live version
-        moved since (the autoscaler wrote it) costs a dry run here, once per live
+        its end; a Secret is never marked). One whose content is marked but whose live
+        version moved since (the autoscaler wrote it) costs a dry run here, once per live
         version. Reads go through the live source (the watch cache, in the controller).
         The verdicts are the ones :meth:`compare` would reach (the same memo, the same
         inputs). Returns how many objects' verdicts are known and how many are left.
