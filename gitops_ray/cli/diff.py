@@ -30,6 +30,7 @@ from gitops_ray.cli.common import (
     EXIT_DIFFERENCES,
     EXIT_ERROR,
     CliCommand,
+    Selection,
     app_options,
     kube_options,
     select_apps,
@@ -48,6 +49,7 @@ from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
+from gitops_ray.runtime.heap import settling
 from gitops_ray.types import ResourceKey, SyncStatus
 
 
@@ -109,6 +111,17 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
     pipeline = Destinations(opts)
     selection = select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
+    with settling():  # many apps compared: see runtime.heap
+        changed, failed, report = _diff_all(pipeline, selection, output=output,
+                                            color=use_color)
+    if output == "json":
+        click.echo(json.dumps(report, indent=2))
+    sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
+
+
+def _diff_all(pipeline: Destinations, selection: Selection, *, output: str, color: bool
+              ) -> tuple[bool, bool, list[dict[str, Any]]]:
+    """Compare and print (or collect, for JSON) each app; (changed, failed, report)."""
     changed, failed = False, False
     report: list[dict[str, Any]] = []
     for app, comparison in compare_all(pipeline, selection.apps, selection.revision,
@@ -132,11 +145,9 @@ def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
             continue
         for resource in comparison.diff.resources:
             if resource.out_of_sync:
-                click.echo(unified(resource, color=use_color), nl=False)
+                click.echo(unified(resource, color=color), nl=False)
         _print_views(views)
-    if output == "json":
-        click.echo(json.dumps(report, indent=2))
-    sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
+    return changed, failed, report
 
 
 def group_views(kube: Kube, comparison: Comparison) -> dict[str, TreeNode]:

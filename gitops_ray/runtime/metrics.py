@@ -162,6 +162,10 @@ class Metrics:
         self.events_dropped = Counter("gitops_ray_events_dropped_total", "Kubernetes "
                                       "Events not posted because a cluster's queue of "
                                       "Events waiting to be sent was full.", registry=r)
+        self.heap_frozen = Gauge("gitops_ray_heap_frozen_objects", "Objects the last "
+                                 "heap settle left out of the garbage collector's "
+                                 "walks (gc.freeze; see gitops_ray.runtime.heap).",
+                                 registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
                            ["version"], registry=r)
         self.build.labels(__version__).set(1)

@@ -82,6 +82,7 @@ from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
+from gitops_ray.runtime.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.runtime.inline import parse_inline
 from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
@@ -125,6 +126,7 @@ from gitops_ray.types import Manifest
 log = structlog.get_logger(__name__)
 CATALOG = "(app sources)"  # work-queue key of the catalog reload; never a valid app name
 APPLICATIONS = "(applications)"  # re-merge the in-cluster Applications only (no git call)
+HEAP_JOB = "(heap)"  # scheduler job id of the heap settle; never a valid app name
 CLUSTERS = "(clusters)"  # refresh other clusters' apps: a Secret changed or one came back
 SPECIAL_KEYS = frozenset({CATALOG, APPLICATIONS, CLUSTERS})
 LEADER_URL_ANNOTATION = "gitops-ray.io/webhook-url"
@@ -150,6 +152,7 @@ class Runtime:
         self.api_health = ApiHealth()
         self.kube.hooks.append(self.api_health.observe)
         self.refreshes = RefreshOutcomes()
+        self.heap = Heap()
         self._rejections = Throttle(REJECTION_LOG_PERIOD)
         self.stopping = threading.Event()
         self._shut_down = False
@@ -267,6 +270,10 @@ class Runtime:
         self.http.start()
         self.timers.start()
         self.scheduler.start()
+        self.heap.tune()
+        self.scheduler.add_job(self._settle_heap, IntervalTrigger(seconds=SETTLE_EVERY_S),
+                               id=HEAP_JOB, next_run_time=datetime.datetime.now(datetime.UTC),
+                               coalesce=True, max_instances=1, misfire_grace_time=None)
         if self.shape_configmaps is not None:
             self.shape_configmaps.start()
         if self.argocd_cm is not None:
@@ -306,6 +313,7 @@ class Runtime:
         log.info("controller_stopping")
         self.stopping.set()
         self.scheduler.shutdown(wait=False)
+        self.heap.release()
         self.timers.stop()
         for thread in self._threads:
             thread.join(self.settings.shutdown_timeout + self.settings.lease.retry_period)
@@ -459,6 +467,10 @@ class Runtime:
         if self.applications is not None and self.applications.handed_back(app.name):
             return dataclasses.replace(app, finalizers=())
         return app
+
+    def _settle_heap(self) -> None:
+        """Freeze what survived (see :mod:`gitops_ray.runtime.heap`); at start, the imports."""
+        self.metrics.heap_frozen.set(self.heap.settle().frozen)
 
     def _poll(self, key: str) -> None:
         if self.settings.interval <= 0:
