@@ -74,6 +74,11 @@ class Heap:
         self._lock = threading.Lock()
         self._restore: tuple[int, ...] | None = None
 
+    @property
+    def settles(self) -> int:
+        """How many settles have run."""
+        return self._settles
+
     def tune(self) -> None:
         """Use :data:`THRESHOLDS` until :meth:`release` (remembering the settings before)."""
         with self._lock:

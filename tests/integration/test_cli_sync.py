@@ -3,6 +3,7 @@ finalizers hold an object, and apps that share a namespace they ask to be create
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,25 @@ def test_apps_sharing_a_namespace_they_create_sync_in_parallel(
     finally:
         for target in created:
             kube.delete("v1", "Namespace", name=target)
+
+
+def test_sync_and_diff_settle_the_heap_while_they_run_and_restore_it(
+        control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo,
+        tmp_path: Path) -> None:
+    """``sync`` and ``diff`` run under the heap policy (runtime.heap) and leave the
+    collector as they found it: this test's own process is the CLI's."""
+    cli = Cli(control_plane, namespace, tmp_path / "cache")
+    app = ["--repo", git_repo.url, "--path", "cms", "--dest-namespace", namespace,
+           "--name", "heap"]
+    git_repo.commit({"cms/a.yaml": [configmap("heap")]})
+    before = gc.get_threshold()
+    synced = cli("--log-level", "debug", "sync", *cli.kube_args, "--cache-dir",
+                 str(cli.cache), *app)
+    assert synced.exit_code == 0, synced.output
+    diffed = cli("--log-level", "debug", "diff", *cli.kube_args, "--cache-dir",
+                 str(cli.cache), *app)
+    assert diffed.exit_code == 0, diffed.output
+    for result in (synced, diffed):
+        assert "heap_settled" in result.output  # at once, on the heap thread
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitops_ray.runtime.heap import THRESHOLDS, Heap
+from gitops_ray.runtime.heap import THRESHOLDS, Heap, settling
 
 
 class Node:
@@ -73,5 +73,15 @@ def test_tune_sets_the_thresholds_and_release_restores_them() -> None:
     assert gc.get_threshold() == THRESHOLDS
     heap.settle()
     heap.release()
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_settling_tunes_settles_at_once_and_restores_when_the_block_ends() -> None:
+    before = gc.get_threshold()
+    with settling(every=3600) as heap:
+        assert gc.get_threshold() == THRESHOLDS
+        assert isinstance(heap, Heap)
+    assert heap.settles == 1  # at once on its thread; the block's end waits for it
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
