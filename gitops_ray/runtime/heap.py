@@ -36,7 +36,7 @@ import contextlib
 import gc
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import structlog
@@ -66,10 +66,8 @@ class Settled:
 class Heap:
     """The freeze/collect policy (see the module docstring); thread-safe."""
 
-    def __init__(self, *, thaw_every: int = THAW_EVERY,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, thaw_every: int = THAW_EVERY) -> None:
         self._thaw_every = thaw_every
-        self._clock = clock
         self._settles = 0
         self._lock = threading.Lock()
         self._restore: tuple[int, ...] | None = None
@@ -91,12 +89,12 @@ class Heap:
         with self._lock:
             self._settles += 1
             full = self._settles % self._thaw_every == 0
-            started = self._clock()
+            started = time.monotonic()
             if full:
                 gc.unfreeze()
             collected = gc.collect()
             gc.freeze()
-            done = Settled(collected, gc.get_freeze_count(), full, self._clock() - started)
+            done = Settled(collected, gc.get_freeze_count(), full, time.monotonic() - started)
         log.debug("heap_settled", collected=done.collected, frozen=done.frozen,
                   full=done.full, seconds=round(done.seconds, 4))
         return done
