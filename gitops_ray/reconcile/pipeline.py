@@ -35,6 +35,16 @@ the same desired content (and rules) left is *settled*: applying it again would 
 nothing, so the sync does not re-assert it (:attr:`Comparison.settled`). The memo knows it
 (``_Memo.written``); any other writer moves the ``resourceVersion`` and ends it.
 
+**Proven by a dry run.** A server-side dry run that answers with the live object itself
+(``managedFields`` included, and nothing for a takeover to remove) says our apply of this
+content would change nothing: live is what that apply leaves, exactly as if it had just
+run. So the verdict counts as written (settled when in sync), and a refresh records its
+applied mark (:attr:`Comparison.proven`), as a sync does. Without this, an app whose
+sync was cut short (a lost lease) and then found in sync by dry runs had no marks, and
+the replica that took it over dry-ran every object again. A dry run that would add our
+manager to a field another one owns is not a no-op, so an object someone else wrote is
+never marked this way.
+
 **A pass that changed nothing.** At 10,000 RayClusters even memo hits add up (a version
 lookup, the Events and Pods tokens and a few dict reads per object: most of a no-op
 cycle's CPU). The live source may say how many watch events it has heard
@@ -295,6 +305,10 @@ class Comparison:
     of that content left, in sync or not: their applied marks
     (:func:`~gitops_ray.sync.records.applied_mark`), digested only when a sync's status is
     saved, not on every refresh."""
+    proven: frozenset[ResourceKey] = frozenset()
+    """Of :attr:`applied`: those a no-op dry run proved and the record has no mark for
+    yet (module doc): a refresh records their marks (:func:`~gitops_ray.reconcile.status.
+    proven_marks`)."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -354,6 +368,7 @@ class _Memo:
     diff: ResourceDiff
     health: Health | None
     written: bool = False  # version's live object is what our apply of this content left
+    proven: bool = False  # written, known by a no-op dry run; the record has no mark yet
 
     @property
     def settled(self) -> bool:
@@ -556,12 +571,14 @@ class Pipeline:
         record = self.store.load(app.name, status=False)  # its inventory and applied marks
         diffs, healths, settled, read = [], [], set(), dict(snapshot)
         applied: dict[ResourceKey, tuple[str, str]] = {}
-        memos = []
+        memos, proven = [], set()
         for obj in desired:
             memo = self._diff(obj, rules, obj.digest + rules_digest, system,
                               landed=landed.get(obj.key), snapshot=snapshot,
                               untouched=obj.key in untouched, read=read,
                               marks=record.applied)
+            if memo.proven and _marked(record.applied, obj.key, memo.version):
+                memo = self._swap(obj.key, memo, dataclasses.replace(memo, proven=False))
             memos.append(memo)
             diffs.append(memo.diff)
             healths.append(memo.health)
@@ -569,6 +586,8 @@ class Pipeline:
                 settled.add(obj.key)
             if memo.written:
                 applied[obj.key] = memo.version
+            if memo.proven:
+                proven.add(obj.key)
         extraneous = self._extraneous(app, record, {o.key for o in desired}, project)
         if last is not None and not extraneous and last.inputs == inputs and \
                 _same(memos, last.memos):
@@ -592,7 +611,7 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied)
+                                frozenset(settled), applied, frozenset(proven))
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -724,12 +743,15 @@ class Pipeline:
         hit = self._recall(desired.key, version)
         if hit is not None and hit.signals == signals and hit.written >= written:
             return hit if hit.written else self._marked_since(hit, desired.key, marks)
+        proven = False
         if hit is not None:  # only Events or Pods changed: health again, never a dry run
-            result, written = hit.diff, written or hit.written
+            result, written, proven = hit.diff, written or hit.written, hit.proven
         else:
             written = written or (live is not None and _marked(marks, desired.key, version))
-            predicted = landed.live if landed is not None else live if written else \
-                self._predict(obj, live, rules) if live is not None else None
+            predicted = landed.live if landed is not None else live if written else None
+            if predicted is None and live is not None:
+                predicted, proven = self._predict(obj, live, rules)
+                written = proven
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         if read is not None and landed is None and result.out_of_sync:
             read[desired.key] = live  # for the sync that may follow; only what it applies
@@ -738,7 +760,7 @@ class Pipeline:
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
-        kept = _Memo(version, signals, slim, health, written)
+        kept = _Memo(version, signals, slim, health, written, proven)
         with self._lock:
             self._memo[desired.key] = kept
             self._memo_writes += 1
@@ -755,12 +777,15 @@ class Pipeline:
         """
         if not _marked(marks, key, hit.version):
             return hit
-        kept = dataclasses.replace(hit, written=True)
+        return self._swap(key, hit, dataclasses.replace(hit, written=True))
+
+    def _swap(self, key: ResourceKey, old: _Memo, new: _Memo) -> _Memo:
+        """``new`` in the memo in place of ``old``, unless another pass replaced it first."""
         with self._lock:
-            if self._memo.get(key) is hit:
-                self._memo[key] = kept
+            if self._memo.get(key) is old:
+                self._memo[key] = new
                 self._memo_writes += 1
-        return kept
+        return new
 
     def _live_of(self, desired: DesiredObject, landed: Landed | None,
                  snapshot: Mapping[ResourceKey, Manifest | None]) -> Manifest | None:
@@ -861,21 +886,25 @@ class Pipeline:
                 out.append(live)
         return out
 
-    def _predict(self, obj: Manifest, live: Manifest, rules: RuleSet) -> Manifest | None:
-        """Server-side dry-run apply of what sync would write.
+    def _predict(self, obj: Manifest, live: Manifest, rules: RuleSet
+                 ) -> tuple[Manifest | None, bool]:
+        """Server-side dry-run apply of what sync would write, and whether it is a no-op.
 
         Not cached on its own: it only runs when the per-object diff memo missed, which
         is keyed by the same live ``resourceVersion``. An object kubectl or Argo CD
         applied shows what sync's takeover will remove (:mod:`gitops_ray.sync.takeover`).
+        A no-op (module doc, "Proven by a dry run"): the API server answers with live
+        itself, ``managedFields`` and all, and there is nothing for a takeover to remove.
         """
         body = prepare(obj, live, rules)
         body["metadata"].pop("resourceVersion", None)
         try:
-            predicted = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
-                                        dry_run=True)
+            raw = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
+                                  dry_run=True)
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
-        return predicted_after_takeover(predicted, body=body, live=live)
+        predicted = predicted_after_takeover(raw, body=body, live=live)
+        return predicted, predicted is raw and raw == live
 
 
 def _same(memos: Sequence[_Memo], last: Sequence[_Memo]) -> bool:

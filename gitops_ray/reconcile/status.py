@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -244,6 +244,8 @@ def save_status(store: RecordStore, comparison: Comparison,
         record.status.update(fields)
         if result is not None:
             record.applied = applied_marks(comparison)
+        else:
+            add_marks(record, proven_marks(comparison))
         if result is not None and result.running:
             record.status[OPERATION_STATE] = result.as_operation()
         elif result is not None:
@@ -257,11 +259,33 @@ def save_status(store: RecordStore, comparison: Comparison,
 def applied_marks(comparison: Comparison) -> dict[str, str]:
     """The record's applied marks after a sync (:mod:`gitops_ray.sync.records`).
 
-    Written with each sync's status only: a refresh that sees an object changed leaves
-    its old mark, which no longer matches anything, rather than write the record.
+    Replaced with each sync's status. A refresh only adds proven ones
+    (:func:`proven_marks`): one that sees an object changed leaves its old mark, which no
+    longer matches anything, rather than write the record.
     """
     marks = {str(k): applied_mark(*v) for k, v in comparison.applied.items() if markable(k)}
     return dict(sorted(marks.items())) if len(marks) <= MAX_APPLIED_MARKS else {}
+
+
+def proven_marks(comparison: Comparison) -> dict[str, str]:
+    """The marks a refresh adds (none if it proved nothing).
+
+    Objects a no-op dry run proved are as our apply leaves them
+    (:attr:`~gitops_ray.reconcile.pipeline.Comparison.proven`).
+    """
+    return {str(k): applied_mark(*comparison.applied[k]) for k in comparison.proven
+            if markable(k) and k in comparison.applied}
+
+
+def add_marks(record: AppRecord, marks: Mapping[str, str]) -> None:
+    """Add ``marks`` to the record's, within :data:`MAX_APPLIED_MARKS` (else unchanged).
+
+    A refresh only adds: the marks of objects it saw changed no longer match anything and
+    are replaced by the next sync's.
+    """
+    merged = {**record.applied, **marks}
+    if marks and merged != record.applied and len(merged) <= MAX_APPLIED_MARKS:
+        record.applied = dict(sorted(merged.items()))
 
 
 def save_failed_sync(store: RecordStore, result: SyncResult, error: str,

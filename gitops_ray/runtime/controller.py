@@ -123,7 +123,13 @@ from gitops_ray.reconcile.rollback import (
     resume,
     target,
 )
-from gitops_ray.reconcile.status import RecordChange, desired_facts, status_of
+from gitops_ray.reconcile.status import (
+    RecordChange,
+    add_marks,
+    desired_facts,
+    proven_marks,
+    status_of,
+)
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
@@ -540,7 +546,7 @@ class Controller:
                                               and decision.wait > 0):
             log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
             self._requeue(app.name, decision.wait)
-        self._save(app.name, status_of(comparison), decision)
+        self._save(app.name, status_of(comparison), decision, proven_marks(comparison))
         return None
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
@@ -918,13 +924,21 @@ class Controller:
 
     # -- status and errors -----------------------------------------------------------
 
-    def _save(self, name: str, fields: dict[str, Any], decision: Decision) -> None:
-        """Write the status record if what it says changed."""
+    def _save(self, name: str, fields: dict[str, Any], decision: Decision,
+              marks: Mapping[str, str]) -> None:
+        """Write the status record if what it says changed, or to add applied ``marks``."""
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
         if decision.action is Action.PAUSED:  # a condition: status, get and Argo CD show it
             fields["conditions"] = [*fields.get("conditions", []), {
                 "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
         said = fingerprint(fields)
+        if marks:  # the record's copy decides whether they are new (add_marks)
+            def change(record: AppRecord) -> None:
+                record.status.update(fields)
+                add_marks(record, marks)
+
+            self._update(name, change)
+            return
         if self._written.get(name) == said:
             # Kept instead of the written copy: its lists are status_of's, shared with the
             # next refresh's, so that comparison is by identity, not row by row (a record

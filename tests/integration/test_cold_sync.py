@@ -16,7 +16,7 @@ import json
 import ssl
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Comparison, Pipeline, RenderTools
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.reconcile.status import proven_marks
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.watches import LiveCache
@@ -37,6 +38,7 @@ from gitops_ray.sync.records import RecordStore, record_name
 from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
+from tests.integration.test_controller import Controller, application, start_controller  # noqa: F401
 from tests.integration.test_sync import Env as SyncEnv
 from tests.integration.test_sync import autoscaler_patch
 from tests.samples import raycluster, worker_group
@@ -320,7 +322,9 @@ def test_a_new_owner_trusts_the_applied_marks_not_a_dry_run_per_object(
     assert before.diff.status == "Synced"
     assert sent[("apply", "rayclusters")] == 1  # rc-1's dry run: the autoscaler wrote it
     assert sent[("apply", "secrets")] == 1  # never marked
-    assert {k.name for k in before.settled} == {"rc-0", "rc-2", "rc-3"}
+    # the Secret's dry run was a no-op: settled in memory, but its mark is never recorded
+    assert {k.name for k in before.settled} == {"rc-0", "rc-2", "rc-3", "creds"}
+    assert {k.name for k in before.proven} == {"creds"} and not proven_marks(before)
 
     with counting(other) as sent:
         outcome = owner.sync(app, before=before)
@@ -368,18 +372,21 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
     fresh = env.pipeline.compare(app, revision=sha)
     assert (taken.diff.status, taken.out_of_sync) == (fresh.diff.status, fresh.out_of_sync)
     assert {k.name for k in taken.out_of_sync} == {"rc-2"}
-    assert {k.name for k in taken.settled} == {"rc-0", "rc-3"}  # not the Secret: unmarked
+    # rc-0 and rc-3 by their marks, the Secret by its no-op dry run (never marked)
+    assert {k.name for k in taken.settled} == {"rc-0", "rc-3", "creds"}
 
 
 @pytest.mark.parametrize("watched", [False, True], ids=["reads", "watch-cache"])
-def test_verdicts_reached_before_the_owners_marks_count_as_settled_once_they_are_written(
+def test_verdicts_proven_by_dry_runs_before_the_owners_marks_are_settled_and_then_marked(
         env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
         control_plane: LocalControlPlane, watched: bool) -> None:
     """Another replica compared the app while its owner was syncing it: after the objects
     landed but before the owner's record held their marks (a cold sync writes them
-    last), so its verdicts came from dry runs. Once the marks are there, the same live
-    versions count as settled, with no dry run: taking the app over, it re-applies none.
-    With and without the controller's watch cache (its versions are a separate path)."""
+    last), so its verdicts came from dry runs. Each dry run answered with live itself,
+    so they count as settled at once, and as proven (marks to record). Once the marks
+    are there, the same live versions are settled by them, no dry run and nothing left to
+    record: taking the app over, it re-applies none. With and without the controller's
+    watch cache (its versions are a separate path)."""
     rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(3)]
     git_repo.commit({"manifests/rcs.yaml": rcs})
     app = env.app(git_repo, "window")
@@ -398,7 +405,9 @@ def test_verdicts_reached_before_the_owners_marks_count_as_settled_once_they_are
         with counting(other) as sent:
             early = successor.compare(app)
         assert sent[("apply", "rayclusters")] == 3  # no marks: a dry run each
-        assert early.diff.status == "Synced" and not early.settled
+        assert early.diff.status == "Synced"
+        assert early.settled == early.proven == {o.key for o in early.desired}
+        assert set(proven_marks(early).values()) <= set(json.loads(marks).values())
 
         cm["data"]["applied"] = marks
         written = env.kube.replace(cm, field_manager="test")  # the owner's record write
@@ -407,6 +416,39 @@ def test_verdicts_reached_before_the_owners_marks_count_as_settled_once_they_are
                 "metadata", {}).get("resourceVersion") ==
                 written["metadata"]["resourceVersion"], message="the record in the cache")
         _settled_without_a_dry_run(env, app, other, successor)
+
+
+def test_a_refresh_records_the_marks_its_dry_runs_proved(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
+        namespace: str, tmp_path: Path, helm_bin: Path, control_plane: LocalControlPlane
+) -> None:
+    """A sync cut short before its record write (its shard Lease lost) leaves the objects
+    as our apply leaves them but no applied marks. The owner's next refresh dry-runs each
+    one, each dry run answers with live itself, and the refresh records their marks as a
+    sync would have, syncing nothing: the replica that takes the app over later compares
+    it without a single dry run and re-applies nothing (issue 18's failover tail)."""
+    env = Env(kube, namespace, tmp_path, helm_bin)
+    git_repo.commit({"manifests/rcs.yaml": [raycluster(f"rc-{i}") for i in range(3)]})
+    app = env.app(git_repo, "cut")
+    assert env.parallel(3).sync(app).result.ok
+    cm = kube.get("v1", "ConfigMap", name=record_name("cut"), namespace=namespace)
+    marks = json.loads(cm["data"].pop("applied"))
+    kube.replace(cm, field_manager="test")  # as the cut-short sync left it
+    operation = env.store.load("cut").status["operation"]
+
+    ctl = start_controller({"applications": [application("cut", git_repo.url, namespace)]})
+    eventually(lambda: env.store.read("cut").applied == marks, message="marks recorded")
+    assert ctl.status("cut")["operation"] == operation  # recorded by a refresh, not a sync
+    assert ctl.status("cut")["sync"] == "Synced"
+
+    other = Kube.connect(str(control_plane.kubeconfig))  # the successor's counts
+    successor = _successor(other, namespace, tmp_path, helm_bin, None)
+    with counting(other) as sent:
+        taken = successor.compare(app)
+        outcome = Reconciler(successor, Syncer(other, successor.store)).sync(app, before=taken)
+    assert outcome.result.ok, outcome.result.message
+    assert not sent[("apply", "rayclusters")]  # no dry run, nothing re-applied
+    assert taken.settled == {o.key for o in taken.desired} and not taken.proven
 
 
 def test_a_refresh_that_changed_nothing_hands_back_the_same_comparison(
@@ -484,6 +526,7 @@ def _settled_without_a_dry_run(env: Env, app: Application, other: Kube,
         later = successor.compare(app)
     assert not sent[("apply", "rayclusters")]
     assert {k.name for k in later.settled} == {"rc-0", "rc-1", "rc-2"}
+    assert not later.proven  # the record has their marks now
     with counting(other) as sent:
         outcome = Reconciler(successor, Syncer(other, successor.store)).sync(app, before=later)
     assert outcome.result.ok, outcome.result.message

@@ -81,10 +81,10 @@ def test_apply_out_of_sync_only_writes_only_what_drifted(
         app = env.app(git_repo, name="oos", **policy)
         assert env.reconciler.sync(app).result.ok
         edit_by_hand(env.kube, env.namespace, "drifting", {"k": "edited"})
-        # In sync, but no longer as our apply left it (else it is settled: not re-applied).
-        env.kube.patch("v1", "ConfigMap", name="steady", namespace=env.namespace,
-                       patch={"metadata": {"annotations": {"seen-by": "someone"}}},
-                       content_type="application/merge-patch+json", field_manager="other")
+        # In sync, but edited and put back by hand: its value is someone else's now, so
+        # applying it is not a no-op (else it is settled: not re-applied).
+        edit_by_hand(env.kube, env.namespace, "steady", {"k": "edited"})
+        edit_by_hand(env.kube, env.namespace, "steady", {"k": "v"})
         watched = Kube.connect(str(control_plane.kubeconfig))
         seen: list[str] = []
         watched.hooks.append(lambda verb, res, code, s: seen.append(res)

@@ -49,3 +49,24 @@ def test_an_app_of_more_objects_than_the_bound_keeps_no_marks() -> None:
     assert len(kept) == MAX_APPLIED_MARKS and str(next(iter(secret))) not in kept
     assert kept[str(ResourceKey("", "ConfigMap", "ns", "cm-7"))] == applied_mark("c", "7")
     assert applied_marks(SimpleNamespace(applied=keys(MAX_APPLIED_MARKS + 1))) == {}
+
+
+def test_a_refresh_adds_the_proven_marks_within_the_bound_and_never_a_secrets() -> None:
+    from types import SimpleNamespace
+
+    from gitops_ray.reconcile.status import add_marks, proven_marks
+    from gitops_ray.sync.records import MAX_APPLIED_MARKS
+
+    cm, secret = ResourceKey("", "ConfigMap", "ns", "cfg"), ResourceKey("", "Secret", "ns", "s")
+    comparison = SimpleNamespace(proven=frozenset({cm, secret}),
+                                 applied={cm: ("c", "9"), secret: ("s", "9")})
+    proven = proven_marks(comparison)
+    assert proven == {str(cm): applied_mark("c", "9")}
+
+    old = {"ray.io/RayCluster:ns/rc": applied_mark("r", "3"), str(cm): applied_mark("c", "2")}
+    record = AppRecord(applied=dict(old))
+    add_marks(record, proven)  # the stale mark of cfg is replaced, the others kept
+    assert record.applied == {**old, **proven}
+    full = AppRecord(applied={f"/ConfigMap:ns/cm-{i}": "x" for i in range(MAX_APPLIED_MARKS)})
+    add_marks(full, proven)  # past the bound: the record is left as it was
+    assert len(full.applied) == MAX_APPLIED_MARKS and str(cm) not in full.applied
