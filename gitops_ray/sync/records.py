@@ -15,7 +15,8 @@ Each app has one ConfigMap in the control namespace (label ``gitops-ray.io/app``
 * ``applied`` (after a sync, only when there is something to say): per object our last
   apply left as it is, a *mark*: the ``resourceVersion`` it left and a digest of what was
   applied (:func:`applied_mark`). A refresh adds the marks of objects a no-op dry run
-  proved are exactly what that apply leaves (:mod:`gitops_ray.reconcile.pipeline`). A replica that takes the app over, or a restarted one,
+  proved are exactly what that apply leaves (:mod:`gitops_ray.reconcile.pipeline`).
+  A replica that takes the app over, or a restarted one,
   finds an object whose live ``resourceVersion`` and desired content still match its mark
   in sync without a server-side dry run, and does not re-apply it. None in an app of
   more than :data:`MAX_APPLIED_MARKS` such objects (the record would grow too big), and
