@@ -283,9 +283,15 @@ def add_marks(record: AppRecord, marks: Mapping[str, str]) -> None:
     A refresh only adds: the marks of objects it saw changed no longer match anything and
     are replaced by the next sync's.
     """
-    merged = {**record.applied, **marks}
-    if marks and merged != record.applied and len(merged) <= MAX_APPLIED_MARKS:
-        record.applied = dict(sorted(merged.items()))
+    if adds_marks(record.applied, marks):
+        record.applied = dict(sorted({**record.applied, **marks}.items()))
+
+
+def adds_marks(applied: Mapping[str, str], marks: Mapping[str, str]) -> bool:
+    """Whether :func:`add_marks` would change a record whose marks are ``applied``."""
+    missing = [k for k, v in marks.items() if applied.get(k) != v]
+    return bool(missing) and len(applied) + sum(1 for k in missing if k not in applied) \
+        <= MAX_APPLIED_MARKS
 
 
 def save_failed_sync(store: RecordStore, result: SyncResult, error: str,

@@ -126,6 +126,7 @@ from gitops_ray.reconcile.rollback import (
 from gitops_ray.reconcile.status import (
     RecordChange,
     add_marks,
+    adds_marks,
     desired_facts,
     proven_marks,
     status_of,
@@ -932,7 +933,7 @@ class Controller:
             fields["conditions"] = [*fields.get("conditions", []), {
                 "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
         said = fingerprint(fields)
-        if marks:  # the record's copy decides whether they are new (add_marks)
+        if marks and adds_marks(self.store.load(name, status=False).applied, marks):
             def change(record: AppRecord) -> None:
                 record.status.update(fields)
                 add_marks(record, marks)

@@ -54,7 +54,7 @@ def test_an_app_of_more_objects_than_the_bound_keeps_no_marks() -> None:
 def test_a_refresh_adds_the_proven_marks_within_the_bound_and_never_a_secrets() -> None:
     from types import SimpleNamespace
 
-    from gitops_ray.reconcile.status import add_marks, proven_marks
+    from gitops_ray.reconcile.status import add_marks, adds_marks, proven_marks
     from gitops_ray.sync.records import MAX_APPLIED_MARKS
 
     cm, secret = ResourceKey("", "ConfigMap", "ns", "cfg"), ResourceKey("", "Secret", "ns", "s")
@@ -65,8 +65,11 @@ def test_a_refresh_adds_the_proven_marks_within_the_bound_and_never_a_secrets() 
 
     old = {"ray.io/RayCluster:ns/rc": applied_mark("r", "3"), str(cm): applied_mark("c", "2")}
     record = AppRecord(applied=dict(old))
+    assert adds_marks(record.applied, proven)
     add_marks(record, proven)  # the stale mark of cfg is replaced, the others kept
     assert record.applied == {**old, **proven}
+    assert not adds_marks(record.applied, proven)  # nothing new: no write for them
     full = AppRecord(applied={f"/ConfigMap:ns/cm-{i}": "x" for i in range(MAX_APPLIED_MARKS)})
+    assert not adds_marks(full.applied, proven)
     add_marks(full, proven)  # past the bound: the record is left as it was
     assert len(full.applied) == MAX_APPLIED_MARKS and str(cm) not in full.applied
