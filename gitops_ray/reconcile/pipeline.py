@@ -636,7 +636,8 @@ class Pipeline:
             else:
                 self._reused.pop(name, None)
 
-    def prepare_standby(self, app: Application, *, revision: str) -> tuple[int, int]:
+    def prepare_standby(self, app: Application, *, revision: str,
+                        thorough: bool = False) -> tuple[int, int]:
         """Render ``app`` and work out the verdicts git did not change: a standby pass.
 
         For another replica's app whose successor this replica is
@@ -651,6 +652,9 @@ class Pipeline:
         version. Reads go through the live source (the watch cache, in the controller).
         The verdicts are the ones :meth:`compare` would reach (the same memo, the same
         inputs). Returns how many objects' verdicts are known and how many are left.
+        ``thorough``: the owner has gone silent (:mod:`gitops_ray.runtime.shards`), so
+        nobody else is dry-running or creating these objects: every verdict is worked out,
+        a commit's changes and unmarked objects too, and none is left.
         """
         _, desired = self.desired(app, revision=revision)
         system = self.system()
@@ -661,7 +665,7 @@ class Pipeline:
         for obj in desired:
             try:
                 self._diff(obj, rules, obj.digest + rules_digest, system, marks=marks,
-                           standby=True)
+                           standby=not thorough)
             except _LeftToOwner:
                 continue
             known += 1

@@ -475,7 +475,8 @@ class Controller:
             sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
                                          max_age=self.recent)
             pipeline = self._target(app)[0].pipeline
-            known, left = pipeline.prepare_standby(app, revision=sha)
+            thorough = self._shards.silent(self._shards.owner_of(name)[0])
+            known, left = pipeline.prepare_standby(app, revision=sha, thorough=thorough)
             for obj in pipeline.desired(app, revision=sha)[1]:  # the render just made
                 desired_facts(obj)  # what a takeover's first status reads, by content
         except GitOpsRayError as e:
@@ -484,7 +485,7 @@ class Controller:
             return
         self.metrics.standby_renders.labels("success").inc()
         log.debug("app_prepared", result="success", known=known, left=left,
-                  seconds=round(time.monotonic() - started, 4))
+                  thorough=thorough, seconds=round(time.monotonic() - started, 4))
 
     def _refresh(self, app: Application, log: FilteringBoundLogger,
                  max_age: float, *, refreshed: bool = False) -> SyncResult | None:

@@ -382,7 +382,7 @@ class Runtime:
                                 advertise_url=s.webhook_advertise_url,
                                 adopt=self._adopt_shards, on_gained=self._gained_shards,
                                 on_lost=self._lost_shards,
-                                busy=self._shard_busy)
+                                busy=self._shard_busy, on_silent=self._silent_member)
 
     def _shard_busy(self, shard: int) -> bool:
         return self.controller.writing(shard)  # the controller is built after the shards
@@ -410,6 +410,19 @@ class Runtime:
         for name in self.catalog.apps():
             if self.shards.shard_of(name) in shards:
                 self.queue.submit(name, "shard-gained")
+
+    def _silent_member(self, member: str) -> None:
+        """A replica went silent: prepare the apps this one would take from it, in full.
+
+        Standby passes (:meth:`Controller.refresh`), now dry-running what was left to
+        the owner, so its takeover finds every verdict known (runtime.shards).
+        """
+        assert self.shards is not None
+        mine = [name for name in self.catalog.apps()
+                if self.shards.owner_of(name)[0] == member and self.controller.successor(name)]
+        log.info("member_silent", member=member, apps=len(mine))
+        for name in mine:
+            self.queue.submit(name, "owner-silent")
 
     def _lost_shards(self, shards: frozenset[int]) -> None:
         """Another replica refreshes these apps now: drop what this one published."""

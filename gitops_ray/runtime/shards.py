@@ -41,7 +41,13 @@ How (no other coordination than ``coordination.k8s.io/v1`` Leases):
   RBAC, or broken) the LIST's timing applies alone;
 * each of another replica's apps has one *successor*, the replica that would own its
   shard if the holder went (the rendezvous owner among the other live members); only it
-  prepares the app on standby, so a takeover finds it rendered and compared.
+  prepares the app on standby, so a takeover finds it rendered and compared;
+* a live member not seen renewing for :data:`SILENT_AFTER` retryPeriods is *silent*: it
+  renews every retryPeriod, so it is most likely dead, though its Leases stay its own
+  until they expire. ``on_silent(member)`` tells the controller at once (a step is
+  planned for that moment), whose successors then finish preparing its apps, dry runs
+  included, in the rest of the lease duration instead of on the takeover's critical
+  path. A member that renews again is no longer silent; nothing is written either way.
 
 Membership Leases of replicas gone for good (a pod's identity changes on every restart)
 are deleted by one janitor, the live member with the lowest identity: a released one at
@@ -81,6 +87,7 @@ MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
 STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
 EXPIRY_MARGIN = 0.05  # seconds: a step planned at a member's expiry runs this much after
 RENEWALS_IN_FLIGHT = 8
+SILENT_AFTER = 2  # retryPeriods without a renewal seen: a member is silent (module doc)
 """Shard Leases renewed at once in a step. One after the other, a step of a replica holding
 six shards took over renewDeadline on a home API server busy with a fleet's cold sync
 (3 x 1,000: 23 shard Leases lost in its first minute), so every sync of those shards was
@@ -145,10 +152,13 @@ class ShardCoordinator:
                  adopt: Callable[[frozenset[int]], None],
                  on_gained: Callable[[frozenset[int]], None],
                  on_lost: Callable[[frozenset[int]], None],
-                 busy: Callable[[int], bool], clock: Clock = time.monotonic) -> None:
+                 busy: Callable[[int], bool], clock: Clock = time.monotonic,
+                 on_silent: Callable[[str], None] | None = None) -> None:
         self.kube, self.lease, self.shards = kube, lease, shards
         self.identity = lease.identity
         self._adopt, self._on_gained = adopt, on_gained
+        self._on_silent = on_silent
+        self._silent: frozenset[str] = frozenset()  # live members silent at the last step
         self._on_lost, self._busy = on_lost, busy
         self._clock = clock
         self._url = advertise_url
@@ -218,6 +228,10 @@ class ShardCoordinator:
         view = self.view
         holder = view.holders.get(shard, "")
         return owner(shard, [m for m in view.members if m != holder]) == self.identity
+
+    def silent(self, member: str) -> bool:
+        """Whether ``member`` was silent at the last step (module doc)."""
+        return member in self._silent
 
     def fresh_view(self) -> View:
         """The group as the API server says now (one LIST); the last view if it fails.
@@ -316,6 +330,7 @@ class ShardCoordinator:
         self._expiries += [t for t in (e.expiry() for e in self.electors) if t is not None]
         self.view = View(members, self._holders(leases))
         self._report(before)
+        self._report_silent(leases, members)
 
     def _renew_blind(self) -> None:
         """The LIST failed: renew what we hold, at once (each fails or expires alone)."""
@@ -349,6 +364,29 @@ class ShardCoordinator:
         with self._lock:
             self._releasing.pop(shard, None)
         log.info("shard_released", shard=shard, identity=self.identity)
+
+    def _report_silent(self, leases: Mapping[str, Manifest], members: Mapping[str, str]
+                       ) -> None:
+        """Note the live members now silent; tell ``on_silent`` of each new one.
+
+        A step is planned for the moment a member that is not silent yet would be.
+        """
+        now, quiet = self._clock(), SILENT_AFTER * self.lease.retry_period
+        silent, due = set(), []
+        for name, lease in leases.items():
+            holder = str((lease.get("spec") or {}).get("holderIdentity") or "")
+            if holder not in members or holder == self.identity or name not in self._seen:
+                continue
+            since = self._seen[name][1]
+            if now - since > quiet:
+                silent.add(holder)
+            else:
+                due.append(since + quiet)
+        self._expiries += due
+        new, self._silent = silent - self._silent, frozenset(silent)
+        for member in sorted(new):
+            if self._on_silent is not None:
+                self._on_silent(member)
 
     def _live_members(self, leases: Mapping[str, Manifest]) -> dict[str, str]:
         """Each live member's webhook URL (by identity): its Lease has not expired by our clock."""

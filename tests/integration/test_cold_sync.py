@@ -376,6 +376,38 @@ def test_a_successor_prepares_an_app_leaving_only_gits_changes_to_the_owner(
     assert {k.name for k in taken.settled} == {"rc-0", "rc-3", "creds"}
 
 
+def test_the_successor_of_a_silent_owner_leaves_nothing_to_the_takeover(
+        env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
+        control_plane: LocalControlPlane) -> None:
+    """Once the owner has gone silent (runtime.shards), nobody else is dry-running or
+    creating its objects: a thorough standby pass works out the verdicts of git's changes
+    and of unmarked objects too, still writing nothing, and the takeover's comparison
+    sends no dry run at all and reaches the verdicts a fresh comparison does."""
+    rcs = [raycluster(f"rc-{i}", groups=[worker_group("cpu", replicas=1)]) for i in range(3)]
+    secret = _secret("creds", "s3cr3t-value")
+    git_repo.commit({"manifests/rcs.yaml": [*rcs, secret]})
+    app = env.app(git_repo, "silent")
+    assert env.parallel(3).sync(app).result.ok
+    rcs[2]["spec"]["rayVersion"] = "2.53.0"
+    sha = git_repo.commit({"manifests/rcs.yaml": [*rcs, secret]})
+
+    other = Kube.connect(str(control_plane.kubeconfig))  # the successor, its own counts
+    successor = _successor(other, env.namespace, tmp_path, helm_bin, None)
+    versions = [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(3)]
+    with counting(other) as sent:
+        assert successor.prepare_standby(app, revision=sha, thorough=True) == (4, 0)
+    assert sent[("apply", "rayclusters")] == 1  # rc-2's dry run: git changed it
+    assert sent[("apply", "secrets")] == 1  # never marked
+    assert [env.live(f"rc-{i}")["metadata"]["resourceVersion"] for i in range(3)] == versions
+
+    with counting(other) as sent:
+        taken = successor.compare(app, revision=sha)
+    assert not sent[("apply", "rayclusters")] and not sent[("apply", "secrets")]
+    fresh = env.pipeline.compare(app, revision=sha)
+    assert (taken.diff.status, taken.out_of_sync) == (fresh.diff.status, fresh.out_of_sync)
+    assert {k.name for k in taken.out_of_sync} == {"rc-2"}
+
+
 @pytest.mark.parametrize("watched", [False, True], ids=["reads", "watch-cache"])
 def test_verdicts_proven_by_dry_runs_before_the_owners_marks_are_settled_and_then_marked(
         env: Env, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,

@@ -22,6 +22,7 @@ from gitops_ray.kube.fence import NO_TERM
 from gitops_ray.kube.leader import LEASE_API, LeaseSettings
 from gitops_ray.runtime.shards import (
     EXPIRY_MARGIN,
+    SILENT_AFTER,
     STALE_LEASES,
     ShardCoordinator,
     assignment,
@@ -47,6 +48,7 @@ class Replica:
     busy: set[int] = field(default_factory=set)
     gained: list[frozenset[int]] = field(default_factory=list)
     lost: list[frozenset[int]] = field(default_factory=list)
+    silent: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         lease = LeaseSettings("shards", self.namespace, self.identity, DURATION, RENEW,
@@ -54,7 +56,8 @@ class Replica:
         self.coordinator = ShardCoordinator(
             self.kube, lease, shards=SHARDS, advertise_url=f"http://{self.identity}:9292/",
             adopt=lambda s: None, on_gained=self.gained.append, on_lost=self.lost.append,
-            busy=lambda s: s in self.busy, clock=lambda: self.now)
+            busy=lambda s: s in self.busy, clock=lambda: self.now,
+            on_silent=self.silent.append)
 
     def step(self, advance: float = 0.0) -> frozenset[int]:
         self.now += advance
@@ -215,6 +218,29 @@ def test_a_step_is_planned_when_a_dead_members_shard_lease_expires(
     assert all(dead.coordinator.electors[s].keep() for s in of_dead)
     survivor.step(0.3)
     assert taken_after(survivor, of_dead, seen) == pytest.approx(0.3 + DURATION + EXPIRY_MARGIN)
+
+
+def test_a_member_not_seen_renewing_for_two_retry_periods_is_silent_once(
+        kube: Kube, namespace: str) -> None:
+    """A member renews every retryPeriod; one not seen renewing for two of them is most
+    likely dead, though its Leases are still its own. The survivor says so once, at a
+    step planned for that moment (not its next retryPeriod), holds nothing more for it,
+    and forgets it once the member renews again."""
+    dead, survivor, of_dead = two_replicas(kube, namespace)
+    dead.step(0.4)  # its last renewal ...
+    survivor.step(0.4)  # ... seen here
+    seen, held = survivor.now, survivor.coordinator.held()
+    while not survivor.silent:
+        assert survivor.now - seen < DURATION, "never silent"
+        survivor.step(survivor.coordinator.next_step_in())
+    assert survivor.silent == ["r1"] and survivor.coordinator.silent("r1")
+    assert survivor.now - seen == pytest.approx(SILENT_AFTER * 0.4 + EXPIRY_MARGIN)
+    assert survivor.coordinator.held() == held  # its Leases have not expired
+    survivor.step(0.4)
+    assert survivor.silent == ["r1"]  # said once
+    assert dead.step(0.4) == of_dead  # back (it was only slow): renewed in time
+    survivor.step(0.4)
+    assert not survivor.coordinator.silent("r1") and not survivor.coordinator.silent("r2")
 
 
 def two_replicas(kube: Kube, namespace: str) -> tuple[Replica, Replica, frozenset[int]]:

@@ -7,8 +7,9 @@ prepared on standby by its successor (the replica that would take it over); a re
 SIGKILLed right after a push loses its shards to the two others, which sync its apps
 again; a fourth replica takes only the shards it wins (rendezvous hashing); a replica
 SIGSTOPped while syncing loses its shards and, resumed, writes nothing under its old
-terms; the killed replica's membership Lease is deleted. Throughout, the logs show that
-no app was ever synced by two replicas at once.
+terms; the killed replica's membership Lease is deleted. The survivors see the killed
+replica go silent before its Leases expire and prepare its apps in full. Throughout, the
+logs show that no app was ever synced by two replicas at once.
 """
 
 from __future__ import annotations
@@ -180,12 +181,22 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     of_c = {s for s, h in holders(kube, namespace).items() if h == "ctl-c"}
     sha = git_repo.commit(configmaps("v3"))
     a.webhook(git_repo, sha)
+    kill_sent = datetime.datetime.now(datetime.UTC).timestamp()
     c.proc.send_signal(signal.SIGKILL)
     c.proc.wait(30)
     killed_at = datetime.datetime.now(datetime.UTC).timestamp()
     after_kill = eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b"]),
                             message="c's shards taken over")
     assert {after_kill[s] for s in of_c} <= {"ctl-a", "ctl-b"}
+    # Before its Leases expired, c went silent: each survivor that saw it queued the
+    # apps it would take from c for a thorough standby pass (runtime.shards).
+    silent = [(p.identity, r["apps"]) for p in (a, b) for r in records(p)
+              if r.get("event") == "member_silent" and r.get("member") == "ctl-c"
+              and at(r) >= kill_sent]
+    assert silent, "no survivor saw c go silent"
+    for identity, queued in silent:
+        assert queued == sum(1 for app in APPS if shard_of(app, SHARDS) in of_c
+                             and successors[app] == identity)
     eventually(lambda: all_at(kube, namespace, "v3"), message="c's push finished by a, b")
     sha = git_repo.commit(configmaps("v4"))
     assert a.webhook(git_repo, sha).json()["forwardedTo"] == "ctl-b"
