@@ -460,7 +460,8 @@ class Controller:
         """Prepare an app this replica would take over: rendered, verdicts known.
 
         At its revision, for a takeover (see :meth:`Pipeline.prepare_standby`): no
-        write, and no dry run of a commit's changes. The facts the status shows of git's
+        write, and no dry run of a commit's changes unless the owner has gone silent
+        (then every verdict is worked out: :mod:`gitops_ray.runtime.shards`). The facts the status shows of git's
         objects (images, replicas) are worked out too: the first status a takeover writes
         would otherwise unpack every object of the app on the critical path. Quiet: a
         failure is the owner's to report; this replica only notes it at debug level.
