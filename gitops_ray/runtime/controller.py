@@ -461,10 +461,11 @@ class Controller:
 
         At its revision, for a takeover (see :meth:`Pipeline.prepare_standby`): no
         write, and no dry run of a commit's changes unless the owner has gone silent
-        (then every verdict is worked out: :mod:`gitops_ray.runtime.shards`). The facts the status shows of git's
-        objects (images, replicas) are worked out too: the first status a takeover writes
-        would otherwise unpack every object of the app on the critical path. Quiet: a
-        failure is the owner's to report; this replica only notes it at debug level.
+        (then every verdict is worked out: :mod:`gitops_ray.runtime.shards`). The facts
+        the status shows of git's objects (images, replicas) are worked out too: the
+        first status a takeover writes would otherwise unpack every object of the app on
+        the critical path. Quiet: a failure is the owner's to report; this replica only
+        notes it at debug level.
         Without sharding there is no other replica's app.
         """
         app = self.catalog.get(name)

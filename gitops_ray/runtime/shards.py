@@ -87,11 +87,11 @@ MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
 STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
 EXPIRY_MARGIN = 0.05  # seconds: a step planned at a member's expiry runs this much after
 RENEWALS_IN_FLIGHT = 8
-SILENT_AFTER = 2  # retryPeriods without a renewal seen: a member is silent (module doc)
 """Shard Leases renewed at once in a step. One after the other, a step of a replica holding
 six shards took over renewDeadline on a home API server busy with a fleet's cold sync
 (3 x 1,000: 23 shard Leases lost in its first minute), so every sync of those shards was
 aborted and started again."""
+SILENT_AFTER = 2  # retryPeriods without a renewal seen: a member is silent (module doc)
 LEASE_WATCH_TIMEOUT = 60  # seconds: the server ends the Lease watch then, and it resumes
 Clock = Callable[[], float]
 
