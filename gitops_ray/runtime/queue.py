@@ -30,7 +30,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
 import structlog
@@ -313,3 +313,17 @@ class UrgentUntilLanded:
             landed = not self._left
         if landed:
             relax()
+
+
+def across_clusters(names: Iterable[str], cluster: Callable[[str], Hashable]) -> list[str]:
+    """``names`` taken round-robin by ``cluster``, each cluster's in their order.
+
+    A takeover queues every app of the shards it gained at once; in name order the
+    workers would write to one cluster's API server at a time (a fleet names its apps by
+    cluster), leaving the others idle. Round-robin spreads its writes over all of them.
+    """
+    by: dict[Hashable, list[str]] = {}
+    for name in names:
+        by.setdefault(cluster(name), []).append(name)
+    rounds = itertools.zip_longest(*by.values())
+    return [name for batch in rounds for name in batch if name is not None]

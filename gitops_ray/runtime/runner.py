@@ -86,7 +86,7 @@ from gitops_ray.runtime.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.runtime.inline import parse_inline
 from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
-from gitops_ray.runtime.queue import Timers, WorkQueue
+from gitops_ray.runtime.queue import Timers, WorkQueue, across_clusters
 from gitops_ray.runtime.readiness import (
     PROBE_INTERVAL,
     ApiHealth,
@@ -407,9 +407,13 @@ class Runtime:
         assert self.shards is not None
         self.metrics.shards_held.set(len(self.shards.held()))
         self.metrics.shard_handovers.labels("gained").inc(len(shards))
-        for name in self.catalog.apps():
-            if self.shards.shard_of(name) in shards:
-                self.queue.submit(name, "shard-gained")
+        gained = [n for n in self.catalog.apps() if self.shards.shard_of(n) in shards]
+        for name in across_clusters(gained, self._destination):
+            self.queue.submit(name, "shard-gained")
+
+    def _destination(self, name: str) -> tuple[str, str]:
+        app = self.catalog.get(name)
+        return (app.destination.server, app.destination.name) if app is not None else ("", "")
 
     def _silent_member(self, member: str) -> None:
         """A replica went silent: prepare the apps this one would take from it, in full.
@@ -421,7 +425,7 @@ class Runtime:
         mine = [name for name in self.catalog.apps()
                 if self.shards.owner_of(name)[0] == member and self.controller.successor(name)]
         log.info("member_silent", member=member, apps=len(mine))
-        for name in mine:
+        for name in across_clusters(mine, self._destination):
             self.queue.submit(name, "owner-silent")
 
     def _lost_shards(self, shards: frozenset[int]) -> None:
@@ -719,3 +723,4 @@ def _heard(cache: LiveCache, records: LiveCache) -> int | None:
 
 def _json(status: int, doc: Mapping[str, Any]) -> Response:
     return Response(status, json.dumps(doc).encode() + b"\n", "application/json")
+

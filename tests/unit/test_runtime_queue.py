@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gitops_ray.runtime.queue import Timers, UrgentUntilLanded, WorkQueue, relax
+from gitops_ray.runtime.queue import Timers, UrgentUntilLanded, WorkQueue, across_clusters, relax
 from gitops_ray.types import ResourceAction, ResourceKey
 
 
@@ -364,3 +364,11 @@ def test_standby_request_is_promoted_when_the_app_becomes_ours() -> None:
     finally:
         queue.drain(10)
     assert order == ["y:shard-gained", "x:webhook", "z:poll"]  # "z" is another's too
+
+
+def test_a_takeover_is_queued_round_robin_across_clusters() -> None:
+    names = ["c0-a", "c0-b", "c0-c", "c1-a", "c2-a", "c2-b"]
+    assert across_clusters(names, lambda n: n[:2]) == [
+        "c0-a", "c1-a", "c2-a", "c0-b", "c2-b", "c0-c"]
+    assert across_clusters(names, lambda n: "one") == names  # one cluster: as given
+    assert across_clusters([], lambda n: n) == []
