@@ -935,7 +935,6 @@ class Controller:
         if decision.action is Action.PAUSED:  # a condition: status, get and Argo CD show it
             fields["conditions"] = [*fields.get("conditions", []), {
                 "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
-        said = fingerprint(fields)
         if marks and adds_marks(self.store.load(name, status=False).applied, marks):
             def change(record: AppRecord) -> None:
                 record.status.update(fields)
@@ -943,6 +942,7 @@ class Controller:
 
             self._update(name, change)
             return
+        said = fingerprint(fields)
         if self._written.get(name) == said:
             # Kept instead of the written copy: its lists are status_of's, shared with the
             # next refresh's, so that comparison is by identity, not row by row (a record

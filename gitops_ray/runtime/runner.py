@@ -723,4 +723,3 @@ def _heard(cache: LiveCache, records: LiveCache) -> int | None:
 
 def _json(status: int, doc: Mapping[str, Any]) -> Response:
     return Response(status, json.dumps(doc).encode() + b"\n", "application/json")
-
