@@ -133,6 +133,7 @@ class LeaderElector:
         self._sent_at = 0.0  # when the last successful acquire/renew was sent (monotonic)
         self._superseded = ""  # while leading: who holds the lease instead of us
         self._last_error: str | None = None
+        self.takeover: dict[str, float] = {}  # how late the last acquisition came (a log's)
 
     @property
     def is_leader(self) -> bool:
@@ -338,9 +339,11 @@ class LeaderElector:
         """
         if self.is_leader and self.fence.term() != self._term:
             self._stop_leading(True)  # paused or unreachable past the deadline
+        previous = self._previous_holder()
         if self.try_acquire_or_renew(listed):
             if not self.is_leader:
                 self._term += 1
+                self.takeover = self._lateness(previous)
                 self._superseded = ""
                 self._leading.set()
             self._grant()
@@ -367,6 +370,31 @@ class LeaderElector:
             return None
         return self._observed_at + float(spec.get("leaseDurationSeconds")
                                          or self.settings.lease_duration)
+
+    def _previous_holder(self) -> tuple[float, str] | None:
+        """Another holder's lease as observed: its expiry (our clock), its ``renewTime``."""
+        spec = self._observed or {}
+        holder = spec.get("holderIdentity") or ""
+        if not holder or holder == self.settings.identity:
+            return None
+        duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
+        return self._observed_at + duration, str(spec.get("renewTime") or "")
+
+    def _lateness(self, previous: tuple[float, str] | None) -> dict[str, float]:
+        """How late a takeover came, for the log (seconds).
+
+        After the expiry by our clock, and after the holder's last renewal by its
+        ``renewTime`` (the two clocks' skew included: a diagnostic only).
+        """
+        if previous is None:
+            return {}
+        expired_at, renewed = previous
+        late = {"after_expiry_s": round(self._clock() - expired_at, 3)}
+        try:
+            wall = datetime.datetime.fromisoformat(renewed).timestamp()
+        except ValueError:
+            return late
+        return late | {"after_renewal_s": round(self._wall() - wall, 3)}
 
     def release(self) -> bool:
         """Give the lease up (empty holder) so another replica can take over at once."""

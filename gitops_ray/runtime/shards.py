@@ -185,6 +185,7 @@ class ShardCoordinator:
         self.last_error: str | None = None
         self._renewals = ThreadPoolExecutor(min(RENEWALS_IN_FLIGHT, shards),
                                             thread_name_prefix="shard-lease")
+        self._step_started = 0.0
 
     def _elector(self, name: str, labels: tuple[tuple[str, str], ...],
                  annotations: tuple[tuple[str, str], ...]) -> LeaderElector:
@@ -307,6 +308,7 @@ class ShardCoordinator:
 
     def step(self) -> None:
         """List the group's Leases once, renew membership, take/renew/release shards."""
+        self._step_started = self._clock()
         try:
             listed, _ = self.kube.list(LEASE_API, "Lease", self.lease.namespace,
                                        label_selector=f"{GROUP_LABEL}={self.lease.name}")
@@ -472,10 +474,14 @@ class ShardCoordinator:
             self._on_lost(lost)
         gained = (now - before - self._releasing.keys()) | regained
         if gained:
-            log.info("shards_gained", shards=sorted(gained), identity=self.identity)
+            taken = self._clock()
             self._adopt(gained)
             with self._lock:
                 self._ready |= gained
+            log.info("shards_gained", shards=sorted(gained), identity=self.identity,
+                     step_s=round(taken - self._step_started, 3),
+                     adopt_s=round(self._clock() - taken, 3),
+                     late={i: self.electors[i].takeover for i in sorted(gained)})
             self._on_gained(gained)
 
     def release_all(self) -> None:
