@@ -127,7 +127,8 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     rules.check(key)
     skips: list[Skip] = []
     sides = (desired, predicted, live)
-    if predicted is not None and predicted is live:
+    if predicted is not None and live is not None and (predicted is live
+                                                       or json_equal(predicted, live)):
         return _as_applied(key, live, sides, rules)
     both = target is not None and live is not None
     want = _normalized(target, Scope(key, "desired", sides, live, skips=skips), rules,
@@ -143,11 +144,13 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
 
 def _as_applied(key: ResourceKey, live: Manifest, sides: tuple[Manifest | None, ...],
                 rules: RuleSet) -> ResourceDiff:
-    """The comparison when the prediction *is* live, normalized once.
+    """The comparison when the prediction is live itself, or equal to it, normalized once.
 
-    The prediction is our own apply's answer, or live as our last apply of this content
-    left it (the caller knows which). Both sides would be the same normalization of the
-    same object: Synced, and every rule skipped on one side is skipped on both.
+    The prediction is our own apply's answer, live as our last apply of this content
+    left it (the caller knows which), or a dry run that answered with live exactly (a
+    no-op apply does, ``managedFields`` included). Both sides would be the same
+    normalization of equal objects: Synced, and every rule skipped on one side is
+    skipped on both.
     """
     skips: list[Skip] = []
     have = _normalized(live, Scope(key, "live", sides, live, skips=skips), rules, both=True)

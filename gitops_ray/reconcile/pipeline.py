@@ -82,6 +82,7 @@ import structlog
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.diff.compare import DELETING
+from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
@@ -109,7 +110,7 @@ from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Landed, prepare
 from gitops_ray.sync.order import WAVE_ANNOTATION
-from gitops_ray.sync.records import AppRecord, RecordStore, applied_mark, markable
+from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.sync.tracking import is_tracked_by, with_tracking
 from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
@@ -541,13 +542,16 @@ class Pipeline:
     def compare(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None,
                 landed: Mapping[ResourceKey, Landed] | None = None,
-                untouched: frozenset[ResourceKey] = frozenset()) -> Comparison:
+                untouched: frozenset[ResourceKey] = frozenset(),
+                inventory: Sequence[InventoryEntry] | None = None) -> Comparison:
         """Render and diff one app against the cluster, under its AppProject's rules.
 
         An app its project does not allow is not rendered (Argo CD does not fetch its
         repository either): sync status Unknown, and the conditions say why.
         ``landed``: the apply responses of the sync just done; ``untouched``: the objects
-        that sync did not write, whose last verdict still holds (see the module docstring).
+        that sync did not write, whose last verdict still holds (see the module docstring);
+        ``inventory``: the inventory that sync ended with, not recorded yet
+        (:attr:`~gitops_ray.sync.engine.SyncResult.inventory`).
         """
         project, conditions = self._project(app, local is not None)
         if stops_sync(conditions):
@@ -569,6 +573,8 @@ class Pipeline:
         snapshot = self._snapshot([o for o in desired
                                    if o.key not in landed and o.key not in untouched])
         record = self.store.load(app.name, status=False)  # its inventory and applied marks
+        if inventory is not None:
+            record = dataclasses.replace(record, inventory=list(inventory))
         diffs, healths, settled, read = [], [], set(), dict(snapshot)
         applied: dict[ResourceKey, tuple[str, str]] = {}
         memos, proven = [], set()
@@ -755,7 +761,7 @@ class Pipeline:
             predicted = landed.live if landed is not None else live if written else None
             if predicted is None and live is not None:
                 predicted, proven = self._predict(obj, live, rules)
-                written = proven
+                predicted, written = live if proven else predicted, proven
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         if read is not None and landed is None and result.out_of_sync:
             read[desired.key] = live  # for the sync that may follow; only what it applies
@@ -908,7 +914,7 @@ class Pipeline:
         except KubeError as e:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
         predicted = predicted_after_takeover(raw, body=body, live=live)
-        return predicted, predicted is raw and raw == live
+        return predicted, predicted is raw and json_equal(raw, live)
 
 
 def _same(memos: Sequence[_Memo], last: Sequence[_Memo]) -> bool:

@@ -136,7 +136,8 @@ class Reconciler:
                               out_of_sync=before.out_of_sync, resume=resume,
                               protected=_protection(before.project,
                                                     self.pipeline.cluster_of(app)),
-                              progress=progress, live=before.live, settled=before.settled)
+                              progress=progress, live=before.live, settled=before.settled,
+                              inventory_with_record=True)
         result = self._sync(request)
         result.subject = self.subject(app, result.revision, local=local)
         if blocked:
@@ -182,7 +183,8 @@ class Reconciler:
         """The comparison after the sync, or why it failed (the result fails too)."""
         try:
             return self.pipeline.compare(app, revision=result.revision, local=local,
-                                         landed=result.landed, untouched=untouched)
+                                         landed=result.landed, untouched=untouched,
+                                         inventory=result.inventory)
         except LeaseExpired:
             raise
         except GitOpsRayError as e:

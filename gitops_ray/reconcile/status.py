@@ -242,6 +242,7 @@ def save_status(store: RecordStore, comparison: Comparison,
 
     def change(record: AppRecord) -> None:
         record.status.update(fields)
+        _set_inventory(record, result)
         if result is not None:
             record.applied = applied_marks(comparison)
         else:
@@ -306,11 +307,18 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str,
     def change(record: AppRecord) -> None:
         record.status.update({"sync": SyncStatus.UNKNOWN.value, "error": error,
                               "comparedAt": time.time()})
+        _set_inventory(record, result)
         push_history(record.status, result.as_operation())
         if also is not None:
             also(record)
 
     return store.update(result.app, change)
+
+
+def _set_inventory(record: AppRecord, result: SyncResult | None) -> None:
+    """The inventory the sync ended with, written with its status (engine, "The inventory")."""
+    if result is not None and result.inventory is not None:
+        record.inventory = sorted(set(result.inventory))
 
 
 def save_operation(store: RecordStore, result: SyncResult) -> None:

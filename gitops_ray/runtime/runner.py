@@ -181,7 +181,7 @@ class Runtime:
 
     def _controller(self) -> Controller:
         s = self.settings
-        store = RecordStore(self.kube, s.control_namespace, lookup=self.cache.get)
+        store = RecordStore(self.kube, s.control_namespace, lookup=self.cache.known)
         source = git_source(s, self.kube)
         projects = (ProjectsFrom(self.applications.project, s.argocd.namespace)
                     if self.applications is not None else None)

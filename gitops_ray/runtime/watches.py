@@ -30,8 +30,11 @@ How it stays correct:
 * objects we read but do not manage (the pod-shape ConfigMaps, see :class:`NamedObjects`)
   are watched by name, whatever their labels, each with its own field-selected watch;
 * :meth:`LiveCache.fresh` makes lookups in the calling thread bypass the cache. A sync
-  reads and re-compares through it, so the status written right after a sync reflects
-  the objects just written, not a watch event that has not arrived yet.
+  re-compares through it, so the status written right after a sync reflects the objects
+  just written, not a watch event that has not arrived yet. Its own reads before a write
+  (:meth:`LiveCache.lookup`) and the records' stay cached: the write carries the
+  ``resourceVersion`` it was based on, so a stale copy costs a 409 and a re-read, not a
+  lost write, and a GET per object written would double what a takeover's sync asks.
 """
 
 from __future__ import annotations
@@ -461,12 +464,23 @@ class LiveCache:
         return named
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Manifest | None:
-        if not getattr(self._local, "fresh", False):
-            watch = self._watch_for(api_version, kind, namespace)
-            if watch is not None and watch.ready(self.options.sync_wait):
-                cached = watch.get(namespace, name)
-                if cached is not None:
-                    return cached
+        if getattr(self._local, "fresh", False):
+            return self._fetch(api_version, kind, namespace, name)
+        return self.known(api_version, kind, namespace, name)
+
+    def known(self, api_version: str, kind: str, namespace: str, name: str
+              ) -> Manifest | None:
+        """The cached object, else a GET (absence is always the API server's word).
+
+        Even in a :meth:`fresh` block: for readers to whom an object a little behind is
+        safe, as the sync's own lookups (its write carries the ``resourceVersion`` it
+        read, and a 409 re-reads) and the records' (an update is checked the same way).
+        """
+        watch = self._watch_for(api_version, kind, namespace)
+        if watch is not None and watch.ready(self.options.sync_wait):
+            cached = watch.get(namespace, name)
+            if cached is not None:
+                return cached
         return self._fetch(api_version, kind, namespace, name)
 
     def cached(self, api_version: str, kind: str, namespace: str, name: str
@@ -495,9 +509,10 @@ class LiveCache:
         return watch if watch is not None and watch.synced.is_set() else None
 
     def lookup(self, obj: Manifest) -> Manifest | None:
+        """:meth:`known` of ``obj`` (the sync's :data:`~gitops_ray.sync.engine.LiveLookup`)."""
         meta = obj.get("metadata") or {}
-        return self.get(str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
-                        str(meta.get("namespace") or ""), str(meta.get("name", "")))
+        return self.known(str(obj.get("apiVersion", "")), str(obj.get("kind", "")),
+                          str(meta.get("namespace") or ""), str(meta.get("name", "")))
 
     @contextlib.contextmanager
     def fresh(self) -> Iterator[None]:

@@ -72,6 +72,15 @@ failure, whichever step it happens in, is returned as a ``Failed`` result with a
 auto-sync's retry limit and backoff apply to it. The only exception that escapes is
 :class:`~gitops_ray.kube.LeaseExpired`: a replica that lost its lease records nothing.
 
+**The inventory** is written before the first apply when the step adds objects to it
+(so a crash cannot leave one untracked) and set to exactly what the step ends with (what
+git has, and what prune kept) once it is done. A caller that records the result right
+after (the reconciler, :attr:`SyncRequest.inventory_with_record`) gets that last one in
+:attr:`SyncResult.inventory` and writes it with the status: one write per sync instead of
+two (or a read when nothing changed). Until then the record may still list what the
+step pruned, which is gone or going; the comparison after the sync is given the final
+inventory, not the record's.
+
 Two facts of the API server shape the rest. A deletion is accepted before the object is
 gone (Foreground propagation and finalizers), so a pruned object that is still there is
 reported as ``deleting`` (not ``pruned``) and kept in the inventory until it is: the
@@ -193,6 +202,9 @@ class SyncResult:
     """Apply responses of this step (server-side applies only), for the comparison after."""
     settled: set[ResourceKey] = field(default_factory=set, repr=False, compare=False)
     """Objects of :attr:`SyncRequest.settled` this step reported unchanged without a write."""
+    inventory: list[InventoryEntry] | None = field(default=None, repr=False, compare=False)
+    """The app's inventory after the step, for the caller to record
+    (:attr:`SyncRequest.inventory_with_record`); ``None``: nothing left to record."""
 
     @property
     def ok(self) -> bool:
@@ -269,6 +281,10 @@ class SyncRequest:
     """Live objects the comparison before the sync read (``None`` at a key: absent)."""
     settled: frozenset[ResourceKey] = field(default=frozenset(), compare=False, repr=False)
     """In sync and live as our last apply of the same content left them: not re-applied."""
+    inventory_with_record: bool = False
+    """The caller records the result right after (the reconciler does): the inventory the
+    step ends with is left in :attr:`SyncResult.inventory` for that write, not written on
+    its own (module docstring, "The inventory")."""
 
     def option(self, name: str) -> bool:
         return self.app.sync_policy.has_option(name)
@@ -337,9 +353,14 @@ class Syncer:
                 return
         with failing_as(Reason.PRUNE_FAILED):
             kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
-        if not request.dry_run:
-            with failing_as(Reason.INVENTORY_FAILED):
-                self._set_inventory(app.name, [InventoryEntry.of(o) for o in objs] + kept)
+        if request.dry_run:
+            return
+        final = [InventoryEntry.of(o) for o in objs] + kept
+        if request.inventory_with_record:
+            result.inventory = final
+            return
+        with failing_as(Reason.INVENTORY_FAILED):
+            self._set_inventory(app.name, final)
 
     def _planned(self, request: SyncRequest, objs: list[Manifest], record: AppRecord) -> int:
         """How many objects this step applies (waves not applied yet) or examines to prune."""

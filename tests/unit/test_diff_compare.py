@@ -180,11 +180,27 @@ def test_app_diff_status_and_warnings(recorded: Any) -> None:
                                       "jsonPointers": ["/spec/headGroupSpec"]}]])
 def test_live_as_its_own_prediction_is_compared_once_with_the_same_result(
         recorded: Any, ignore: list[dict[str, Any]]) -> None:
-    """``predicted is live`` (an apply's answer, or a marked object): normalized once;
-    the verdict, both sides and the warnings are those of comparing two copies."""
+    """``predicted is live`` (an apply's answer, or a marked object), or equal to it (a
+    no-op dry run): normalized once; the verdict, both sides and the warnings are those
+    of comparing two copies that differ only in what normalization drops."""
     desired, _, live = recorded
     rules = compile_rules(ignore)
     once = compare(desired=desired, predicted=live, live=live, rules=rules)
-    twice = compare(desired=desired, predicted=copy.deepcopy(live), live=live, rules=rules)
-    assert once == twice
+    equal = compare(desired=desired, predicted=copy.deepcopy(live), live=live, rules=rules)
+    other = copy.deepcopy(live)
+    other["metadata"]["resourceVersion"] += "0"  # not equal: both sides normalized
+    twice = compare(desired=desired, predicted=other, live=live, rules=rules)
+    assert once == equal == twice
     assert once.status == "Synced" and once.reason == ""
+
+
+def test_a_prediction_equal_by_python_but_not_by_json_is_still_compared(
+        recorded: Any) -> None:
+    """``True == 1`` in Python; a prediction with ``true`` where live has ``1`` differs."""
+    desired, _, live = recorded
+    live = copy.deepcopy(live)
+    live["spec"]["enableInTreeAutoscaling"] = 1
+    predicted = copy.deepcopy(live)
+    predicted["spec"]["enableInTreeAutoscaling"] = True
+    result = compare(desired=desired, predicted=predicted, live=live, rules=compile_rules([]))
+    assert result.status == "OutOfSync" and result.reason == "modified"
