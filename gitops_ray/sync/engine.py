@@ -572,7 +572,7 @@ class Syncer:
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
-        if not (request.option("CreateNamespace=true") and ns):
+        if not (request.option("CreateNamespace=true") and ns) or _seen_in(request, ns):
             return
         if self.kube.get("v1", "Namespace", name=ns) is not None:
             return
@@ -722,6 +722,18 @@ def _changed_first(request: SyncRequest, objs: list[Manifest], *,
     not_rest = changed | leaving
     rest = [o for o in objs if ResourceKey.of(o) not in not_rest]
     return [batch for batch in (first, rest) if batch]
+
+
+def _seen_in(request: SyncRequest, namespace: str) -> bool:
+    """Whether the comparison before the sync found a live object in ``namespace``.
+
+    Then the namespace exists (a settled object is live as our last apply left it), and
+    ``CreateNamespace`` need not ask. One deleted since, with all it held, fails this
+    step's applies; the retry's comparison finds nothing live there and creates it.
+    """
+    live = request.live or {}
+    return any(k.namespace == namespace for k in request.settled) or any(
+        k.namespace == namespace and obj is not None for k, obj in live.items())
 
 
 def _is_settled(request: SyncRequest, key: ResourceKey) -> bool:

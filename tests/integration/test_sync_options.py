@@ -114,6 +114,13 @@ def test_create_namespace_true_creates_the_destination(env: Env, git_repo: GitRe
         assert outcome.result.ok, outcome.result.message
         assert kube.get("v1", "Namespace", name=target) is not None
         assert kube.get("v1", "ConfigMap", name="inside", namespace=target) is not None
+
+        git_repo.commit({"manifests/a.yaml": [config_map("inside"), config_map("next")]})
+        asked: list[str] = []
+        env.kube.hooks.append(lambda verb, resource, *_: asked.append(f"{verb} {resource}"))
+        again = env.reconciler.sync(creating)  # "inside" is live there: not asked again
+        assert again.result.ok and "get namespaces" not in asked, asked
+        assert kube.get("v1", "ConfigMap", name="next", namespace=target) is not None
     finally:
         with contextlib.suppress(Exception):
             kube.delete("v1", "Namespace", name=target)
