@@ -426,7 +426,7 @@ class Runtime:
                 if self.shards.owner_of(name)[0] == member and self.controller.successor(name)]
         log.info("member_silent", member=member, apps=len(mine))
         for name in across_clusters(mine, self._destination):
-            self.queue.submit(name, "owner-silent")
+            self.queue.submit(name, "owner-silent", urgent=True)  # before other standby
 
     def _lost_shards(self, shards: frozenset[int]) -> None:
         """Another replica refreshes these apps now: drop what this one published."""

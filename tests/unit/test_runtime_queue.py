@@ -348,6 +348,25 @@ def test_standby_work_runs_last_and_alone() -> None:
     assert overlapped == []
 
 
+def test_urgent_standby_work_goes_before_other_standby_work_still_alone() -> None:
+    """A silent owner's apps (urgent standby) overtake the standby backlog queued before
+    them (start-up's preparing), after all own work and one at a time."""
+    gate, order, done, work = gated(4)
+    queue = WorkQueue(work, workers=3, standby=lambda app: app.startswith("other"))
+    queue.submit("blocker", "poll")
+    queue.submit("other-1", "app-added")
+    queue.submit("other-2", "app-added")
+    queue.submit("other-3", "owner-silent", urgent=True)
+    queue.submit("own-1", "poll")
+    gate.set()
+    try:
+        assert done.wait(10)
+    finally:
+        queue.drain(10)
+    assert order == ["own-1:poll", "other-3:owner-silent", "other-1:app-added",
+                     "other-2:app-added"]
+
+
 def test_standby_request_is_promoted_when_the_app_becomes_ours() -> None:
     gate, order, done, work = gated(3)
     ours: set[str] = set()
