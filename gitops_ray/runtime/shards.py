@@ -475,13 +475,14 @@ class ShardCoordinator:
         gained = (now - before - self._releasing.keys()) | regained
         if gained:
             taken = self._clock()
+            log.info("shards_gained", shards=sorted(gained), identity=self.identity,
+                     step_s=round(taken - self._step_started, 3),
+                     late={i: self.electors[i].takeover for i in sorted(gained)})
             self._adopt(gained)
             with self._lock:
                 self._ready |= gained
-            log.info("shards_gained", shards=sorted(gained), identity=self.identity,
-                     step_s=round(taken - self._step_started, 3),
-                     adopt_s=round(self._clock() - taken, 3),
-                     late={i: self.electors[i].takeover for i in sorted(gained)})
+            log.debug("shards_adopted", shards=sorted(gained),
+                      seconds=round(self._clock() - taken, 3))
             self._on_gained(gained)
 
     def release_all(self) -> None:

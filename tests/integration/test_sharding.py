@@ -88,6 +88,12 @@ def records(process: Process) -> list[dict[str, Any]]:
     return out
 
 
+def _regained(log: list[dict[str, Any]], since: float) -> list[dict[str, Any]] | None:
+    """The records from ``since`` on, once they include a ``shards_gained``."""
+    late = [r for r in log if at(r) >= since]
+    return late if any(r.get("event") == "shards_gained" for r in late) else None
+
+
 def at(record: dict[str, Any]) -> float:
     return datetime.datetime.fromisoformat(record["timestamp"]).timestamp()
 
@@ -227,7 +233,7 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b", "ctl-d"]),
                message="b holds its shards again")
     eventually(lambda: all_at(kube, namespace, "v6"), message="still v6 everywhere")
-    late = [r for r in records(b) if at(r) >= resumed_at]
+    late = eventually(lambda: _regained(records(b), resumed_at), message="b logged it")
     assert not [r for r in late if r.get("event") == "sync_finished"
                 and r.get("revision") == sha5[:12]], "b finished a stale sync"
     regained = next(i for i, r in enumerate(late) if r.get("event") == "shards_gained")
