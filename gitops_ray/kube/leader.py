@@ -217,11 +217,16 @@ class LeaderElector:
             self._observed_at = seen_at  # seen earlier elsewhere (a watch): still after the write
 
     def _held_by_other(self, spec: dict[str, Any]) -> bool:
+        expires = self._others_expiry(spec)
+        return expires is not None and expires > self._clock()
+
+    def _others_expiry(self, spec: dict[str, Any]) -> float | None:
+        """When another holder's lease as observed expires (or expired) by our clock."""
         holder = spec.get("holderIdentity") or ""
         if not holder or holder == self.settings.identity:
-            return False
-        duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
-        return self._observed_at + duration > self._clock()
+            return None
+        return self._observed_at + float(spec.get("leaseDurationSeconds")
+                                         or self.settings.lease_duration)
 
     def _create(self) -> bool:
         s = self.settings
@@ -366,19 +371,13 @@ class LeaderElector:
     def expiry(self) -> float | None:
         """When the lease as last observed expires by our clock, if another holds it."""
         spec = self._observed or {}
-        if not self._held_by_other(spec):
-            return None
-        return self._observed_at + float(spec.get("leaseDurationSeconds")
-                                         or self.settings.lease_duration)
+        return self._others_expiry(spec) if self._held_by_other(spec) else None
 
     def _previous_holder(self) -> tuple[float, str] | None:
         """Another holder's lease as observed: its expiry (our clock), its ``renewTime``."""
         spec = self._observed or {}
-        holder = spec.get("holderIdentity") or ""
-        if not holder or holder == self.settings.identity:
-            return None
-        duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
-        return self._observed_at + duration, str(spec.get("renewTime") or "")
+        expires = self._others_expiry(spec)
+        return None if expires is None else (expires, str(spec.get("renewTime") or ""))
 
     def _lateness(self, previous: tuple[float, str] | None) -> dict[str, float]:
         """How late a takeover came, for the log (seconds).
