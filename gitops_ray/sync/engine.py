@@ -57,8 +57,11 @@ and not validated.
 **What an apply costs**: the live object is what the comparison before the sync read
 (:attr:`SyncRequest.live`: one LIST per kind and namespace in the CLI; in the controller
 the OutOfSync objects it had to read, else the watch cache), so a new object costs one
-write; a stale one costs a 409 and a
-re-read. Each apply's response is kept (:attr:`SyncResult.landed`): it is the live
+write; a stale one costs a 409 and a re-read. Absence too: an object believed absent is
+applied with :data:`ABSENT_VERSION` as its precondition, so if someone created it since
+we looked, the apply is refused and the retry reads it and keeps its live values at
+ignored paths instead of forcing git's over them. Each apply's response is kept
+(:attr:`SyncResult.landed`): it is the live
 object as our write left it, so the comparison after the sync reads nothing back.
 
 **Events** (:mod:`gitops_ray.sync.events`): one per app and step that changed or failed
@@ -125,6 +128,14 @@ from gitops_ray.sync.validate import validate_ray_objects
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
+ABSENT_VERSION = "1"
+"""The write precondition of an object believed absent: a version no object has.
+
+etcd starts at revision 1 and every write makes a new revision, so no stored object
+carries this one. The API server checks an apply's ``resourceVersion`` against what it
+stores, and creates the object when nothing is stored (its version is then its own):
+the apply creates an object that is still absent and gets 409 if one exists.
+"""
 PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops-ray has no "
                              "confirmation step), so it is treated as Prune=false; delete "
                              "the object by hand once you are sure")
@@ -543,11 +554,14 @@ class Syncer:
 
     def _write(self, body: Manifest, live: Manifest | None, *, replace: bool,
                dry_run: bool) -> Manifest:
-        if replace and live is None:
+        """Write ``body``; 409 (:class:`Conflict`) if ``live`` is not what is there now."""
+        if replace and live is None:  # a create is refused if the object exists
             return self.kube.create(body, field_manager=FIELD_MANAGER, dry_run=dry_run)
         if replace:
             return self.kube.replace(_with_live_status(body, live), field_manager=FIELD_MANAGER,
                                      dry_run=dry_run)
+        if live is None:
+            body = _with_version(body, ABSENT_VERSION)
         return self.kube.apply(body, field_manager=FIELD_MANAGER, force=True, dry_run=dry_run)
 
     def _known(self, request: SyncRequest, obj: Manifest) -> Manifest | None:
@@ -667,6 +681,11 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     body.pop("status", None)
     body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
     return body
+
+
+def _with_version(obj: Manifest, version: str) -> Manifest:
+    """A copy of ``obj`` whose ``metadata.resourceVersion`` is ``version``."""
+    return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": version}}
 
 
 def _without_status(obj: Manifest) -> Manifest:

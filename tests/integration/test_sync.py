@@ -135,6 +135,33 @@ def test_autoscaler_write_between_read_and_write_is_kept(
     assert live["spec"]["workerGroupSpecs"][0]["replicas"] == 9
 
 
+def test_an_object_created_after_it_was_seen_absent_is_not_overwritten(
+        env: Env, git_repo: GitRepo) -> None:
+    """A believed-absent object is applied with a version no object has: if someone
+    created it since (a stale cache, another writer), the apply is refused, the sync
+    reads it and keeps its values at ignored paths instead of writing git's."""
+    rc = raycluster("late", groups=[worker_group("cpu", replicas=1)])
+    git_repo.commit({"manifests/rc.yaml": rc})
+    app = env.app(git_repo, name="late")
+    before = env.pipeline.compare(app)
+    assert before.diff.status == "OutOfSync"  # nothing live yet
+    theirs = copy.deepcopy(rc)
+    theirs["metadata"]["namespace"] = env.namespace
+    theirs["spec"]["workerGroupSpecs"][0]["replicas"] = 9
+
+    def absent_then_created(obj: dict) -> dict | None:
+        if env.live("late") is None:
+            env.kube.create(theirs, field_manager="someone")
+        return None  # what a cache that has not heard of it yet says
+
+    refused = env.kube.stats[("apply", 409)]
+    syncer = Syncer(env.kube, env.store, live_lookup=absent_then_created)
+    result = syncer.sync(SyncRequest(app, before.manifests(), before.revision),
+                         env.pipeline.rules(app))
+    assert result.ok, result.message
+    assert env.live("late")["spec"]["workerGroupSpecs"][0]["replicas"] == 9
+    assert env.kube.stats[("apply", 409)] == refused + 1  # refused once, then applied
+
 def _cm(name: str, **annotations: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": name, "annotations": annotations or None},
