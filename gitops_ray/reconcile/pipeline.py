@@ -414,6 +414,7 @@ class Pipeline:
         self._reused: dict[str, _Reuse] = {}  # per app name (see "A pass that changed nothing")
         self._lock = threading.Lock()
         self._capabilities: tuple[float, Capabilities, str] | None = None
+        self._discovering = threading.Lock()  # one refresh of the capabilities at a time
 
     # -- stages ----------------------------------------------------------------------
 
@@ -516,17 +517,41 @@ class Pipeline:
         A chart that tests ``.Capabilities.APIVersions.Has "ray.io/v1"`` renders as it
         does under Argo CD, which passes the destination cluster's APIs; a CRD installed
         later is seen within :data:`CAPABILITIES_TTL`.
+
+        One refresh at a time: the workers that find the facts due while another one
+        refreshes them go on with the last ones (all of them asked the API server at
+        once before, 8 x 3 discovery requests in the cycle that found them due).
         """
-        now = time.monotonic()
+        cached = self._facts_if_fresh()
+        if cached is not None:
+            return cached[1], cached[2]
+        last = self._capabilities
+        if last is not None and not self._discovering.acquire(blocking=False):
+            return last[1], last[2]
+        if last is None:
+            self._discovering.acquire()  # the first facts: wait for whoever asks
+        try:
+            return self._refresh_facts()
+        finally:
+            self._discovering.release()
+
+    def _facts_if_fresh(self) -> tuple[float, Capabilities, str] | None:
         with self._lock:
             cached = self._capabilities
-        if cached is not None and now - cached[0] < CAPABILITIES_TTL:
+        return cached if cached is not None and \
+            time.monotonic() - cached[0] < CAPABILITIES_TTL else None
+
+    def _refresh_facts(self) -> tuple[Capabilities, str]:
+        """Ask the API server (unless a refresh just finished); the last facts if it fails."""
+        cached = self._facts_if_fresh()
+        if cached is not None:
             return cached[1], cached[2]
+        last, now = self._capabilities, time.monotonic()
         try:
             found = self.kube.capabilities()
         except KubeError as e:
-            if cached is not None:
-                return cached[1], cached[2]
+            if last is not None:
+                return last[1], last[2]
             raise DiffError(f"cannot read the cluster's version and APIs: {e}") from e
         entry = (now, found, _digest(dataclasses.asdict(found)))
         with self._lock:

@@ -7,15 +7,22 @@ server, real git and the real helm in between.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from gitops_ray.cli import main
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Capabilities, Kube
+from gitops_ray.reconcile import pipeline as pipeline_module
+from gitops_ray.reconcile.pipeline import Pipeline
+from gitops_ray.source import GitSource
+from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_controller import (  # noqa: F401 (fixture)
@@ -57,6 +64,32 @@ def test_helm_capabilities_come_from_the_target_cluster(
     server = kube.call("GET", "/version")["gitVersion"]
     assert live["data"] == {"kubeVersion": server, "hasRayApi": "true",
                             "hasRayClusterKind": "true", "hasMadeUpApi": "false"}
+
+
+def test_capabilities_due_are_refreshed_once_while_the_workers_go_on(
+        kube: Kube, namespace: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight workers find the cluster's facts due at once: one asks the API server, the
+    others render with the last facts meanwhile (they all asked, 24 requests, before)."""
+    pipeline = Pipeline(kube, GitSource(tmp_path / "cache"), RecordStore(kube, namespace))
+    first = pipeline.capabilities()
+    asked, others_done = [], threading.Event()
+    real = kube.capabilities
+
+    def slow_capabilities() -> Capabilities:
+        asked.append(1)
+        assert others_done.wait(60)  # the other workers return while this one asks
+        return real()
+
+    monkeypatch.setattr(kube, "capabilities", slow_capabilities)
+    monkeypatch.setattr(pipeline_module, "CAPABILITIES_TTL", 0.0)  # due from now on
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        refreshing = pool.submit(pipeline.capabilities)
+        eventually(lambda: asked == [1])
+        others = [pool.submit(pipeline.capabilities) for _ in range(7)]
+        assert [f.result(timeout=60) for f in others] == [first] * 7
+        others_done.set()
+        assert refreshing.result(timeout=60) == first
+    assert asked == [1]
 
 
 def rejection_event(live: dict, message: str) -> dict:
