@@ -357,7 +357,8 @@ class _Render:
     inputs: str | None  # see gitops_ray.render.input_digest
     objects: list[DesiredObject]
     problems: tuple[str, ...] = ()  # see render.notes
-    facts: str = ""  # the cluster's capabilities and pod-shape ConfigMaps (digests)
+    facts: str = ""  # the digest of the cluster's capabilities, if the render asked them
+    cluster: str = ""  # ClusterShapes.version it was rendered with (pod-shape ConfigMaps)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
     scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
 
@@ -441,23 +442,22 @@ class Pipeline:
         Cached per source spec: a known SHA costs nothing, and a new commit that leaves
         what a plain-directory app's render reads untouched (see
         :func:`gitops_ray.render.input_digest`) reuses its render, so a one-line commit
-        re-renders one app, not every app in the repo. A change of the cluster's APIs or
-        of its pod-shape ConfigMaps re-renders every app.
+        re-renders one app, not every app in the repo. A change of the cluster's APIs
+        re-renders every chart (only a Helm render asks for them: checking a plain
+        directory's render asks the API server nothing); a change of its pod-shape
+        ConfigMaps, every app.
         """
         cluster = self._shapes()
         if local is not None:
-            rendered = self._render(app, local, "local", None, cluster,
-                                    capabilities=self.capabilities())
+            rendered = self._render(app, local, "local", None, cluster)
             with self._lock:
                 self._renders["local:" + app.name] = rendered
             return "local", rendered.objects
-        capabilities, facts = self._cluster_facts()
-        facts += "|" + cluster.version
         spec = _spec_key(app)
         with self._lock:
             cached = self._renders.get(spec)
-        if cached is not None and cached.facts != facts:
-            cached = None  # the cluster's APIs or pod shapes changed: render again
+        if cached is not None and not self._facts_hold(cached, cluster):
+            cached = None  # the cluster's APIs (a chart's) or pod shapes changed: render again
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
@@ -471,8 +471,7 @@ class Pipeline:
                 if cached is not None and inputs is not None and inputs == cached.inputs:
                     cached = dataclasses.replace(cached, sha=checkout.sha)  # app untouched
                 else:
-                    cached = self._render(app, checkout.root, checkout.sha, inputs, cluster,
-                                          capabilities=capabilities, facts=facts)
+                    cached = self._render(app, checkout.root, checkout.sha, inputs, cluster)
                 cached = dataclasses.replace(cached, scope=found.scope if found else None)
             with self._lock:
                 self._renders[spec] = cached
@@ -496,17 +495,25 @@ class Pipeline:
             return self._renders.get(key)
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
-                cluster: ClusterShapes, *, capabilities: Capabilities,
-                facts: str = "") -> _Render:
+                cluster: ClusterShapes) -> _Render:
+        asked = _AskedFacts(self._cluster_facts)
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
-                                  kubectl_bin=self.tools.kubectl_bin,
-                                  kube_version=capabilities.kube_version,
-                                  api_versions=capabilities.api_versions,
+                                  kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
                                   is_namespaced=self._namespaced, cluster_shapes=cluster)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
-        return _Render(sha, inputs, objects, tuple(problems), facts, shapes)
+        return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,
+                       shapes)
+
+    def _facts_hold(self, cached: _Render, cluster: ClusterShapes) -> bool:
+        """Whether ``cached`` was rendered with the pod shapes and (a chart) APIs of now.
+
+        A render that did not ask for the cluster's APIs (not a chart) does not depend on
+        them, so checking it asks the API server nothing.
+        """
+        return cached.cluster == cluster.version and \
+            (not cached.facts or cached.facts == self._cluster_facts()[1])
 
     def capabilities(self) -> Capabilities:
         return self._cluster_facts()[0]
@@ -940,6 +947,22 @@ class Pipeline:
             raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
         predicted = predicted_after_takeover(raw, body=body, live=live)
         return predicted, predicted is raw and json_equal(raw, live)
+
+
+class _AskedFacts:
+    """The cluster's facts for one render, asked of the pipeline only if the render does.
+
+    A :data:`~gitops_ray.render.pipeline.ClusterFacts`; :attr:`digest` is then what the
+    render depended on ("" if it asked nothing: only charts ask).
+    """
+
+    def __init__(self, ask: Callable[[], tuple[Capabilities, str]]) -> None:
+        self._ask = ask
+        self.digest = ""
+
+    def __call__(self) -> tuple[str, tuple[str, ...]]:
+        capabilities, self.digest = self._ask()
+        return capabilities.kube_version, tuple(capabilities.api_versions)
 
 
 def _same(memos: Sequence[_Memo], last: Sequence[_Memo]) -> bool:

@@ -45,19 +45,26 @@ DEFAULT_KUBE_VERSION = "1.36.3"
 """Helm's ``.Capabilities.KubeVersion`` when no cluster is asked (``render --local``)."""
 
 
+ClusterFacts = Callable[[], tuple[str, tuple[str, ...]]]
+"""The target cluster's version and APIs, as Helm's ``.Capabilities`` report them.
+
+Asked by a Helm render only: a plain directory or Kustomize render does not read them, so
+a caller that must ask the API server for them (the controller) asks only for charts.
+"""
+
+
 @dataclass(frozen=True)
 class Tools:
     """The external programs and cluster facts a render may use."""
 
-    helm_bin: str | Path = HELM_BIN
-    kubectl_bin: str = KUBECTL_BIN
-    kube_version: str = DEFAULT_KUBE_VERSION
-    api_versions: tuple[str, ...] = ()
+    helm_bin: str | Path
+    kubectl_bin: str
+    facts: ClusterFacts
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
-               api_versions: Sequence[str] = (),
+               api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
                cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
@@ -67,10 +74,12 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
 
     ``is_namespaced(apiVersion, kind)`` comes from the caller's discovery; without it a
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
-    ``api_versions`` are what Helm's ``.Capabilities`` report; the controller and the
-    cluster-backed commands take them from the target cluster, as Argo CD does.
+    ``api_versions`` are what Helm's ``.Capabilities`` report, or ``cluster_facts``
+    (asked only if the app is a chart); the controller and the cluster-backed commands
+    take them from the target cluster, as Argo CD does.
     """
-    tools = Tools(helm_bin, kubectl_bin, kube_version, tuple(api_versions))
+    facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
+    tools = Tools(helm_bin, kubectl_bin, facts)
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
@@ -143,8 +152,9 @@ def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> lis
 
 
 def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
+    kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
-                       kube_version=tools.kube_version, api_versions=tools.api_versions)
+                       kube_version=kube_version, api_versions=api_versions)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:

@@ -20,7 +20,9 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Capabilities, Kube
 from gitops_ray.reconcile import pipeline as pipeline_module
-from gitops_ray.reconcile.pipeline import Pipeline
+from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.render import application_from_flags
+from gitops_ray.render.apps import Application
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
@@ -90,6 +92,32 @@ def test_capabilities_due_are_refreshed_once_while_the_workers_go_on(
         others_done.set()
         assert refreshing.result(timeout=60) == first
     assert asked == [1]
+
+
+def test_only_a_chart_asks_for_the_clusters_apis(
+        kube: Kube, namespace: str, git_repo: GitRepo, tmp_path: Path, helm_bin: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helm's ``.Capabilities`` are asked of the API server for a chart's render and its
+    reuse; a plain directory's render never depends on them, so reusing it asks nothing
+    (a no-op cycle of plain apps sent discovery requests whenever they came due)."""
+    git_repo.commit({**CAPABILITIES_CHART, "plain/cm.yaml": {
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}}})
+    pipeline = Pipeline(kube, GitSource(tmp_path / "cache"), RecordStore(kube, namespace),
+                        tools=RenderTools(helm_bin=str(helm_bin)))
+    plain = application_from_flags(name="plain", repo_url=git_repo.url, path="plain",
+                                   dest_namespace=namespace)
+    chart = application_from_flags(name="chart", repo_url=git_repo.url, path="chart",
+                                   dest_namespace=namespace)
+    monkeypatch.setattr(pipeline_module, "CAPABILITIES_TTL", 0.0)  # always due
+
+    def discovery_after(app: Application) -> int:
+        before = kube.stats[("discovery", 200)]
+        pipeline.desired(app)
+        return kube.stats[("discovery", 200)] - before
+
+    assert [discovery_after(plain), discovery_after(plain)] == [0, 0]
+    assert discovery_after(chart) > 0  # its render
+    assert discovery_after(chart) > 0  # its reuse checks the APIs it was rendered with
 
 
 def rejection_event(live: dict, message: str) -> dict:
