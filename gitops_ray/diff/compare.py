@@ -8,6 +8,10 @@ own, so the comparison with live can be exact. Without a prediction (the dry run
 not run) we fall back to Argo CD's two-way rule for objects without last-applied state:
 live fields git does not mention are not compared, and lists are compared by index.
 
+Inside Ray groups, fields other writers put there and git does not set are in the
+prediction (sync keeps them, :mod:`gitops_ray.diff.groupfields`); a field git sets that
+another writer changed since our apply is a warning naming that writer.
+
 Both sides lose what the server writes (:func:`strip_server_fields`; ``status`` as
 ``argocd-cm``'s ``ignoreResourceStatusField`` says, by default always), Secrets compare
 ``stringData`` as base64 ``data`` (as Argo CD's Secret normalizer does), and the app's
@@ -30,6 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitops_ray.diff.groupfields import GROUP_FIELDS_ANNOTATION, applies_to, conflicts
 from gitops_ray.diff.paths import json_copy, json_equal
 from gitops_ray.diff.rules import RuleSet, Scope, Skip
 from gitops_ray.errors import DiffError
@@ -111,6 +116,7 @@ def _strip(doc: Manifest, *, status: bool = True) -> None:
     annotations = meta.get("annotations")
     if isinstance(annotations, dict):
         annotations.pop(LAST_APPLIED, None)
+        annotations.pop(GROUP_FIELDS_ANNOTATION, None)
     for name in ("annotations", "labels"):
         if name in meta and not meta[name]:
             del meta[name]
@@ -139,7 +145,10 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     status, reason = _status(want, have)
     if reason == EXTRANEOUS and live is not None and _deleting(live):
         reason = DELETING
-    return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)))
+    warnings = _warnings(skips)
+    if reason == MODIFIED and applies_to(live):
+        warnings += [f"{key}: {c}" for c in conflicts(desired, predicted, live)]
+    return ResourceDiff(key, status, reason, want, have, tuple(warnings))
 
 
 def _as_applied(key: ResourceKey, live: Manifest, sides: tuple[Manifest | None, ...],

@@ -1,4 +1,4 @@
-"""Built-in ignore rules: the fields the Ray autoscaler owns are not drift.
+"""Built-in ignore rules: the fields the Ray autoscaler, Kueue and KubeRay own are not drift.
 
 With ``enableInTreeAutoscaling: true`` the autoscaler sidecar patches exactly two fields
 of the RayCluster spec, ``workerGroupSpecs[i].replicas`` and
@@ -16,6 +16,15 @@ reset the current scale, and turning it off keeps the autoscaler's last values f
 sync (live still has it on); git's ``replicas`` take effect from the next sync, once live
 agrees that autoscaling is off. Expressions use ``[]?`` so that a cluster without worker
 groups yields no warning.
+
+Kueue owns ``spec.suspend`` of a RayCluster or RayJob labelled ``kueue.x-k8s.io/queue-name``:
+its webhook suspends it at creation and its job reconciler unsuspends it on admission and
+suspends it on eviction (``jobframework`` in ``sigs.k8s.io/kueue`` v0.17.0). The rule is
+active when either side carries the label, so git's ``suspend`` is applied only when the
+object is created (there is no live value to keep then). The per-group ``suspend`` of a
+RayCluster's worker group is "not a user-facing API" (KubeRay's ``raycluster_types.go``):
+the RayJob controller sets it on a cluster it runs on (``DeletionStrategy`` DeleteWorkers),
+so it is always the live value that stays.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from gitops_ray.types import Manifest
 
 RAY_GROUP = "ray.io"
 AUTOSCALER_FIELDS = ("replicas", "scaleStrategy")
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 @dataclass(frozen=True)
@@ -37,9 +47,20 @@ class BuiltinRule:
     label: str
     spec: dict[str, Any]
     cluster_spec: tuple[str, ...]  # where the RayClusterSpec sits under ``.spec``
+    when: str = "autoscaling"  # "autoscaling" | "queued" | "always"
 
     def active(self, sides: Sequence[Manifest | None]) -> bool:
+        if self.when == "always":
+            return True
+        if self.when == "queued":
+            return any(queued(side) for side in sides)
         return any(_autoscaling(side, self.cluster_spec) for side in sides)
+
+
+def queued(obj: Manifest | None) -> bool:
+    """Whether ``obj`` is queue-managed: labelled ``kueue.x-k8s.io/queue-name``."""
+    labels = ((obj or {}).get("metadata") or {}).get("labels")
+    return isinstance(labels, dict) and bool(labels.get(QUEUE_LABEL))
 
 
 def _autoscaling(obj: Manifest | None, cluster_spec: tuple[str, ...]) -> bool:
@@ -57,8 +78,20 @@ def _rule(kind: str, cluster_spec: tuple[str, ...]) -> BuiltinRule:
                        cluster_spec=cluster_spec)
 
 
+def _suspend_rule(kind: str) -> BuiltinRule:
+    return BuiltinRule(label=f"built-in {kind} Kueue suspend rule",
+                       spec={"group": RAY_GROUP, "kind": kind, "jqPathExpressions":
+                             [".spec.suspend"]}, cluster_spec=(), when="queued")
+
+
 BUILTIN_RULES = (
     _rule("RayCluster", ()),
     _rule("RayJob", ("rayClusterSpec",)),
     _rule("RayService", ("rayClusterConfig",)),
+    _suspend_rule("RayCluster"),
+    _suspend_rule("RayJob"),
+    BuiltinRule(label="built-in RayCluster worker-group suspend rule",
+                spec={"group": RAY_GROUP, "kind": "RayCluster",
+                      "jqPathExpressions": [".spec.workerGroupSpecs[]?.suspend"]},
+                cluster_spec=(), when="always"),
 )

@@ -107,6 +107,7 @@ from typing import Any, Protocol
 import structlog
 
 from gitops_ray import FIELD_MANAGER
+from gitops_ray.diff.groupfields import keep_others, with_memory
 from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.health import Health, HealthStatus, assess
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
@@ -667,7 +668,8 @@ class Syncer:
 def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifest:
     """The body to write for ``obj`` given ``live``.
 
-    That is git's object with the live values at ignored paths, carrying live's
+    That is git's object with the live values at ignored paths and the fields other
+    writers put in its Ray groups (:mod:`gitops_ray.diff.groupfields`), carrying live's
     ``resourceVersion`` as the write precondition, and never a ``status``: on a kind
     without the status subresource (Argo CD's Application is one) applying it would make
     us an owner of another writer's status, whose next apply then conflicts; and what an
@@ -675,9 +677,10 @@ def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifes
     CD's ``RespectIgnoreDifferences`` drops ``status`` the same way.)
     """
     if live is None:
-        return _without_status(obj)
+        return with_memory(_without_status(obj), obj)
     body = keep_live_values(obj, live, live_paths=rules.ignored_paths(live, live=live),
                             desired_paths=rules.ignored_paths(obj, live=live))
+    body = with_memory(keep_others(body, live), obj)
     body.pop("status", None)
     body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
     return body
@@ -693,8 +696,21 @@ def _without_status(obj: Manifest) -> Manifest:
 
 
 def _with_live_status(body: Manifest, live: Manifest | None) -> Manifest:
-    """A replace (PUT) writes the whole object: it keeps live's status as it is."""
-    return {**body, "status": live["status"]} if live and "status" in live else body
+    """A replace (PUT) writes the whole object: it keeps live's status as it is.
+
+    And live's finalizers: others add them (the operator's GCS cleanup, Kueue's), and a
+    replace without them would remove them; a server-side apply leaves them alone already.
+    """
+    if not live:
+        return body
+    out = {**body, "status": live["status"]} if "status" in live else dict(body)
+    theirs = (live.get("metadata") or {}).get("finalizers") or []
+    meta = out.get("metadata") or {}
+    mine = meta.get("finalizers") or []
+    missing = [f for f in theirs if f not in mine]
+    if missing:
+        out["metadata"] = {**meta, "finalizers": [*mine, *missing]}
+    return out
 
 
 def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
