@@ -353,22 +353,30 @@ Probe = Callable[[], dict[str, Status]]
 @shapes_options
 @click.option("--sync", "want_sync", is_flag=True, help="Wait until Synced.")
 @click.option("--health", "want_health", is_flag=True, help="Wait until Healthy.")
+@click.option("--suspended", "want_suspended", is_flag=True,
+              help="Wait until Suspended (with --health: Healthy or Suspended), e.g. queued "
+                   "in Kueue, as argocd app wait --suspended.")
 @click.option("--timeout", default=300.0, show_default=True, type=float, help="Seconds.")
 @click.argument("apps", nargs=-1, required=True)
-def wait_command(want_sync: bool, want_health: bool, timeout: float, apps: tuple[str, ...],
-                 **opts: Any) -> None:
+def wait_command(want_sync: bool, want_health: bool, want_suspended: bool, timeout: float,
+                 apps: tuple[str, ...], **opts: Any) -> None:
     """Wait until apps are Synced and/or Healthy (both when neither flag is given).
 
     Health is always read live; sync status too when the apps are selected with
     --repo/--apps or --local (else from the record a sync or the controller wrote).
+    A Suspended app (a RayCluster or RayJob waiting for admission in a Kueue queue) is
+    not Healthy: --health waits until Kueue admits it and it is ready, and its timeout
+    says Kueue's reason; --suspended accepts Suspended (with --health, either).
     """
-    if not (want_sync or want_health):
+    if not (want_sync or want_health or want_suspended):
         want_sync = want_health = True
+    wanted = ({HealthStatus.HEALTHY} if want_health else set()) | (
+        {HealthStatus.SUSPENDED} if want_suspended else set())
     probe = _probe(opts, apps)
     deadline = time.monotonic() + timeout
     while True:
         statuses = probe()
-        pending = [a for a in apps if not _done(statuses[a], want_sync, want_health)]
+        pending = [a for a in apps if not _done(statuses[a], want_sync, wanted)]
         if not pending:
             click.echo(f"{', '.join(apps)}: done")
             return
@@ -404,9 +412,9 @@ def _recorded_with_live_health(destinations: Destinations, record: AppRecord) ->
     return status
 
 
-def _done(status: Status, want_sync: bool, want_health: bool) -> bool:
+def _done(status: Status, want_sync: bool, wanted: set[HealthStatus]) -> bool:
     return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
-            and (not want_health or status.get("health") == HealthStatus.HEALTHY))
+            and (not wanted or status.get("health") in wanted))
 
 
 def _describe(name: str, status: Status) -> str:

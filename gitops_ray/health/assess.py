@@ -17,6 +17,7 @@ from functools import partial
 from gitops_ray.health.builtin import CHECKS
 from gitops_ray.health.fields import dig, mapping
 from gitops_ray.health.lua import NO_CHECKS, LuaChecks, run_lua_health
+from gitops_ray.health.queued import queued_health
 from gitops_ray.health.ray import raycluster_health, rayjob_health, rayservice_health
 from gitops_ray.health.status import Health, HealthStatus
 from gitops_ray.types import Manifest, split_api_version
@@ -32,11 +33,14 @@ RAY_CHECKS: dict[str, Check] = {
 
 
 def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
-           pods: Sequence[Manifest] = (), custom: LuaChecks = NO_CHECKS) -> Health | None:
+           pods: Sequence[Manifest] = (), custom: LuaChecks = NO_CHECKS,
+           workloads: Sequence[Manifest] = ()) -> Health | None:
     """Health of a live object (``None`` = missing); ``None`` when it has no health check.
 
     ``events`` are Events that may concern the object, ``pods`` Pods that may belong to
     it; only the RayCluster check reads them. ``custom``: the ``argocd-cm`` Lua checks.
+    ``workloads``: Kueue Workloads that may belong to it; a queued, suspended RayCluster
+    or RayJob is Suspended waiting for admission (:mod:`gitops_ray.health.queued`).
     """
     if obj is None:
         return Health(HealthStatus.MISSING, "Resource does not exist in the cluster")
@@ -47,6 +51,9 @@ def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
     script = custom.for_object(obj) if custom else None
     if script is not None:  # even without a verdict: Argo does not run the built-in then
         return run_lua_health(script, obj)
+    queued = queued_health(obj, workloads)
+    if queued is not None:
+        return queued
     check = check_for(obj, events=events, pods=pods)
     return check(obj) if check else None
 

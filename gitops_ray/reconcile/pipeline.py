@@ -86,7 +86,9 @@ from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
+from gitops_ray.health.queued import waits_for_admission
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
+from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.project import (
@@ -215,6 +217,11 @@ def pod_token(pod: Manifest) -> str:
 def events_token(events: Sequence[Manifest]) -> str:
     """What changes when the Events about an object do."""
     return ",".join(sorted(event_token(e) for e in events))
+
+
+def workloads_token(workloads: Sequence[Manifest]) -> str:
+    """What changes when Kueue's word on a queued object can: its Workloads' versions."""
+    return ",".join(sorted(event_token(w) for w in workloads))
 
 
 def pods_token(pods: Sequence[Manifest]) -> str:
@@ -779,8 +786,11 @@ class Pipeline:
         fresh = landed is not None and landed.created and not self._events.cached
         events = () if fresh else self._events_about(desired.key, live)
         pods = () if fresh else self._pods_of(desired.key, live)
+        workloads = self._workloads_of(live)
         live_version = str((live or {}).get("metadata", {}).get("resourceVersion", ""))
         version, signals = (content, live_version), self._signals(desired.key, events, pods)
+        if live is not None and waits_for_admission(live):
+            signals += "|workloads:" + workloads_token(workloads)
         written = landed is not None
         hit = self._recall(desired.key, version)
         if hit is not None and hit.signals == signals and hit.written >= written:
@@ -797,7 +807,8 @@ class Pipeline:
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         if read is not None and landed is None and result.out_of_sync:
             read[desired.key] = live  # for the sync that may follow; only what it applies
-        health = assess(live, events=events, pods=pods, custom=system.health)
+        health = assess(live, events=events, pods=pods, custom=system.health,
+                        workloads=workloads)
         # A Synced diff is remembered without its normalized copies: only the verdict is
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
@@ -892,6 +903,17 @@ class Pipeline:
         if not self._events.cached and (live is None or not awaits_operator(live)):
             return ()
         return self._events.about(key.namespace, key.name)
+
+    def _workloads_of(self, live: Manifest | None) -> Sequence[Manifest]:
+        """Kueue's Workloads beside a queued object waiting for admission (none for others).
+
+        Read on every pass while it waits: its memo's signals then carry them
+        (:func:`workloads_token`), so Kueue's changing reason is seen and a pass that
+        reuses nothing else still reads them; once admitted, nothing is read.
+        """
+        if live is None or not waits_for_admission(live):
+            return ()
+        return workloads_in(self.kube, str(live["metadata"].get("namespace") or ""))
 
     def _pods_of(self, key: ResourceKey, live: Manifest | None) -> Sequence[Manifest]:
         """A RayCluster's Pods, for a rollout the operator has not made (none for others)."""

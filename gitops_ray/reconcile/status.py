@@ -20,8 +20,10 @@ from typing import Any
 from gitops_ray.diff import ResourceDiff
 from gitops_ray.diff.ray import RAY_GROUP
 from gitops_ray.health import Health, HealthStatus, aggregate, assess
+from gitops_ray.health.queued import waits_for_admission
 from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_of
 from gitops_ray.kube import Kube, UnknownKind
+from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Destination
@@ -332,8 +334,16 @@ def live_health(kube: Kube, record: AppRecord) -> Health:
     Needs neither git nor a controller: what ``wait --health`` polls, so an app whose
     RayCluster became ready after the last recorded comparison is seen as Healthy.
     """
-    return aggregate(assess(_get(kube, e.api_version, e.kind, e.namespace, e.name))
+    return aggregate(assess_live(kube, _get(kube, e.api_version, e.kind, e.namespace, e.name))
                      for e in record.inventory)
+
+
+def assess_live(kube: Kube, obj: dict[str, Any] | None) -> Health | None:
+    """:func:`assess`, with Kueue's Workloads read for an object waiting for admission."""
+    if obj is None or not waits_for_admission(obj):
+        return assess(obj)
+    namespace = str((obj.get("metadata") or {}).get("namespace") or "")
+    return assess(obj, workloads=workloads_in(kube, namespace))
 
 
 def _get(kube: Kube, api_version: str, kind: str, namespace: str, name: str

@@ -110,7 +110,9 @@ from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff.groupfields import keep_others, with_memory
 from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.health import Health, HealthStatus, assess
+from gitops_ray.health.queued import waits_for_admission
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
+from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event, post_summary
 from gitops_ray.sync.merge import Path, keep_live_values
@@ -414,7 +416,7 @@ class Syncer:
         """
         if request.dry_run:
             return True
-        verdicts = [(ResourceKey.of(o), assess(self._lookup(o))) for o in members]
+        verdicts = [(ResourceKey.of(o), self._assess(self._lookup(o))) for o in members]
         pending = [(k, h) for k, h in verdicts
                    if h is not None and h.status is not HealthStatus.HEALTHY]
         if not pending:
@@ -428,6 +430,17 @@ class Syncer:
         log.info("sync_wave_waiting", app=request.app.name, wave=wave, resource=str(key),
                  health=health.status.value)
         return False
+
+    def _assess(self, live: Manifest | None) -> Health | None:
+        """Health of a wave's member; a queued one reads its Kueue Workload.
+
+        Suspended waits, as in gitops-engine (only Healthy lets the next wave start): a
+        RayCluster waiting in a Kueue queue holds the later waves until it is admitted.
+        """
+        if live is None or not waits_for_admission(live):
+            return assess(live)
+        namespace = str((live.get("metadata") or {}).get("namespace") or "")
+        return assess(live, workloads=workloads_in(self.kube, namespace))
 
     # -- apply -----------------------------------------------------------------------
 
