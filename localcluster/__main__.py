@@ -1,6 +1,7 @@
-"""``python -m localcluster [build | --kuberay | --argocd]``: build the tools, or run a cluster.
+"""``python -m localcluster [build | --kuberay [--kueue] | --argocd]``: build, or run a cluster.
 
-``--kuberay`` adds the Ray stack (kube-scheduler, kwok fake nodes, the KubeRay operator);
+``--kuberay`` adds the Ray stack (kube-scheduler, kwok fake nodes, the KubeRay operator),
+``--kueue`` Kueue v0.17.0 on it (:mod:`localcluster.kueue`);
 ``--argocd`` adds argocd-server (:mod:`localcluster.argocd`) and prints how to use its CLI.
 """
 

@@ -5,7 +5,9 @@ the small module in ``hack/controlplane`` (see its go.mod for why every staging 
 replaced); helm v3 is ``go install``-ed. The opt-in Ray stack adds kube-scheduler (same
 module), kwok (``hack/kwok``) and the KubeRay operator (``hack/kuberay``), so Pods get
 scheduled onto fake nodes and reported Running, and a real operator acts on RayClusters.
-Argo CD's one binary (``hack/argocd``) is what the Argo CD tests run as argocd-server,
+Kueue's controller manager (``hack/kueue``) joins that stack on request
+(:mod:`localcluster.kueue`). Argo CD's one binary (``hack/argocd``) is what the Argo CD
+tests run as argocd-server,
 its CLI and its application controller (:mod:`localcluster.argocd`).
 Results go to a cache outside the checkout, ``~/.cache/gitops-ray`` (override:
 ``GITOPS_RAY_CACHE``), keyed by version, and are reused. A build runs in a temporary
@@ -44,6 +46,8 @@ HELM_VERSION = "v3.19.0"
 KWOK_VERSION = "v0.7.0"
 KUBERAY_VERSION = "v1.6.1"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
+KUEUE_VERSION = "v0.17.0"
+KUEUE_MODULE = "sigs.k8s.io/kueue"
 ARGOCD_VERSION = "v3.2.11"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
@@ -53,6 +57,7 @@ MODULE_DIR = REPO_ROOT / "hack" / "controlplane"
 KWOK_MODULE_DIR = REPO_ROOT / "hack" / "kwok"
 KUBERAY_MODULE_DIR = REPO_ROOT / "hack" / "kuberay"
 ARGOCD_MODULE_DIR = REPO_ROOT / "hack" / "argocd"
+KUEUE_MODULE_DIR = REPO_ROOT / "hack" / "kueue"
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,13 @@ def ensure_kuberay_operator() -> Path:
                       ["-ldflags", "-s -w", KUBERAY_MODULE], KUBERAY_MODULE_DIR)
 
 
+def ensure_kueue() -> Path:
+    """Kueue's controller manager (``cmd/kueue``) from ``hack/kueue``."""
+    return _build_one(cache_dir() / "kueue" / KUEUE_VERSION / "kueue", "kueue",
+                      f"Kueue {KUEUE_VERSION}",
+                      ["-ldflags", "-s -w", f"{KUEUE_MODULE}/cmd/kueue"], KUEUE_MODULE_DIR)
+
+
 def ensure_argocd() -> Path:
     """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component."""
     return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
@@ -198,6 +210,23 @@ def kuberay_crds() -> Path:
                         [f"config/crd/bases/ray.io_{plural}.yaml" for plural in RAY_CRDS])
 
 
+KUEUE_CRDS = ("admissionchecks", "clusterqueues", "cohorts", "localqueues",
+              "multikueueclusters", "multikueueconfigs", "provisioningrequestconfigs",
+              "resourceflavors", "topologies", "workloadpriorityclasses", "workloads")
+
+
+def kueue_manifests() -> Path:
+    """A JSON list of Kueue's CRDs and its webhook configurations (written for a Service).
+
+    From ``config/components`` of the pinned kueue module source, as :func:`kuberay_crds`.
+    """
+    return _module_crds(cache_dir() / "kueue" / KUEUE_VERSION / "manifests.json",
+                        "kueue-manifests", f"{KUEUE_MODULE}@{KUEUE_VERSION}", KUEUE_MODULE_DIR,
+                        [*(f"config/components/crd/bases/kueue.x-k8s.io_{plural}.yaml"
+                           for plural in KUEUE_CRDS),
+                         "config/components/webhook/manifests.yaml"])
+
+
 ARGOCD_CRDS = ("application", "appproject", "applicationset")
 
 
@@ -223,7 +252,8 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
                              capture_output=True, text=True,
                              env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
         root = Path(json.loads(out)["Dir"])
-        crds = [yaml.load((root / rel).read_text(), Loader=_YamlLoader) for rel in files]
+        crds = [doc for rel in files
+                for doc in yaml.load_all((root / rel).read_text(), Loader=_YamlLoader) if doc]
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("w", dir=target.parent, delete=False) as tmp:
             json.dump(crds, tmp)
@@ -241,12 +271,14 @@ def build_all() -> list[str]:
     them again alongside: helm v3.19 and Argo CD v3.2 share k8s.io v0.34 and about 80
     other modules; the control plane's four commands build in one invocation. The other
     lanes have nothing in common (each pins its own k8s.io), and three lanes keep both
-    cores busy while one lane downloads modules or links.
+    cores busy while one lane downloads modules or links. Kueue (k8s.io v0.35.3) shares no
+    pinned version with any lane; it goes last in the Ray lane (the stack it joins)
+    rather than in a fourth lane competing for the same two cores.
     """
     lanes: list[list[Callable[[], object]]] = [
         [_controlplane_and_scheduler],
         [ensure_helm, ensure_argocd, argocd_crds],
-        [kuberay_crds, ensure_kuberay_operator, ensure_kwok]]
+        [kuberay_crds, ensure_kuberay_operator, ensure_kwok, kueue_manifests, ensure_kueue]]
     with ThreadPoolExecutor(len(lanes)) as pool:
         futures = [pool.submit(_run_lane, lane) for lane in lanes]
         built = [path for f in futures for path in f.result()]

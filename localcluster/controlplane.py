@@ -6,7 +6,8 @@ subresource, resourceVersion conflicts, watches), plus the namespace and garbage
 controllers so deletions with propagation policies behave as on a real cluster. There is
 no scheduler and no kubelet: Pods stay Pending, which the reconciler never needs, unless
 ``kuberay=True`` adds the Ray stack (:mod:`localcluster.raystack`: kube-scheduler, kwok
-fake nodes, the KubeRay operator). Every control plane has the upstream KubeRay CRDs.
+fake nodes, the KubeRay operator), and ``kueue=True`` Kueue on top of it
+(:mod:`localcluster.kueue`). Every control plane has the upstream KubeRay CRDs.
 
 Processes are started in their own process group with ``PR_SET_PDEATHSIG`` so that they
 die with the Python process that started them, even when it is killed; :meth:`stop`
@@ -89,6 +90,7 @@ class LocalControlPlane:
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     port: int = 0
     kuberay: bool = False
+    kueue: bool = False  # with kuberay: Kueue's controller manager too (localcluster.kueue)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -137,6 +139,10 @@ class LocalControlPlane:
                 from localcluster.raystack import start_ray_stack
 
                 start_ray_stack(self, timeout=timeout)
+            if self.kuberay and self.kueue:
+                from localcluster.kueue import start_kueue
+
+                start_kueue(self, timeout=timeout)
         except BaseException:
             self.stop()
             raise
@@ -262,11 +268,14 @@ def _http_ok(url: str, token: str | None, ctx: ssl.SSLContext | None = None) -> 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m localcluster [--kuberay] [--argocd]``: run a control plane until Ctrl-C."""
+    """``python -m localcluster [--kuberay [--kueue]] [--argocd]``: run one until Ctrl-C."""
     args = set(argv or [])
-    if not args <= {"--kuberay", "--argocd"} or len(args) != len(argv or []):
-        raise SystemExit("usage: python -m localcluster [build | --kuberay | --argocd]")
-    with LocalControlPlane(kuberay="--kuberay" in args) as cp, contextlib.ExitStack() as stack:
+    if not args <= {"--kuberay", "--kueue", "--argocd"} or len(args) != len(argv or []) \
+            or ("--kueue" in args and "--kuberay" not in args):
+        raise SystemExit("usage: python -m localcluster "
+                         "[build | --kuberay [--kueue] | --argocd]")
+    with LocalControlPlane(kuberay="--kuberay" in args, kueue="--kueue" in args) as cp, \
+            contextlib.ExitStack() as stack:
         print(json.dumps({"kubeconfig": str(cp.kubeconfig), "server": cp.url}), flush=True)
         print(f"export KUBECONFIG={cp.kubeconfig}   # Ctrl-C stops the control plane",
               flush=True)

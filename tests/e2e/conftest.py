@@ -20,6 +20,7 @@ import pytest
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from localcluster.kueue import start_kueue
 from tests.conftest import fresh_namespace
 from tests.integration.test_controller import start_controller
 
@@ -39,3 +40,18 @@ def kube(ray_stack: LocalControlPlane) -> Kube:
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     yield from fresh_namespace(kube, "e2e")
+
+
+@pytest.fixture(scope="session")
+def kueue(ray_stack: LocalControlPlane) -> LocalControlPlane:
+    """Kueue v0.17.0 on the Ray stack (:mod:`localcluster.kueue`), for the whole session.
+
+    Its feature gate ``ElasticJobsViaWorkloadSlices`` (alpha) is on: without it Kueue's
+    validation refuses ``enableInTreeAutoscaling`` on every queued RayCluster, and the
+    autoscaler-beside-Kueue test needs one. Only objects that also carry the annotation
+    ``kueue.x-k8s.io/elastic-job: "true"`` are elastic; the others are refused still.
+    Kueue manages only objects labelled ``kueue.x-k8s.io/queue-name``, so the other
+    tests of the session are not queued.
+    """
+    start_kueue(ray_stack, gates={"ElasticJobsViaWorkloadSlices": True})
+    return ray_stack
