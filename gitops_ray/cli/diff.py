@@ -198,6 +198,8 @@ def _refused(comparison: Comparison) -> bool:
 def _warn(comparison: Comparison) -> None:
     for warning in comparison.warnings:
         click.secho(f"warning: app {comparison.app.name}: {warning}", fg="yellow", err=True)
+    for conflict in comparison.diff.conflicts:
+        click.secho(f"conflict: app {comparison.app.name}: {conflict}", fg="yellow", err=True)
 
 
 COMMANDS = [diff_command]

@@ -118,6 +118,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "healthMessage": status.get("healthMessage", ""),
             "rolloutPending": list(status.get("rolloutPending") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
+            "conflicts": list(status.get("conflicts") or []),
             "lastOperation": last_operation(status),
             "comparedAt": iso(status.get("comparedAt"))}
 
@@ -192,6 +193,8 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
     health = Text(info["health"], style=HEALTH_STYLES.get(info["health"], ""))
     yield "Health Status", health + (f": {info['healthMessage']}" if info["healthMessage"]
                                      else "")
+    for conflict in info["conflicts"]:
+        yield "Conflict", Text(conflict, style="yellow")
     yield "Last Operation", _operation_text(status)
     yield "Compared", human_time(status.get("comparedAt")) or "never"
     if info["renderWarnings"]:

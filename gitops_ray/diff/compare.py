@@ -10,7 +10,7 @@ live fields git does not mention are not compared, and lists are compared by ind
 
 Inside Ray groups, fields other writers put there and git does not set are in the
 prediction (sync keeps them, :mod:`gitops_ray.diff.groupfields`); a field git sets that
-another writer changed since our apply is a warning naming that writer.
+another writer changed since our apply is a conflict naming that writer.
 
 Both sides lose what the server writes (:func:`strip_server_fields`; ``status`` as
 ``argocd-cm``'s ``ignoreResourceStatusField`` says, by default always), Secrets compare
@@ -57,6 +57,9 @@ class ResourceDiff:
     desired_normalized: Manifest | None
     live_normalized: Manifest | None
     warnings: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
+    """Fields git sets that another writer changed on live, naming it (a sync makes them
+    git's again): :func:`gitops_ray.diff.groupfields.conflicts`."""
 
     @property
     def out_of_sync(self) -> bool:
@@ -87,6 +90,10 @@ class AppDiff:
     @property
     def warnings(self) -> list[str]:
         return [w for r in self.resources for w in r.warnings]
+
+    @property
+    def conflicts(self) -> list[str]:
+        return [f"{r.key}: {c}" for r in self.resources for c in r.conflicts]
 
 
 def strip_server_fields(obj: Manifest) -> Manifest:
@@ -145,10 +152,10 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
     status, reason = _status(want, have)
     if reason == EXTRANEOUS and live is not None and _deleting(live):
         reason = DELETING
-    warnings = _warnings(skips)
-    if reason == MODIFIED and applies_to(live):
-        warnings += [f"{key}: {c}" for c in conflicts(desired, predicted, live)]
-    return ResourceDiff(key, status, reason, want, have, tuple(warnings))
+    clashes = conflicts(desired, predicted, live) if reason == MODIFIED and applies_to(live) \
+        else []
+    return ResourceDiff(key, status, reason, want, have, tuple(_warnings(skips)),
+                        tuple(clashes))
 
 
 def _as_applied(key: ResourceKey, live: Manifest, sides: tuple[Manifest | None, ...],

@@ -109,6 +109,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
                        for c in comparison.conditions],
         "images": sorted(set().union(*(f.images for f in facts)))[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
+        "conflicts": comparison.diff.conflicts[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "targetRevision": comparison.app.source.target_revision,

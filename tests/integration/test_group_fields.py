@@ -148,8 +148,8 @@ def test_a_field_git_sets_that_kueue_changed_is_a_conflict_naming_kueue(
 
     comparison = env.pipeline.compare(app)
     assert comparison.diff.status == "OutOfSync"
-    said = [w for w in comparison.diff.warnings if "nodeSelector.disk" in w]
-    assert said and "kueue" in said[0], comparison.diff.warnings
+    said = [c for c in comparison.diff.conflicts if "nodeSelector.disk" in c]
+    assert said and "kueue" in said[0], comparison.diff.conflicts
     outcome = env.reconciler.sync(app)
     assert outcome.result.ok
     assert _pod(env.live("clash"), "gpu")["nodeSelector"]["disk"] == "ssd"  # git's
