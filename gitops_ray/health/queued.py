@@ -11,6 +11,10 @@ Suspended (not Progressing forever: a sync wave or ``wait --health`` would then 
 without end), with "waiting for admission in LocalQueue Q (Workload W: <Kueue's
 reason>)".
 
+Argo CD's Lua checks (``argocd/health``) see the object alone: there the same object is
+Suspended too, with the operator's "RayCluster is suspended" (as for the Event rule of
+:mod:`gitops_ray.health.ray`, only the message differs).
+
 Pure: the caller passes the Workloads it read (only ``gitops_ray.kube`` talks to the API
 server); those not owned by the object are ignored.
 """

@@ -16,6 +16,7 @@ import copy
 import itertools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
+from localcluster.autoscaler import Autoscaler
 from localcluster.kueue import ELASTIC_ANNOTATION, QUEUE_LABEL, queue_objects, resource_flavor
 from localcluster.raystack import fake_node, ready_and_untainted
 from tests.conftest import GitRepo
@@ -274,3 +276,44 @@ def test_a_rayjob_from_git_goes_through_kueue(
         assert live["spec"]["suspend"] is False
         refresh(ctl, git_repo)
         assert ctl.status("queued")["sync"] == "Synced"
+
+
+def test_the_autoscaler_kueue_and_git_share_an_elastic_raycluster(
+        kueue: LocalControlPlane, start_controller: Callable[..., Controller],
+        git_repo: GitRepo, kube: Kube, namespace: str, tmp_path: Path) -> None:
+    """Kueue's ElasticJobsViaWorkloadSlices gate is on (the ``kueue`` fixture) and the
+    cluster is annotated elastic, so Kueue lets it autoscale: Ray's provider code scales
+    one group while git edits the other's image; every writer's fields survive."""
+    with flavor(kube, namespace, cpu="16") as pool:
+        rc = queued("elastic")
+        rc["metadata"]["annotations"] = {ELASTIC_ANNOTATION: "true"}
+        rc["spec"]["enableInTreeAutoscaling"] = True
+        rc["spec"]["workerGroupSpecs"] = [
+            worker_group("autoscaled", replicas=1, max_replicas=3),
+            worker_group("edited", replicas=1)]
+        ctl = start(start_controller, git_repo, namespace, {"manifests/rc.yaml": rc})
+        wait(lambda: on_flavor_nodes(kube, namespace, "elastic", pool["nodes"]),
+             lambda: (ctl.live("elastic") or {}).get("status"), TIMEOUT, "admitted, running")
+        autoscaler = Autoscaler(kueue, kube, namespace, "elastic", tmp_path)
+        autoscaler.run("scale", "autoscaled", "2")
+
+        edited = copy.deepcopy(rc)
+        edited["spec"]["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["image"] = \
+            "rayproject/ray:2.53.0"
+        sha = git_repo.commit({"manifests/rc.yaml": edited}, "new image for edited")
+        assert ctl.webhook(push_payload(git_repo, sha)).ok
+
+        def landed() -> bool:
+            live = ctl.live("elastic") or {}
+            groups = {g["groupName"]: g for g in live["spec"]["workerGroupSpecs"]}
+            image = groups["edited"]["template"]["spec"]["containers"][0]["image"]
+            return (image == "rayproject/ray:2.53.0" and groups["autoscaled"]["replicas"] == 2
+                    and all(g["template"]["spec"].get("nodeSelector") == {
+                        FLAVOR_LABEL: namespace} for g in groups.values()))
+
+        wait(landed, lambda: ctl.live("elastic"), TIMEOUT,
+             "git's image, the autoscaler's replicas and Kueue's nodeSelector together")
+        refresh(ctl, git_repo)
+        assert ctl.status("queued")["sync"] == "Synced"
+        history = ctl.status("queued").get("history") or []
+        assert len(history) == 2, history  # the first sync and the edit: no loop
