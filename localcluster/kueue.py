@@ -17,7 +17,9 @@ controller manager (:func:`localcluster.build.ensure_kueue`) out of cluster agai
 * Kueue's internal certificate management stays on (it also injects the CRDs' conversion
   CA) but finds a certificate already in its Secret, made here for both the name its
   rotator checks (``kueue-webhook-service.kueue-system.svc``) and ``127.0.0.1`` (the address
-  the API server calls): valid, so it is served as is. With certificate management off,
+  the API server calls): valid, so it is served as is. In a cluster that Secret is mounted
+  as the webhook's certificate directory; here the same files are written there. With
+  certificate management off,
   Kueue v0.17.0 reads its metrics certificate from a fixed ``/etc/kueue/metrics/certs``.
 * the ``ray.io/raycluster`` and ``ray.io/rayjob`` integrations, no leader election, no
   metrics, the visibility API server off (it needs in-cluster delegated authentication);
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
 from gitops_ray.kube import Kube
@@ -73,6 +75,10 @@ def start_kueue(cp: LocalControlPlane, *, gates: dict[str, bool] | None = None,
     kube = Kube.connect(str(cp.kubeconfig))
     webhook, health = cp.free_port(), cp.free_port()
     ca_pem, secret = _certificates()
+    certs = cp.workdir / "kueue-certs"  # in a cluster, the Secret mounted as a volume
+    certs.mkdir(mode=0o700)
+    for name, value in secret["data"].items():
+        (certs / name).write_bytes(base64.b64decode(value))
     url = f"https://127.0.0.1:{webhook}"
     crds = [_with_conversion(m, url, ca_pem) for m in manifests
             if m.get("kind") == "CustomResourceDefinition"]
@@ -138,10 +144,12 @@ def _served(config: Manifest, url: str, ca_pem: bytes) -> Manifest:
 def _certificates() -> tuple[bytes, Manifest]:
     """A CA named as Kueue's rotator expects and a serving certificate it accepts.
 
-    Valid for a year: the rotator replaces what expires within 90 days.
+    Valid for a year: the rotator replaces what expires within 90 days. RSA keys in
+    PKCS #1: the rotator parses its CA key with ``x509.ParsePKCS1PrivateKey``.
     """
     now = datetime.datetime.now(datetime.UTC)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_key, key = (rsa.generate_private_key(public_exponent=65537, key_size=2048)
+                   for _ in range(2))
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_NAME),
                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kueue")])
     ca = (_builder(ca_name, ca_name, ca_key, now)
@@ -163,7 +171,7 @@ def _certificates() -> tuple[bytes, Manifest]:
     return ca_pem, secret
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivateKey,
+def _builder(subject: x509.Name, issuer: x509.Name, key: rsa.RSAPrivateKey,
              now: datetime.datetime) -> x509.CertificateBuilder:
     return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -171,8 +179,9 @@ def _builder(subject: x509.Name, issuer: x509.Name, key: ec.EllipticCurvePrivate
             .not_valid_after(now + datetime.timedelta(days=365)))
 
 
-def _pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+def _pem(key: rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM,
+                             serialization.PrivateFormat.TraditionalOpenSSL,
                              serialization.NoEncryption())
 
 

@@ -111,6 +111,16 @@ def refresh(ctl: Controller, git_repo: GitRepo) -> None:
     eventually(lambda: ctl.status("queued").get("revision") == sha, TIMEOUT, "compared")
 
 
+def refreshed(ctl: Controller, git_repo: GitRepo) -> dict[str, Any]:
+    """The app's status after one more comparison pass.
+
+    The controller compares on watch events of the RayCluster and on its interval; Kueue's
+    Workload is not watched, so a test that waits for Kueue's word asks for a pass.
+    """
+    refresh(ctl, git_repo)
+    return ctl.status("queued")
+
+
 def ours(live: dict[str, Any]) -> list[str]:
     """When gitops-ray last wrote the object (its managedFields entries' times)."""
     return sorted(str(e.get("time")) for e in live["metadata"].get("managedFields") or []
@@ -136,9 +146,8 @@ def test_a_queued_raycluster_waits_then_is_admitted_with_no_write_of_ours(
         ctl = start(start_controller, git_repo, namespace, {"manifests/rc.yaml": queued("rc")})
         eventually(lambda: (ctl.live("rc") or {}).get("spec", {}).get("suspend") is True,
                    TIMEOUT, "Kueue suspended it at creation")
-        wait(lambda: "insufficient quota" in ctl.status("queued").get("healthMessage", ""),
-             lambda: (refresh(ctl, git_repo), ctl.status("queued"))[1], TIMEOUT,
-             "Suspended with Kueue's reason")
+        wait(lambda: "insufficient quota" in refreshed(ctl, git_repo).get("healthMessage", ""),
+             lambda: ctl.status("queued"), TIMEOUT, "Suspended with Kueue's reason")
         status = ctl.status("queued")
         assert status["health"] == "Suspended"
         assert status["healthMessage"].startswith(
@@ -205,9 +214,8 @@ def test_quota_full_keeps_the_second_waiting_until_the_first_is_pruned(
              lambda: (ctl.live("first") or {}).get("status"), TIMEOUT, "first running")
         sha = git_repo.commit({"manifests/second.yaml": queued("second")}, "second cluster")
         assert ctl.webhook(push_payload(git_repo, sha)).ok
-        wait(lambda: "insufficient quota" in ctl.status("queued").get("healthMessage", ""),
-             lambda: (refresh(ctl, git_repo), ctl.status("queued"))[1], TIMEOUT,
-             "second waits for quota")
+        wait(lambda: "insufficient quota" in refreshed(ctl, git_repo).get("healthMessage", ""),
+             lambda: ctl.status("queued"), TIMEOUT, "second waits for quota")
         assert ctl.status("queued")["health"] == "Suspended"
         assert (ctl.live("second") or {})["spec"]["suspend"] is True
 
@@ -259,8 +267,8 @@ def test_a_rayjob_from_git_goes_through_kueue(
                "spec": {"entrypoint": "python -c 'print(1)'", "rayClusterSpec": spec,
                         "shutdownAfterJobFinishes": True}}
         ctl = start(start_controller, git_repo, namespace, {"manifests/job.yaml": job})
-        wait(lambda: "waiting for admission" in ctl.status("queued").get("healthMessage", ""),
-             lambda: (refresh(ctl, git_repo), ctl.status("queued"))[1], TIMEOUT,
+        wait(lambda: "waiting for admission" in refreshed(ctl, git_repo).get(
+                 "healthMessage", ""), lambda: ctl.status("queued"), TIMEOUT,
              "Suspended in the queue")
         assert ctl.status("queued")["health"] == "Suspended"
         set_quota(kube, pool["queue"], "8")
