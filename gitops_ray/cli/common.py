@@ -60,7 +60,7 @@ from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
 from gitops_ray.runtime import settings
-from gitops_ray.source import GitSource
+from gitops_ray.source import GitSource, env_lookup
 from gitops_ray.sync.records import RecordStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -305,6 +305,14 @@ def _name_from_path(path: str) -> str:
     return name if name not in ("", ".") else "app"
 
 
+def cli_source(opts: dict[str, Any]) -> GitSource:
+    """The command's git, with the ``GITOPS_RAY_GIT_*`` credentials for ``--repo``'s host.
+
+    Or for ``GITOPS_RAY_GIT_URL``'s prefix; never for a repository an app names elsewhere.
+    """
+    return GitSource(opts["cache_dir"], credentials=env_lookup([str(opts.get("repo") or "")]))
+
+
 def connect(opts: dict[str, Any]) -> Kube:
     return Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
 
@@ -315,7 +323,7 @@ PipelineFor = Callable[[Kube, ResolveCluster], Pipeline]
 
 def pipeline_factory(opts: dict[str, Any], kube: Kube, store: RecordStore) -> PipelineFor:
     """What every cluster's pipeline shares, read once from our cluster ``kube``."""
-    source = GitSource(opts["cache_dir"])
+    source = cli_source(opts)
     tools = RenderTools(helm_bin=opts["helm_bin"])
     shapes = configmap_shapes(
         lambda namespace, name: kube.get("v1", "ConfigMap", name=name, namespace=namespace),

@@ -19,11 +19,11 @@ import yaml
 from gitops_ray.cli.common import (
     CliCommand,
     app_options,
+    cli_source,
     global_options,
     select_apps,
 )
 from gitops_ray.render import render_app
-from gitops_ray.source import GitSource
 
 
 @click.command("render", cls=CliCommand)
@@ -36,7 +36,7 @@ def render_command(**opts: Any) -> None:
         opts["source_path"] = os.environ.get("ARGOCD_APP_SOURCE_PATH")
         if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
             opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
-    source = GitSource(opts["cache_dir"])
+    source = cli_source(opts)
     selection = select_apps(source, opts)
     docs = []
     for app in selection.apps:

@@ -21,7 +21,7 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     appSources:             # app-of-apps directories of Argo CD Applications
       - {repo: https://github.com/org/config.git, revision: main, path: apps}
     applications: []        # inline Argo CD Application manifests
-    credentials:            # matched by URL prefix, longest first
+    credentials:            # matched by URL prefix (on a path boundary), longest first
       - {url: https://github.com/org/, username: x-access-token, passwordFile: /creds/token}
       - {url: git@github.com:org/, sshKeyFile: /creds/id_ed25519}
       - {url: https://gitlab.example.com/, secret: gitlab-creds}   # Secret in controlNamespace
@@ -64,9 +64,11 @@ from gitops_ray.reconcile.autosync import (
     AutoSyncSettings,
     Backoff,
 )
+from gitops_ray.redact import redact
 from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.tools import HELM_BIN
 from gitops_ray.runtime.shards import MAX_SHARDS
+from gitops_ray.source.auth import host_scope
 from gitops_ray.types import Manifest
 
 ENV_PREFIX = "GITOPS_RAY_"
@@ -664,6 +666,9 @@ def _credentials(items: object, where: str) -> tuple[RepoCredential, ...]:
 def _credential(fields: dict[str, Any], at: str) -> RepoCredential:
     if not fields.get("url"):
         raise ConfigError(f"{at}: url (a repository URL prefix) is required")
+    if not host_scope(str(fields["url"])):
+        raise ConfigError(f"{at}: url {redact(str(fields['url']))!r} is not a repository URL "
+                          "prefix (https://host/path, ssh://host/path or git@host:path)")
     password_file = str(fields.get("passwordFile") or fields.get("tokenFile") or "")
     for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile")):
         _read_secret(path, at)  # fail at start-up, not at the first fetch

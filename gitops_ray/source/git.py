@@ -118,7 +118,7 @@ class GitSource:
                  timeout: float = 60.0) -> None:
         self.cache_dir = Path(cache_dir)
         self.timeout = timeout
-        self._credentials = credentials or (lambda _url: Credentials.from_env())
+        self._credentials = credentials or (lambda _url: None)
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self.fetches: Counter[str] = Counter()
@@ -225,7 +225,7 @@ class GitSource:
         Every argument equal to ``repo_url`` is replaced by the URL without userinfo.
         """
         url, credentials = self._remote(repo_url)
-        env = git_env(credentials, self.cache_dir / ".secrets")
+        env = git_env(credentials, self.cache_dir / ".secrets", url)
         try:
             out = git.Git(str(cwd) if cwd else None).execute(
                 ["git", *(url if a == repo_url else a for a in args)], env=env,
