@@ -574,7 +574,8 @@ class Runtime:
     def _web_site(self) -> WebSite:
         """The read-only page; with ``ui.actions``, its buttons (see runtime.web.auth)."""
         namespace = self.settings.control_namespace
-        actions = Actions(Reviewer(self.kube, namespace), FormTokens(),
+        reviewer = Reviewer(self.kube, namespace, audience=self.settings.ui_token_audience)
+        actions = Actions(reviewer, FormTokens(),
                           lambda app, reason: self.queue.submit(app, reason, urgent=True)
                           ) if self.settings.ui_actions else None
         return WebSite(controller=self.controller, cache=self.cache, namespace=namespace,

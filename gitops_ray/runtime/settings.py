@@ -222,6 +222,14 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _audience(value: object) -> str:
+    """A token audience: one word, never empty (an empty one would accept any API token)."""
+    text = _str(value).strip()
+    if not re.match(r"^\S{1,253}$", text):
+        raise ValueError(f"expected one audience (no spaces, not empty), got {text!r}")
+    return text
+
+
 def _namespaces(value: object) -> tuple[str, ...]:
     """A comma-separated list of namespace names (Argo CD's ``application.namespaces``)."""
     items = value if isinstance(value, list | tuple) else _str(value).split(",")
@@ -255,6 +263,7 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
+    _audience: {"type": "string", "pattern": r"^\S{1,253}$"},
     _namespaces: {"type": "string", "pattern": r"^[a-z0-9,\s-]*$"},
     _configmap_name: {"type": "string", "maxLength": 253,
                       "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
@@ -331,6 +340,10 @@ OPTIONS: tuple[Option, ...] = (
            "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises "
            "for the verb on the app's record ConfigMap (SubjectAccessReview).",
            flag="--ui-actions"),
+    Option("ui.tokenAudience", _audience, "gitops-ray", "The audience an action's bearer "
+           "token must be issued for (TokenReview spec.audiences), e.g. `kubectl create "
+           "token SA --audience gitops-ray`; tokens for other audiences, such as a Pod's "
+           "API token, are refused.", flag="--ui-token-audience"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",
@@ -499,6 +512,7 @@ class Settings:
     webhook_advertise_url: str
     listen: Listen
     ui_actions: bool
+    ui_token_audience: str
     leader_election: bool
     lease: LeaseSettings
     autosync: AutoSyncSettings
@@ -610,7 +624,7 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         webhook_advertise_url=s["webhook.advertiseUrl"],
         listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"],
                       (s["listen.ui"] or s["listen.metrics"]) if s["ui.enabled"] else ""),
-        ui_actions=s["ui.actions"],
+        ui_actions=s["ui.actions"], ui_token_audience=s["ui.tokenAudience"],
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
         shutdown_timeout=s["shutdownTimeout"],
