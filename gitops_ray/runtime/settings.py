@@ -347,7 +347,7 @@ OPTIONS: tuple[Option, ...] = (
            "Retry period.",
            flag="--leader-election-retry-period"),
     Option("sharding.enabled", _bool, False, "Split the apps between the replicas by shard "
-           "Leases (README: Sharding); replaces the single leader Lease, uses the "
+           "Leases (docs/operations.md: Sharding); replaces the single leader Lease, uses the "
            "leaderElection.* name, namespace, identity and timings.",
            flag="--sharding/--no-sharding"),
     Option("sharding.shards", _shard_count, 16, "Number of shards (one Lease each); the "
