@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any
 import click
 
 from gitops_ray.cli import common, main
+from gitops_ray.render.applications import FIELDS_READ, IGNORED_BECAUSE
 from gitops_ray.runtime.schema import chart_owner
 from gitops_ray.runtime.settings import ENV_PREFIX, LIST_ITEMS, OPTIONS, Option, parse_duration
 
@@ -235,6 +237,35 @@ def cli_reference() -> str:
     return "\n".join(lines)
 
 
+# -- argocd.md: the preflight table -------------------------------------------------------
+
+def _crd_fields(crds: list[dict[str, Any]], path: str) -> list[str]:
+    """The fields Argo CD's Application CRD defines at ``path`` (``spec.source``, ...)."""
+    app = next(c for c in crds if c["spec"]["names"]["kind"] == "Application")
+    node = app["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for part in path.split("."):
+        node = node["properties"][part]
+    return sorted(node.get("properties", {}))
+
+
+def preflight_reference(crds: list[dict[str, Any]]) -> str:
+    """Per place in an Application: what gitops-ray reads, and what it ignores and why."""
+    rows = []
+    for path, read in FIELDS_READ.items():
+        if not path:
+            continue  # the top level: apiVersion, kind, metadata, spec, status, operation
+        fields = _crd_fields(crds, path)
+        other = [f for f in fields if f not in read]
+        ignored = [f"`{f}` ({IGNORED_BECAUSE[f]})" for f in other if f in IGNORED_BECAUSE]
+        plain = [f"`{f}`" for f in other if f not in IGNORED_BECAUSE]
+        if plain:
+            ignored.append(", ".join(plain) + " (not supported)")
+        rows.append([_code(path), ", ".join(f"`{f}`" for f in fields if f in read),
+                     "; ".join(ignored) or "none"])
+    header = ["in the Application", "accepted", "ignored, with a warning"]
+    return "\n".join(_table(header, rows))
+
+
 # -- the pages --------------------------------------------------------------------------
 
 PAGES: dict[str, Callable[[], str]] = {
@@ -243,10 +274,18 @@ PAGES: dict[str, Callable[[], str]] = {
 }
 
 
-def stale(docs: Path) -> list[str]:
+def builders(argocd_crds: Path | None) -> dict[str, Callable[[], str]]:
+    """The generated pages; argocd.md's only with Argo CD's CRDs (a JSON list) at hand."""
+    if argocd_crds is None:
+        return dict(PAGES)
+    crds = json.loads(argocd_crds.read_text())
+    return {**PAGES, "argocd.md": lambda: preflight_reference(crds)}
+
+
+def stale(docs: Path, argocd_crds: Path | None = None) -> list[str]:
     """The pages of ``docs`` whose generated part is out of date."""
     out = []
-    for name, build in PAGES.items():
+    for name, build in builders(argocd_crds).items():
         text = (docs / name).read_text()
         if replace_block(text, build()) != text:
             out.append(name)
@@ -256,16 +295,19 @@ def stale(docs: Path) -> list[str]:
 def main_(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Regenerate the reference parts of docs/.")
     parser.add_argument("docs", type=Path, help="the docs/ directory")
+    parser.add_argument("--argocd-crds", type=Path,
+                        help="Argo CD's CRDs as a JSON list (localcluster builds it at "
+                             "~/.cache/gitops-ray/argocd/<version>/crds.json): also argocd.md")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a page is out of date instead of writing it")
     args = parser.parse_args(argv)
     if args.check:
-        names = stale(args.docs)
+        names = stale(args.docs, args.argocd_crds)
         for name in names:
             print(f"{args.docs / name} is out of date: run python -m gitops_ray.cli.reference "
-                  f"{args.docs}", file=sys.stderr)
+                  f"{args.docs} --argocd-crds CRDS", file=sys.stderr)
         return 1 if names else 0
-    for name, build in PAGES.items():
+    for name, build in builders(args.argocd_crds).items():
         path = args.docs / name
         path.write_text(replace_block(path.read_text(), build()))
     return 0
