@@ -72,7 +72,7 @@ def broken(path: Path, href: str) -> str | None:
         return None
     target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
     if not target.exists():
-        return f"{href}: no such file {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}"
+        return f"{href}: no such file {target}"
     if parts.fragment and target.suffix == ".md" and parts.fragment not in anchors(target):
         return f"{href}: no heading #{parts.fragment} in {target.relative_to(ROOT)}"
     return None

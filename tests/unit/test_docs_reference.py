@@ -87,3 +87,18 @@ def test_replace_block_keeps_the_prose_around_it() -> None:
     assert replace_block(text, "new") == f"before\n{BEGIN}\n\nnew\n\n{END}\nafter\n"
     with pytest.raises(ValueError):
         replace_block("no markers", "new")
+
+
+def test_troubleshooting_names_every_failure_reason_and_condition() -> None:
+    """docs/operations.md's tables have a row per Reason and per condition gitops-ray sets."""
+    from gitops_ray.sync.reasons import Reason
+    from gitops_ray.types import ConditionType
+
+    text = (DOCS / "operations.md").read_text()
+    section = text[text.index("## Troubleshooting"):]
+    for reason in Reason:
+        assert f"| `{reason.value}` |" in section, reason
+    never = {ConditionType.SHARED_RESOURCE, ConditionType.ORPHANED_RESOURCE,
+             ConditionType.REPEATED_RESOURCE}  # Argo CD's, never set here (the page says so)
+    for condition in set(ConditionType) - never:
+        assert f"| `{condition.value}` |" in section, condition
