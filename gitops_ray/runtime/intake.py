@@ -108,6 +108,9 @@ class Intake:
         ``idle``: a kept-alive connection after a response (the idle deadline applies
         until the next request's first byte).
         """
+        if self._stopped:
+            _close(sock)
+            return
         timeout = self.limits.idle_timeout if idle and not data else self.limits.header_timeout
         entry = _Pending(sock, address, time.monotonic() + timeout, bytearray(data),
                          idle=idle and not data)
