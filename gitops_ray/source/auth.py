@@ -218,16 +218,21 @@ def env_lookup(repos: Iterable[str] = (), env: Mapping[str, str] | None = None) 
 
     The scope is ``GITOPS_RAY_GIT_URL`` when set, else the hosts of ``repos`` (the
     repositories the command or the settings name: ``--repo``, ``appSources``); with
-    neither, the variables are for no URL at all.
+    neither, the secrets are for no URL at all. ``GITOPS_RAY_GIT_KNOWN_HOSTS`` (not a
+    secret) pins host keys for every URL.
     """
     env = os.environ if env is None else env
     found = Credentials.from_env(env)
     given = (env.get(SCOPE_VAR) or "").strip()
     scopes = tuple(s for s in ([given] if given else [host_scope(r) for r in repos]) if s)
 
+    # Known hosts are not a secret: they pin host keys for every URL.
+    public = (Credentials(known_hosts_file=found.known_hosts_file)
+              if found is not None and found.known_hosts_file else None)
+
     def lookup(url: str) -> Credentials | None:
         scope = next((s for s in scopes if in_scope(url, s)), None)
-        return None if found is None or scope is None else replace(found, scope=scope)
+        return public if found is None or scope is None else replace(found, scope=scope)
     return lookup
 
 

@@ -72,6 +72,8 @@ def test_scopes_match_on_a_path_boundary() -> None:
     assert by_repo("https://git.example/other/app.git") is not None  # the --repo host
     assert by_repo("https://elsewhere.example/team/config.git") is None
     assert env_lookup([], env)("https://git.example/team/config.git") is None
+    pinned = env_lookup([], {**env, "GITOPS_RAY_GIT_KNOWN_HOSTS": "/kh"})("ssh://h/x")
+    assert pinned == Credentials(known_hosts_file="/kh")  # host keys pinned everywhere
     prefixed = env_lookup(["https://git.example/x"], {**env, "GITOPS_RAY_GIT_URL":
                                                       "https://git.example/team"})
     assert prefixed("https://git.example/team/a") is not None
