@@ -291,3 +291,15 @@ def test_a_refused_body_sent_in_full_still_gets_its_response(server: Server) -> 
     body = b"x" * 50_000  # sent before the client reads (see server.linger)
     for _ in range(20):
         assert status(exchange(server, f"{POST}\r\nContent-Length: 50000", body)) == 413
+
+
+def test_pipelined_requests_on_one_connection_are_each_answered(server: Server) -> None:
+    with server.connect() as sock:
+        sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+                     + f"{POST}\r\nContent-Length: 1\r\n\r\nz".encode()
+                     + b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert [status(b"HTTP/" + r) for r in data.split(b"HTTP/")[1:]] == [200, 202, 200]
+    assert [bytes(r.body) for r in server.seen] == [b"z"]
