@@ -59,3 +59,10 @@ class LimitExceeded(RenderError):
     """
 
     stage = "render"
+
+
+class ChildMemoryExceeded(LimitExceeded):
+    """A child process (helm, kustomize) went over ``childMemoryLimit`` and was stopped.
+
+    Its message carries ``MemoryLimitExceeded`` (:data:`gitops_ray.childproc.REASON`).
+    """

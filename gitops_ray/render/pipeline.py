@@ -3,7 +3,9 @@
 The steps, each a small function so they can be read (and tested) on their own:
 
 1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
-   symlinks that escape it;
+   symlinks that escape it, and every symlink the render can reach that does (the
+   renderers add what else they reach: a chart's ``file://`` dependencies, the bases
+   of a kustomization);
 2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
@@ -60,13 +62,15 @@ class Tools:
     helm_bin: str | Path
     kubectl_bin: str
     facts: ClusterFacts
+    value_file_hosts: tuple[str, ...] = ()
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
-               cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
+               cluster_shapes: ClusterShapes | None = None,
+               value_file_hosts: Sequence[str] = ()) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
@@ -76,15 +80,16 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
     ``api_versions`` are what Helm's ``.Capabilities`` report, or ``cluster_facts``
     (asked only if the app is a chart); the controller and the cluster-backed commands
-    take them from the target cluster, as Argo CD does.
+    take them from the target cluster, as Argo CD does. ``value_file_hosts`` are the
+    hosts a Helm ``valueFiles`` URL may name (setting ``render.valueFileHosts``).
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts)
+    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts))
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
-        raise LimitExceeded(f"app {app.name}: {e}") from e
+        raise type(e)(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
         raise RenderError(f"app {app.name}: {e}") from e
     except ConfigError as e:
@@ -154,7 +159,8 @@ def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> lis
 def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
     kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
-                       kube_version=kube_version, api_versions=api_versions)
+                       kube_version=kube_version, api_versions=api_versions,
+                       value_file_hosts=tools.value_file_hosts)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
