@@ -258,5 +258,5 @@ def test_value_file_urls_of_an_allowed_host_are_fetched(
                                  helm=HelmSource(value_files=(values_server,)))
     objs = render_app(app, repo, helm_bin=helm_bin, value_file_hosts=("127.0.0.1",))
     assert objs[0]["data"] == {"g": "from-the-network"}
-    with pytest.raises(RenderError, match="render.valueFileHosts"):  # another port only
+    with pytest.raises(RenderError, match=r"render\.valueFileHosts"):  # another port only
         render_app(app, repo, helm_bin=helm_bin, value_file_hosts=("127.0.0.1:1",))
