@@ -51,13 +51,23 @@ def check_no_escaping_symlinks(root: Path, *directories: Path) -> None:
     """
     base = root.resolve()
     seen: set[Path] = set()
-    pending = [(_resolve(d, os.path.relpath(d, base)), "") for d in directories]
+    pending = [(_start(base, d), "") for d in directories]
     while pending:
         directory, via = pending.pop()
         if directory in seen or not directory.is_dir():
             continue
         seen.add(directory)
         pending += _walk_one(base, directory, via)
+
+
+def _start(base: Path, directory: Path) -> Path:
+    """``directory`` resolved; it must itself be inside ``base`` (it may be a link)."""
+    shown = os.path.relpath(directory, base)
+    resolved = _resolve(directory, shown)
+    if not _inside(base, resolved):
+        raise SourceError(f"symlink {_first_escaping_link(base, shown)!r} points outside "
+                          "the repository")
+    return resolved
 
 
 def _walk_one(base: Path, directory: Path, via: str) -> list[tuple[Path, str]]:

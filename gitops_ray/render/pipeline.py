@@ -38,6 +38,7 @@ from gitops_ray.render.kustomize import find_kustomization, render_kustomize
 from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
 from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
+from gitops_ray.render.shapes.settings import config_dirs
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
@@ -103,7 +104,7 @@ def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespa
                           "repository, which is not supported; vendor the chart into the "
                           "config repo and point spec.source.path at it")
     app_dir = app_directory(root, app.source.path)
-    check_no_escaping_symlinks(root, app_dir)
+    check_no_escaping_symlinks(root, app_dir, *config_dirs(root, app_dir))
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
     if len(located) > limits.MAX_OBJECTS:
