@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gitops_ray import childproc, limits
+from gitops_ray.diff.jqworker import JqWorkerError, WorkerPool
 from gitops_ray.errors import ConfigError
 from gitops_ray.render.helm import url_allowed
 from gitops_ray.runtime.settings import load_settings
@@ -124,3 +125,17 @@ def test_mirror_directories_are_not_derivable_from_the_url(tmp_path: Path) -> No
     assert other.repo_dir(url).name != one.repo_dir(url).name
     key = tmp_path / "a" / ".secrets" / "mirror-key"
     assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+
+
+def test_a_jq_rule_over_the_limit_fails_its_worker_alone() -> None:
+    """The issue's jq rule reached ~800 MB inside its deadline; now its worker stops."""
+    childproc.configure(128 * MIB)
+    pool = WorkerPool(max_idle=0)  # a worker started now, with the limit
+    try:
+        with pytest.raises(JqWorkerError, match="MemoryLimitExceeded"):
+            pool.run({"e": ".a | [range(0; 30000000)] | length as $n | .b",
+                      "d": {"a": 1, "b": 2}, "m": ""}, 120.0)
+        assert pool.run({"e": ".a", "d": {"a": 1, "b": 2}, "m": ""}, 120.0)["o"] == [
+            {"b": 2}]  # the next request gets a new worker
+    finally:
+        pool.close()
