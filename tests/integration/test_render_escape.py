@@ -10,7 +10,9 @@ kubectl that does not exist: the refusal comes before kustomize runs.
 from __future__ import annotations
 
 import http.server
+import json
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -260,3 +262,46 @@ def test_value_file_urls_of_an_allowed_host_are_fetched(
     assert objs[0]["data"] == {"g": "from-the-network"}
     with pytest.raises(RenderError, match=r"render\.valueFileHosts"):  # another port only
         render_app(app, repo, helm_bin=helm_bin, value_file_hosts=("127.0.0.1:1",))
+
+
+# -- memory --------------------------------------------------------------------------
+
+BALLOON = """{{- $s := "xxxxxxxxxxxxxxxx" }}{{- range until 28 }}{{- $s = print $s $s }}{{- end }}
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: balloon}
+data: {n: {{ len $s | quote }}}
+"""
+"""About 100 bytes of chart, 4 GiB of strings: helm peaked at 1.2 GB and more without a
+limit (the issue's report)."""
+MEASURE = """
+import json, resource, sys
+from pathlib import Path
+from gitops_ray import childproc
+from gitops_ray.errors import ChildMemoryExceeded
+from gitops_ray.render import application_from_flags, render_app
+childproc.configure(int(sys.argv[3]))
+app = application_from_flags(name="balloon", repo_url="file:///repo", path="chart")
+try:
+    render_app(app, Path(sys.argv[1]), helm_bin=sys.argv[2])
+    error = ""
+except ChildMemoryExceeded as e:
+    error = str(e)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps({"error": error, "peak": peak}))
+"""
+
+
+def test_a_chart_that_balloons_helm_fails_under_the_limit(repo: Path, helm_bin: Path) -> None:
+    """Measured in a fresh process, whose only child is that helm: its peak is its own."""
+    write(repo, {"chart/Chart.yaml": CHART, "chart/templates/cm.yaml": BALLOON})
+    limit = 256 * 1024 * 1024
+    out = subprocess.run([sys.executable, "-c", MEASURE, str(repo), str(helm_bin),
+                          str(limit)], capture_output=True, text=True, check=True).stdout
+    result = json.loads(out)
+    print(f"\nhelm's peak RSS under a {limit >> 20} MiB limit: {result['peak'] >> 20} MiB; "
+          f"{result['error']}")
+    assert "MemoryLimitExceeded" in result["error"]
+    assert "app balloon: helm template chart: MemoryLimitExceeded" in result["error"]
+    assert "goroutine" not in result["error"]  # not Go's crash dump
+    assert 0 < result["peak"] < limit
