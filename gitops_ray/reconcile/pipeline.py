@@ -84,7 +84,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
-from gitops_ray.errors import ChildMemoryExceeded, DiffError
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import SHELF, Piece
@@ -132,8 +132,9 @@ SystemSource = Callable[[], SystemSettings]
 
 CAPABILITIES_TTL = 300.0
 EXHAUSTED_BACKOFF = (10.0, 2.0, 600.0)
-"""(first wait, factor, cap) before a render that ran out of memory is tried again at the
-same commit: each try costs a child process its whole memory limit."""
+"""(first wait, factor, cap) before a render that ran out of memory or time is tried again
+at the same commit: each try costs a child process its whole memory limit, or a worker
+for the whole deadline."""
 LIST_AT_LEAST = 2
 """Objects of one kind and namespace from which a comparison LISTs them rather than GETs."""
 LIST_BOUND = 500
@@ -369,10 +370,10 @@ class _Render:
 
 @dataclass(frozen=True)
 class _Exhausted:
-    """An app's render at ``sha`` ran out of memory; not tried again before ``until``."""
+    """An app's render at ``sha`` ran out of memory or time; not tried again before ``until``."""
 
     sha: str
-    error: ChildMemoryExceeded
+    error: ChildMemoryExceeded | ChildTimedOut
     until: float  # time.monotonic()
     wait: float
 
@@ -518,9 +519,9 @@ class Pipeline:
                 cluster: ClusterShapes) -> _Render:
         """The render of ``app`` at ``sha``, or its last memory failure at ``sha``.
 
-        A render that ran out of memory is not tried again at the same commit before its
-        backoff (:data:`EXHAUSTED_BACKOFF`) ends: the error is raised again, so every
-        watch event does not start another child.
+        A render that ran out of memory (or time) is not tried again at the same commit
+        before its backoff (:data:`EXHAUSTED_BACKOFF`) ends: the error is raised again,
+        so every watch event does not start another child.
         """
         spec, now = _spec_key(app), time.monotonic()
         with self._lock:
@@ -529,11 +530,13 @@ class Pipeline:
             raise last.error
         try:
             rendered = self._rendered(app, root, sha, inputs, cluster)
-        except ChildMemoryExceeded as e:
+        except (ChildMemoryExceeded, ChildTimedOut) as e:
             wait = _next_wait(last.wait if last is not None and last.sha == sha else 0.0)
             with self._lock:
                 self._exhausted[spec] = _Exhausted(sha, e, now + wait, wait)
-            log.warning("render_out_of_memory", app=app.name, retry_s=wait)
+            event = "render_out_of_memory" if isinstance(e, ChildMemoryExceeded) \
+                else "render_timed_out"
+            log.warning(event, app=app.name, retry_s=wait)
             raise
         with self._lock:
             self._exhausted.pop(spec, None)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_ray import limits
-from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
+from gitops_ray.errors import ChildTimedOut, ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.render.apps import Application, AppSource
 from gitops_ray.render.bounds import app_budget
 from gitops_ray.render.documents import Doc, located_manifests
@@ -91,6 +91,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
         raise type(e)(f"app {app.name}: {e}") from e
+    except ChildTimedOut as e:
+        raise ChildTimedOut(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
         raise RenderError(f"app {app.name}: {e}") from e
     except ConfigError as e:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import IO
 
 from gitops_ray import childproc, limits
-from gitops_ray.errors import ChildMemoryExceeded, LimitExceeded, RenderError
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, LimitExceeded, RenderError
 from gitops_ray.redact import redact
 
 HELM_BIN = "helm"
@@ -112,7 +112,7 @@ def _bounded_output(proc: subprocess.Popen[bytes], what: str, max_output: int) -
         timer.cancel()
         proc.stdout.close()
     if timed_out.is_set():
-        raise RenderError(f"{what}: timed out after {TIMEOUT_SECONDS}s")
+        raise ChildTimedOut(f"{what}: timed out after {TIMEOUT_SECONDS}s")
     if len(data) > max_output:
         raise LimitExceeded(f"{what}: printed more than {max_output // limits.MIB} MiB "
                             "(gitops_ray.limits.MAX_RENDER_BYTES); stopped")
