@@ -17,12 +17,22 @@ The limit is ``childMemoryLimit`` (:mod:`gitops_ray.runtime.settings`) when it i
 else half of the container's limit (cgroup v2 ``memory.max``, cgroup v1
 ``memory.limit_in_bytes``), else none. The process that reads the settings calls
 :func:`configure` once at start-up; every launch asks :func:`popen_options`.
+
+One limit per child does not bound several at once: eight workers rendering eight
+runaway charts would together pass the container's limit. So render children (helm,
+kubectl kustomize) also hold a :func:`slot` while they run: together they may reserve
+:data:`CHILDREN_SHARE` of the container's memory, each its whole limit, and a render
+that would pass it waits for one to end (at least one always runs). With the default
+limit (half the container's) that is one render child at a time (a chart's render
+takes well under a second); a quarter of the container's lets three run at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import resource
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +47,8 @@ SHARE = 2
 MIN_LIMIT = 128 * limits.MIB
 """Below this helm v3.19 does not start (measured: it dies at 112 MiB of ``RLIMIT_DATA``
 before reading the chart); a smaller setting is raised to it."""
+CHILDREN_SHARE = 0.75
+"""Render children together reserve at most this share of the container's memory."""
 GO_SOFT_SHARE = 0.8
 """``GOMEMLIMIT`` is this share of the hard limit."""
 _NO_LIMIT_V1 = 1 << 60  # cgroup v1 writes a page-rounded 2**63 - 1 for "unlimited"
@@ -99,6 +111,42 @@ def popen_options(env: dict[str, str] | None = None) -> dict[str, Any]:
     if env is not None:
         options["env"] = {**env, "GOMEMLIMIT": str(int(limit * GO_SOFT_SHARE))}
     return options
+
+
+class _Budget:
+    """Bytes reserved by running children, and a wait for room."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.used = 0
+
+    @contextlib.contextmanager
+    def held(self, amount: int, total: int) -> Iterator[None]:
+        with self._cond:
+            while self.used and self.used + amount > total:
+                self._cond.wait()
+            self.used += amount
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= amount
+                self._cond.notify_all()
+
+
+_BUDGET = _Budget()
+
+
+def slot(container: int | None = None) -> contextlib.AbstractContextManager[None]:
+    """Hold room for one render child's limit while it runs (see the module docstring).
+
+    No wait without a container limit or with the limit switched off.
+    """
+    limit = memory_limit()
+    found = container_memory() if container is None else container
+    if not limit or not found:
+        return contextlib.nullcontext()
+    return _BUDGET.held(limit, int(found * CHILDREN_SHARE))
 
 
 def out_of_memory(returncode: int, stderr: str) -> bool:

@@ -11,7 +11,8 @@
   characters for the same reason.
 * Memory is bounded too (:mod:`gitops_ray.childproc`, as for every child): a run that
   goes over ``childMemoryLimit`` dies alone and raises :class:`ChildMemoryExceeded`
-  (``MemoryLimitExceeded``), instead of the kernel killing the whole container.
+  (``MemoryLimitExceeded``), instead of the kernel killing the whole container; runs
+  at once reserve at most 3/4 of the container's memory between them (``slot``).
 * A run that fails raises :class:`RenderError` with the tool's stderr (trimmed), because
   that is where helm and kustomize say which template or patch is wrong. Never its
   stdout, which is the rendered objects (their values); values Go's YAML decoder quotes
@@ -75,7 +76,7 @@ def run_tool(argv: Sequence[str], *, what: str, hint: str = "",
     ``env`` adds variables to the sandbox's environment.
     """
     with tempfile.TemporaryDirectory(prefix="gitops-ray-home-") as home, \
-            tempfile.TemporaryFile() as stderr:
+            tempfile.TemporaryFile() as stderr, childproc.slot():
         try:
             proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=stderr,

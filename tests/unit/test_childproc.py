@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,3 +140,36 @@ def test_a_jq_rule_over_the_limit_fails_its_worker_alone() -> None:
             {"b": 2}]  # the next request gets a new worker
     finally:
         pool.close()
+
+
+def test_render_children_together_reserve_at_most_three_quarters_of_the_container() -> None:
+    """Two children of half the container's memory each: the second waits for the first."""
+    container = 1024 * MIB
+    childproc.configure(container // 2)
+    first_in, second_in, release = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with childproc.slot(container):
+            first_in.set()
+            release.wait(60)
+
+    def second() -> None:
+        first_in.wait(60)
+        with childproc.slot(container):
+            second_in.set()
+
+    threads = [threading.Thread(target=f) for f in (first, second)]
+    for t in threads:
+        t.start()
+    assert first_in.wait(60)
+    assert not second_in.wait(0.2)  # it waits (a short look, not a timing assertion)
+    release.set()
+    assert second_in.wait(60)
+    for t in threads:
+        t.join(60)
+    childproc.configure(container // 4)  # three fit at once
+    with childproc.slot(container), childproc.slot(container), childproc.slot(container):
+        pass
+    childproc.configure(0)  # no limit: no reservation
+    with childproc.slot(container), childproc.slot(container), childproc.slot(container):
+        pass
