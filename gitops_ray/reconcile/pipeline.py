@@ -527,7 +527,7 @@ class Pipeline:
         with self._lock:
             last = self._exhausted.get(spec)
         if last is not None and last.sha == sha and now < last.until:
-            raise last.error
+            raise type(last.error)(str(last.error))  # a new one: a traceback per raise
         try:
             rendered = self._rendered(app, root, sha, inputs, cluster)
         except (ChildMemoryExceeded, ChildTimedOut) as e:
