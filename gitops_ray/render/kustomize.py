@@ -124,14 +124,13 @@ def check_reach(repo_root: Path, app_dir: Path) -> None:
         if len(seen) >= MAX_KUSTOMIZATIONS:
             raise RenderError(f"more than {MAX_KUSTOMIZATIONS} kustomizations reached")
         seen.add(directory)
+        try:  # before its kustomization is read: that file may be such a link
+            check_no_escaping_symlinks(repo_root, directory)
+        except SourceError as e:
+            raise RenderError(str(e)) from e
         path = find_kustomization(directory)
-        if path is None:
-            continue  # kustomize says so itself (or it is a directory of a resource)
-        pending += _reached(repo_root, path)
-    try:
-        check_no_escaping_symlinks(repo_root, *sorted(seen))
-    except SourceError as e:
-        raise RenderError(str(e)) from e
+        if path is not None:  # else kustomize says so itself
+            pending += _reached(repo_root, path)
 
 
 def _reached(repo_root: Path, path: Path) -> list[Path]:

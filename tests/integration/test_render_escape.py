@@ -305,3 +305,14 @@ def test_a_chart_that_balloons_helm_fails_under_the_limit(repo: Path, helm_bin: 
     assert "app balloon: helm template chart: MemoryLimitExceeded" in result["error"]
     assert "goroutine" not in result["error"]  # not Go's crash dump
     assert 0 < result["peak"] < limit
+
+
+def test_a_kustomization_file_linked_outside_is_refused_before_it_is_read(
+        repo: Path, tmp_path: Path) -> None:
+    base = tmp_path / "outside" / "kustomization.yaml"
+    base.parent.mkdir(exist_ok=True)
+    base.write_text(f"resources: [{SECRET}]\n")  # would be named in a "does not exist"
+    write(repo, {"app/kustomization.yaml": "resources: [../base]\n"})
+    (repo / "base").mkdir()
+    (repo / "base" / "kustomization.yaml").symlink_to(base)
+    refused("app", repo, "symlink 'base/kustomization.yaml' points outside the repository")
