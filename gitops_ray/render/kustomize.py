@@ -34,6 +34,7 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import RenderError, SourceError
+from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, KustomizeSource
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
 from gitops_ray.render.tools import run_tool, scratch_copy, tool_error
@@ -146,7 +147,8 @@ def _reached(repo_root: Path, path: Path) -> list[Path]:
                               "outside gitops-ray's sandbox); render the chart as a Helm app")
     directories = []
     for field, entry, must_exist in _paths(body):
-        target = _local(repo_root, path.parent, entry, where=f"{origin}: {field} {entry!r}",
+        target = _local(repo_root, path.parent, entry,
+                        where=f"{origin}: {field} {redact(entry)!r}",
                         must_exist=must_exist)
         if target is not None and target.is_dir():
             directories.append(target)

@@ -316,3 +316,10 @@ def test_a_kustomization_file_linked_outside_is_refused_before_it_is_read(
     (repo / "base").mkdir()
     (repo / "base" / "kustomization.yaml").symlink_to(base)
     refused("app", repo, "symlink 'base/kustomization.yaml' points outside the repository")
+
+
+def test_a_kustomize_url_with_credentials_is_refused_redacted(repo: Path) -> None:
+    write(repo, {"app/kustomization.yaml":
+                 "resources: ['https://bot:s3cr3t-t0ken@git.example.com/base']\n"})
+    message = refused("app", repo, "not fetched", "git.example.com")
+    assert "s3cr3t-t0ken" not in message
