@@ -8,7 +8,8 @@ can always be killed. We send one request line, wait for the answer until the de
 and kill the worker if it has not answered; the next request gets a new one. The clock
 starts when the request is sent (starting a worker, ~0.1 s, does not count against it).
 
-Workers are reused (one per concurrent caller, :data:`MAX_IDLE` kept idle), started with
+Workers are reused (one per concurrent caller, at most ``max_workers`` at once: a caller
+waits for a free one, each busy one is bounded by its deadline), started with
 an empty environment but ``PYTHONPATH`` (no credential of the controller's reaches
 them), and started from one long-lived thread, so a worker that asks the kernel to kill
 it when its parent thread ends (``PR_SET_PDEATHSIG``, the worker scripts do) dies with
@@ -138,8 +139,10 @@ def _wait(fd: int, deadline: float, *, writable: bool) -> None:
 class Pool:
     """Workers running ``script`` handed out to concurrent callers; an overrun is killed."""
 
-    def __init__(self, script: Path, name: str, *, max_idle: int = MAX_IDLE) -> None:
+    def __init__(self, script: Path, name: str, *, max_idle: int = MAX_IDLE,
+                 max_workers: int = MAX_IDLE) -> None:
         self.name = name
+        self._slots = threading.BoundedSemaphore(max_workers)
         self._argv = [sys.executable, "-P", str(script), str(os.getpid())]
         self._idle: list[_Worker] = []
         self._lock = threading.Lock()
@@ -154,14 +157,15 @@ class Pool:
             line = jsonio.dumps(request) + b"\n"
         except jsonio.EncodeError as e:
             raise WorkerError(str(e)) from None
-        worker = self._take()
-        try:
-            reply = worker.call(line, timeout)
-        except BaseException:
-            worker.kill()
-            raise
-        self._give_back(worker)
-        return reply
+        with self._slots:
+            worker = self._take()
+            try:
+                reply = worker.call(line, timeout)
+            except BaseException:
+                worker.kill()
+                raise
+            self._give_back(worker)
+            return reply
 
     def _take(self) -> _Worker:
         with self._lock:

@@ -34,11 +34,13 @@ import lupa.lua54 as lupa
 import orjson
 
 PR_SET_PDEATHSIG = 1
-MAX_MEMORY = 64 * 1024 * 1024
+MAX_MEMORY = 32 * 1024 * 1024
 """Bytes the Lua state may hold, the object given to a script included."""
-ADDRESS_SPACE = 1 << 30
-"""Address-space cap of this process: Lua's own allocations are bounded by MAX_MEMORY;
-this bounds the rest (a huge request decoded in Python)."""
+KEPT_MEMORY = 8 * 1024 * 1024
+"""A state holding more than this after a check is dropped (a new one is ~100 KiB)."""
+ADDRESS_SPACE = 128 << 20
+"""Address-space cap of this process (~18 MiB of it is the process itself): Lua's own
+allocations are bounded by MAX_MEMORY; this bounds the rest (a request decoded)."""
 
 SANDBOX = """
 local sethook, load, pcall, error, pairs, type = debug.sethook, load, pcall, error, pairs, type
@@ -160,8 +162,8 @@ def main() -> None:
             reply = {"x": "memory"}
         except Exception:  # out of protocol: say so, keep serving
             reply = {"v": ["error", None, "the check failed"]}
-        if reply.get("x") == "memory":
-            runner = Runner()  # start afresh: the old state may be half-built
+        if reply.get("x") == "memory" or runner.runtime.get_memory_used() > KEPT_MEMORY:
+            runner = Runner()  # start afresh: half-built, or holding what a check left
         out.write(orjson.dumps(reply) + b"\n")
         out.flush()
 

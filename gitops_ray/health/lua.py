@@ -30,13 +30,14 @@ second); one that overruns is Unknown with :data:`TIMEOUT_ERROR`, the worker is 
 and the next check gets a new one. Inside, a check also stops after
 :data:`MAX_INSTRUCTIONS` Lua instructions (a count, so a busy machine does not change a
 verdict: a plain endless loop ends the same way every time), and fails when it allocates
-more than its memory budget (:data:`gitops_ray.health._luaworker_main.MAX_MEMORY`, 64
+more than its memory budget (:data:`gitops_ray.health._luaworker_main.MAX_MEMORY`, 32
 MiB); a script that catches the budget error with ``pcall`` is stopped at its next
-instruction. Only strings come back: the verdict's ``status`` and
-``message`` are read with ``rawget`` inside the sandbox, so no metamethod of what a
-script returns (``__index``, ``__tostring``) runs, there or here, and ``setmetatable``
-refuses ``__gc``. Workers are reused (compiled scripts are kept there), so a check
-costs a round trip, not a process.
+instruction. At most :data:`WORKERS` workers run at once (a check waits for a free one),
+so Lua can hold at most that many budgets of the pod's memory. Only strings come back:
+the verdict's ``status`` and ``message`` are read with ``rawget`` inside the sandbox, so
+no metamethod of what a script returns (``__index``, ``__tostring``) runs, there or
+here, and ``setmetatable`` refuses ``__gc``. Workers are reused (compiled scripts are
+kept there), so a check costs a round trip, not a process.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ BUDGET_ERROR = "health check stopped: it ran more than the instruction budget"
 MEMORY_ERROR = "health check stopped: it used more than its memory budget"
 TIMEOUT_ERROR = "health check stopped: it ran longer than {timeout:g}s"
 INVALID_STATUS = "Lua returned an invalid health status"
-POOL = Pool(Path(__file__).with_name("_luaworker_main.py"), "Lua health")
+WORKERS = 4
+"""Lua worker processes at most (each holds at most its memory budget)."""
+POOL = Pool(Path(__file__).with_name("_luaworker_main.py"), "Lua health",
+            max_idle=WORKERS, max_workers=WORKERS)
 
 
 @dataclass(frozen=True)
