@@ -54,9 +54,11 @@ from typing import Any
 
 import yaml
 
+from gitops_ray import childproc
 from gitops_ray.errors import ConfigError, LimitExceeded
 from gitops_ray.kube.leader import LeaseSettings
 from gitops_ray.limits import MAX_FILE_BYTES
+from gitops_ray.quantity import parse_quantity
 from gitops_ray.reconcile.autosync import (
     RETRY_BACKOFF,
     RETRY_LIMIT,
@@ -80,6 +82,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _APP_SOURCE_FIELDS = ("repo", "revision", "path")
+_HOST = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?$")
 _CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
                       "knownHostsFile", "secret")
 
@@ -230,6 +233,27 @@ def _audience(value: object) -> str:
     return text
 
 
+def _memory(value: object) -> int:
+    """``auto`` (or empty): derived from the container's limit; 0: none; else a quantity."""
+    text = _str(value).strip()
+    if text.lower() in ("", "auto"):
+        return childproc.AUTO
+    amount = parse_quantity(text)
+    if amount < 0:
+        raise ValueError("cannot be negative")
+    return int(amount)
+
+
+def _hosts(value: object) -> tuple[str, ...]:
+    """A comma-separated list of host names (``host`` or ``host:port``), lower-cased."""
+    items = value if isinstance(value, list | tuple) else _str(value).split(",")
+    hosts = tuple(dict.fromkeys(str(h).strip().lower() for h in items if str(h).strip()))
+    for host in hosts:
+        if not _HOST.match(host):
+            raise ValueError(f"{host!r} is not a host name (host or host:port, no scheme)")
+    return hosts
+
+
 def _namespaces(value: object) -> tuple[str, ...]:
     """A comma-separated list of namespace names (Argo CD's ``application.namespaces``)."""
     items = value if isinstance(value, list | tuple) else _str(value).split(",")
@@ -264,6 +288,9 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
     _audience: {"type": "string", "pattern": r"^\S{1,253}$"},
+    _memory: {"type": ["integer", "string"], "minimum": 0,
+              "pattern": r"^(auto|[0-9]+(\.[0-9]+)?([EPTGMk]i?|[mun])?)?$"},
+    _hosts: {"type": "string", "pattern": r"^[a-z0-9,.:\s-]*$"},
     _namespaces: {"type": "string", "pattern": r"^[a-z0-9,\s-]*$"},
     _configmap_name: {"type": "string", "maxLength": 253,
                       "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
@@ -317,6 +344,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("debounce", parse_duration, 0.2, "Coalesce watch events of an app this long."),
     Option("cacheDir", _str, str(DEFAULT_CACHE), "Where git mirrors are kept."),
     Option("helm", _str, HELM_BIN, "helm v3 binary."),
+    Option("render.valueFileHosts", _hosts, "", "Hosts a Helm valueFiles URL may name "
+           "(comma-separated host or host:port); empty: valueFiles URLs are refused."),
+    Option("childMemoryLimit", _memory, "auto", "Memory each child process (helm, kubectl "
+           "kustomize, git, jq) may allocate: auto (half the container's limit), 0 (none) "
+           "or a quantity such as 256Mi."),
     Option("repo", _str, "", "Config repository URL (of an app-of-apps source)."),
     Option("revision", _str, "HEAD", "Revision of --repo."),
     Option("apps", _str, "", "Directory of Argo CD Applications in --repo."),
@@ -505,6 +537,8 @@ class Settings:
     debounce: float
     cache_dir: Path
     helm_bin: str
+    value_file_hosts: tuple[str, ...]
+    child_memory_limit: int
     app_sources: tuple[AppSourceSpec, ...]
     applications: tuple[Manifest, ...]
     credentials: tuple[RepoCredential, ...]
@@ -617,7 +651,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         interval=s["interval"], jitter=s["jitter"], workers=s["workers"],
         sync_parallelism=s["sync.parallelism"],
         debounce=s["debounce"], cache_dir=Path(s["cacheDir"]).expanduser(),
-        helm_bin=s["helm"], app_sources=_app_sources(s, lists.get("appSources"), where),
+        helm_bin=s["helm"], value_file_hosts=s["render.valueFileHosts"],
+        child_memory_limit=s["childMemoryLimit"],
+        app_sources=_app_sources(s, lists.get("appSources"), where),
         applications=_applications(lists.get("applications"), where),
         credentials=_credentials(lists.get("credentials"), where),
         webhook_secret=_webhook_secret(s, where),
