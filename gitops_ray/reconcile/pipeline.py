@@ -87,7 +87,7 @@ from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.health.queued import waits_for_admission
-from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
+from gitops_ray.kube import Capabilities, Conflict, Kube, KubeError, UnknownKind
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
@@ -133,6 +133,8 @@ SystemSource = Callable[[], SystemSettings]
 """Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
+PREDICT_ATTEMPTS = 3
+"""Dry runs of one object per comparison when it keeps changing under them (409)."""
 EXHAUSTED_BACKOFF = (10.0, 2.0, 600.0)
 """(first wait, factor, cap) before a render that ran out of memory or time is tried again
 at the same commit: each try costs a child process its whole memory limit, or a worker
@@ -860,7 +862,8 @@ class Pipeline:
             written = written or (live is not None and _marked(marks, desired.key, version))
             predicted = landed.live if landed is not None else live if written else None
             if predicted is None and live is not None:
-                predicted, proven = self._predict(obj, live, rules)
+                predicted, proven, live = self._predict(obj, live, rules)
+                version = (content, str(live["metadata"].get("resourceVersion", "")))
                 predicted, written = live if proven else predicted, proven
             result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
         if read is not None and landed is None and result.out_of_sync:
@@ -1009,24 +1012,43 @@ class Pipeline:
         return out
 
     def _predict(self, obj: Manifest, live: Manifest, rules: RuleSet
-                 ) -> tuple[Manifest | None, bool]:
-        """Server-side dry-run apply of what sync would write, and whether it is a no-op.
+                 ) -> tuple[Manifest | None, bool, Manifest]:
+        """Server-side dry run of what sync would write; a no-op?; the live it predicted on.
 
         Not cached on its own: it only runs when the per-object diff memo missed, which
         is keyed by the same live ``resourceVersion``. An object kubectl or Argo CD
         applied shows what sync's takeover will remove (:mod:`gitops_ray.sync.takeover`).
         A no-op (module doc, "Proven by a dry run"): the API server answers with live
         itself, ``managedFields`` and all, and there is nothing for a takeover to remove.
+        The dry run carries live's ``resourceVersion``: a prediction made on a newer
+        object than the one it is compared with (another writer, Kueue say, wrote in
+        between) would show that writer's change as drift, so a 409 reads the object
+        again and predicts on that (a few times at most).
         """
-        body = prepare(obj, live, rules)
-        body["metadata"].pop("resourceVersion", None)
-        try:
-            raw = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
-                                  dry_run=True)
-        except KubeError as e:
-            raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") from e
-        predicted = predicted_after_takeover(raw, body=body, live=live)
-        return predicted, predicted is raw and json_equal(raw, live)
+        for _ in range(PREDICT_ATTEMPTS):
+            body = prepare(obj, live, rules)
+            try:
+                raw = self.kube.apply(body, field_manager=FIELD_MANAGER, force=True,
+                                      dry_run=True)
+            except Conflict:
+                fresh = self._get(*_coordinates(live))
+                if fresh is None:
+                    break
+                live = fresh
+                continue
+            except KubeError as e:
+                raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") \
+                    from e
+            predicted = predicted_after_takeover(raw, body=body, live=live)
+            return predicted, predicted is raw and json_equal(raw, live), live
+        raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: the object "
+                        f"kept changing ({PREDICT_ATTEMPTS} attempts)")
+
+
+def _coordinates(obj: Manifest) -> tuple[str, str, str, str]:
+    meta = obj["metadata"]
+    return (str(obj["apiVersion"]), str(obj["kind"]), str(meta.get("namespace") or ""),
+            str(meta["name"]))
 
 
 class _AskedFacts:

@@ -121,6 +121,12 @@ def refreshed(ctl: Controller, git_repo: GitRepo) -> dict[str, Any]:
     return ctl.status("queued")
 
 
+def _told(history: list[dict[str, Any]]) -> str:
+    return "; ".join(f"{h.get('trigger')} {h.get('subject')!r}: " + ", ".join(
+        f"{r.get('name')} {r.get('action')} {r.get('message')}" for r in h.get("resources") or [])
+        for h in history)
+
+
 def ours(live: dict[str, Any]) -> list[str]:
     """When gitops-ray last wrote the object (its managedFields entries' times)."""
     return sorted(str(e.get("time")) for e in live["metadata"].get("managedFields") or []
@@ -201,8 +207,7 @@ def test_a_git_edit_while_admitted_lands_beside_kueues_fields(
         refresh(ctl, git_repo)
         assert ctl.status("queued")["sync"] == "Synced"
         history = ctl.status("queued").get("history") or []
-        assert len(history) == 2, [(h.get("trigger"), h.get("subject"), h.get("resources"))
-                                   for h in history]  # the first sync and the edit: no loop
+        assert len(history) == 2, _told(history)  # the first sync and the edit: no loop
 
 
 def test_quota_full_keeps_the_second_waiting_until_the_first_is_pruned(
@@ -327,4 +332,4 @@ def test_the_autoscaler_kueue_and_git_share_an_elastic_raycluster(
         refresh(ctl, git_repo)
         assert ctl.status("queued")["sync"] == "Synced"
         history = ctl.status("queued").get("history") or []
-        assert len(history) == 2, history  # the first sync and the edit: no loop
+        assert len(history) == 2, _told(history)  # the first sync and the edit: no loop
