@@ -461,7 +461,8 @@ class Pipeline:
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
         checkout = self.source.checkout(app.source.repo_url,
-                                        revision or app.source.target_revision)
+                                        revision or app.source.target_revision,
+                                        chart=app.source.chart)
         if cached is None or cached.sha != checkout.sha:
             if cached is not None and self._untouched(app, cached, checkout.sha):
                 cached = dataclasses.replace(cached, sha=checkout.sha)  # nothing read
@@ -479,7 +480,7 @@ class Pipeline:
 
     def _untouched(self, app: Application, cached: _Render, sha: str) -> bool:
         """Whether git says commit ``sha`` changed nothing where ``cached``'s inputs live."""
-        if cached.scope is None or cached.inputs is None:
+        if cached.scope is None or cached.inputs is None or app.source.chart:
             return False
         changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
         return changed is not None and not touches(changed, cached.scope)

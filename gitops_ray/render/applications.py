@@ -5,8 +5,8 @@ The parser is strict about what it honours and loud about what it does not:
 * a field we act on with the wrong type, a missing ``repoURL``, or two source types at
   once is a :class:`ConfigError` naming the file and the field path, because Argo CD (or
   the API server's schema) would reject the same Application;
-* a field we do not act on (multi-source ``spec.sources``, ``source.plugin``, charts from
-  Helm repositories, ``helm.fileParameters``, most ``kustomize`` options,
+* a field we do not act on (multi-source ``spec.sources``, ``source.plugin``,
+  ``helm.fileParameters``, most ``kustomize`` options,
   ``syncPolicy.retry``, a remote ``destination``, unknown keys) becomes a warning in
   ``Application.warnings``, never silence;
 * fields that only matter to Argo CD's UI or bookkeeping (``status``, ``spec.info``,
@@ -221,9 +221,11 @@ def _source(raw: object, path: str, ctx: _Context) -> AppSource:
     if not repo_url:
         raise ctx.error(f"{path}.repoURL is required")
     chart = _string(data, "chart", path, ctx)
-    if chart:
-        ctx.warn(f"{path}.chart: charts from a Helm repository are not supported (the app "
-                 f"will fail to render); vendor the chart into the repo and set {path}.path")
+    if chart and (".." in chart.split("/") or chart.startswith("/") or "\\" in chart):
+        raise ctx.error(f"{path}.chart {chart!r} must be a chart name")
+    if chart and (data.get("kustomize") is not None or data.get("directory") is not None):
+        raise ctx.error(f"{path}.chart is a Helm chart: {path}.kustomize and "
+                        f"{path}.directory do not apply")
     _plugin(data.get("plugin"), path, ctx)
     source = AppSource(
         repo_url=repo_url, path=_source_path(data, path, ctx),

@@ -56,7 +56,7 @@ class AppSource:
     repo_url: str
     path: str = "."
     target_revision: str = "HEAD"
-    chart: str = ""  # a chart from a Helm repository: recorded, not rendered
+    chart: str = ""  # a chart of a Helm repository / OCI registry (repo_url); path unused
     helm: HelmSource | None = None
     directory: DirectorySource | None = None
     kustomize: KustomizeSource | None = None

@@ -3,7 +3,8 @@
 The steps, each a small function so they can be read (and tested) on their own:
 
 1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
-   symlinks that escape it;
+   symlinks that escape it; a ``chart`` from a Helm repository or OCI registry is the
+   checkout itself (the source stage fetched and unpacked it);
 2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
@@ -93,11 +94,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
 
 def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespaced | None,
             cluster_shapes: ClusterShapes | None) -> list[Manifest]:
-    if app.source.chart:
-        raise RenderError(f"spec.source.chart {app.source.chart!r} comes from a Helm "
-                          "repository, which is not supported; vendor the chart into the "
-                          "config repo and point spec.source.path at it")
-    app_dir = app_directory(root, app.source.path)
+    # A chart from a Helm repository or registry: the source stage hands over its directory.
+    app_dir = root if app.source.chart else app_directory(root, app.source.path)
     check_no_escaping_symlinks(root, app_dir)
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
@@ -124,7 +122,9 @@ def app_directory(root: Path, path: str) -> Path:
 
 
 def source_type(source: AppSource, app_dir: Path) -> str:
-    """Helm, Kustomize or Directory, decided as Argo CD decides it."""
+    """Helm, Kustomize or Directory, decided as Argo CD decides it (a ``chart`` is Helm)."""
+    if source.chart:
+        return HELM
     explicit = [kind for kind, options in ((KUSTOMIZE, source.kustomize), (HELM, source.helm),
                                            (DIRECTORY, source.directory)) if options is not None]
     if len(explicit) > 1:

@@ -162,7 +162,7 @@ from gitops_ray.types import (
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "destinationName",
-               "destinationServer", "error", "autoSync", "warnings",
+               "destinationServer", "error", "errorReason", "chart", "autoSync", "warnings",
                "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
@@ -475,7 +475,7 @@ class Controller:
         started = time.monotonic()
         try:
             sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                         max_age=self.recent)
+                                         max_age=self.recent, chart=app.source.chart)
             pipeline = self._target(app)[0].pipeline
             thorough = self._shards.silent(self._shards.owner_of(name)[0])
             known, left = pipeline.prepare_standby(app, revision=sha, thorough=thorough)
@@ -496,7 +496,7 @@ class Controller:
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
         """
         sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                     max_age=max_age)
+                                     max_age=max_age, chart=app.source.chart)
         comparison = self._target(app)[0].pipeline.compare(app, revision=sha)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
@@ -812,7 +812,8 @@ class Controller:
             return None
         app = with_sync_options(app, op.sync_options)
         revision = self.revisions.resolve(  # as Argo CD: resolved when it runs
-            app.source.repo_url, op.revision or app.source.target_revision, max_age=0)
+            app.source.repo_url, op.revision or app.source.target_revision, max_age=0,
+            chart=app.source.chart)
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
             else self._target(app)[0].pipeline.compare(app, revision=revision)
         attempt = self._op_attempts.get(app.name, 0) + 1
@@ -964,7 +965,8 @@ class Controller:
         with self._write_guard(app.name) as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}",
-                                 {"health": health} if unreachable else {})
+                                 {"errorReason": str(getattr(error, "reason", "")),
+                                  **({"health": health} if unreachable else {})})
                 self._mirror(app.name, app)
 
     def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:

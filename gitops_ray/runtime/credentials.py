@@ -23,17 +23,35 @@ from pathlib import Path
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
-from gitops_ray.runtime.settings import RepoCredential, Settings
+from gitops_ray.runtime.settings import RepoCredential, Settings, Sources
 from gitops_ray.source import Credentials, GitSource
+from gitops_ray.source.charts import ChartSource
+from gitops_ray.source.chartstore import ChartLimits
+from gitops_ray.source.http import Http
 
 log = structlog.get_logger(__name__)
 REFRESH = 60.0
 
 
 def git_source(settings: Settings, kube: Kube) -> GitSource:
-    """The controller's :class:`GitSource`, with credentials from the settings."""
+    """The controller's :class:`GitSource`, with credentials and bounds from the settings.
+
+    Git, Helm repositories and OCI registries alike.
+    """
     lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace)
-    return GitSource(settings.cache_dir, credentials=lookup)
+    return sources_for(settings.cache_dir, settings.sources, lookup)
+
+
+def sources_for(cache_dir: Path, sources: Sources,
+                lookup: Callable[[str], Credentials | None] | None = None) -> GitSource:
+    """A :class:`GitSource` (with its charts) under the ``sources.*`` settings."""
+    lookup = lookup or (lambda _url: Credentials.from_env())
+    http = Http(timeout=sources.timeout, allowed_hosts=sources.allowed_hosts)
+    charts = ChartSource(cache_dir, credentials=lookup, http=http,
+                         budget=ChartLimits(index_bytes=sources.max_index_bytes,
+                                            chart_bytes=sources.max_chart_bytes))
+    return GitSource(cache_dir, credentials=lookup, charts=charts,
+                     allowed_hosts=sources.allowed_hosts)
 
 
 class CredentialLookup:
@@ -67,7 +85,7 @@ class CredentialLookup:
         token = entry.password.reveal() or _read(entry.password_file) or None
         return Credentials(username=entry.username or "git", token=token,
                            ssh_key_file=entry.ssh_key_file or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, **_tls(entry))
 
     def _from_secret(self, entry: RepoCredential) -> Credentials | None:
         try:
@@ -82,7 +100,12 @@ class CredentialLookup:
         return Credentials(username=data.get("username") or entry.username or "git",
                            token=data.get("password") or None,
                            ssh_key=data.get("sshPrivateKey") or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, **_tls(entry))
+
+
+def _tls(entry: RepoCredential) -> dict[str, str | None]:
+    return {"ca_file": entry.ca_file or None, "cert_file": entry.cert_file or None,
+            "key_file": entry.key_file or None}
 
 
 def _read(path: str) -> str:

@@ -652,7 +652,8 @@ class Runtime:
         if specs:
             self.queue.submit(CATALOG, "webhook")
         matching = {n: a for n, a in self.catalog.apps().items()
-                    if push.matches(a.source.repo_url, a.source.target_revision)}
+                    if not a.source.chart
+                    and push.matches(a.source.repo_url, a.source.target_revision)}
         apps = sorted(n for n in matching if self.controller.owns(n))
         for name, urgent in push.refresh_order({n: matching[n].source.path for n in apps}):
             self.queue.submit(name, "webhook", urgent=urgent)  # what the push changed first

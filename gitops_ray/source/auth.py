@@ -51,6 +51,14 @@ class Credentials:
     ssh_key_file: str | None = None
     ssh_key: str | None = field(default=None, repr=False)
     known_hosts_file: str | None = None
+    ca_file: str | None = None  # Helm repositories and registries: CA bundle (PEM) to trust
+    cert_file: str | None = None  # TLS client certificate (PEM) ...
+    key_file: str | None = None  # ... and its key
+
+    @property
+    def password(self) -> str | None:
+        """The token as a password (basic auth to a Helm repository or registry)."""
+        return self.token
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Credentials | None:

@@ -118,12 +118,15 @@ def test_gitops_ray_plugin_is_not_a_warning() -> None:
     assert parse_application(doc).warnings == ()
 
 
-def test_helm_repository_chart_warns() -> None:
+def test_helm_repository_chart_is_honoured() -> None:
     doc = app_doc(source={"repoURL": "https://ray-project.github.io/kuberay-helm/",
                           "chart": "ray-cluster", "targetRevision": "1.4.0"})
     app = parse_application(doc)
     assert app.source.chart == "ray-cluster"
-    assert any("charts from a Helm repository are not supported" in w for w in app.warnings)
+    assert app.warnings == ()
+    bad = app_doc(source={"repoURL": "oci://r.example/c", "chart": "../x"})
+    with pytest.raises(ConfigError, match="must be a chart name"):
+        parse_application(bad)
 
 
 def test_multi_source() -> None:

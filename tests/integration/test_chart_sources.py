@@ -1,0 +1,182 @@
+"""Charts from Helm repositories, through the controller, against the real API server.
+
+The repository is real: ``helm package`` + ``helm repo index`` served over HTTP on
+127.0.0.1 (plain, basic auth, TLS: :mod:`tests.chartservers`), as GitHub Pages serves
+kuberay-helm. The chart is the project's RayCluster-shaped test chart
+(``tests/testdata/charts/ray-cluster``). Each test starts at an Application's
+``repoURL``/``chart``/``targetRevision`` and ends at the live RayCluster and the app's
+recorded status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gitops_ray.kube import Kube
+from gitops_ray.types import SourceReason
+from tests.chartservers import (
+    Served,
+    helm_repository,
+    index_repository,
+    package_chart,
+    serve_directory,
+    tls_files,
+)
+from tests.integration.test_controller import (  # noqa: F401 (fixture)
+    RC_API,
+    Controller,
+    start_controller,
+)
+from tests.waiting import eventually
+
+CHART = Path(__file__).resolve().parents[1] / "testdata" / "charts" / "ray-cluster"
+PASSWORD = "chart-pa55word"
+
+
+def chart_app(name: str, repo_url: str, namespace: str, *, revision: str = "1.5.1",
+              chart: str = "ray-cluster", values: dict[str, Any] | None = None,
+              self_heal: bool = False) -> dict[str, Any]:
+    """An Application as the KubeRay guide writes its RayCluster one (other names)."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd"},
+            "spec": {"project": "default",
+                     "source": {"repoURL": repo_url, "chart": chart, "targetRevision": revision,
+                                "helm": {"releaseName": name, "valuesObject": values or {
+                                    "worker": {"replicas": 1},
+                                    "additionalWorkerGroups": {
+                                        "small": {"replicas": 0, "maxReplicas": 2,
+                                                  "resources": {"limits": {"cpu": "1"}}}}}}},
+                     "destination": {"server": "https://kubernetes.default.svc",
+                                     "namespace": namespace},
+                     "syncPolicy": {"automated": {"prune": True, "selfHeal": self_heal}}}}
+
+
+@pytest.fixture
+def chart_repo(helm_bin: Path, tmp_path: Path) -> Iterator[Served]:
+    repo = helm_repository(helm_bin, tmp_path / "repo", CHART, versions=("1.5.0", "1.5.1"))
+    with serve_directory(repo.parent) as served:
+        yield served
+
+
+def publish(helm_bin: Path, served: Served, version: str) -> None:
+    """Add a version of the chart to a served repository (package + re-index)."""
+    package_chart(helm_bin, CHART, served.root / "charts", version=version)
+    index_repository(helm_bin, served.root / "charts")
+
+
+def live_chart(kube: Kube, namespace: str, name: str) -> str:
+    live = kube.get(RC_API, "RayCluster", name=name, namespace=namespace)
+    return str(live["metadata"]["labels"]["helm.sh/chart"]) if live else ""
+
+
+def test_a_chart_version_is_the_revision_and_a_new_matching_one_is_applied(
+        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,  # noqa: F811
+        kube: Kube, namespace: str) -> None:
+    app = chart_app("rc", chart_repo.url, namespace, revision="1.5.*")
+    ctl = start_controller({"applications": [app]}, interval="1s")
+    eventually(lambda: live_chart(kube, namespace, "rc-ray-cluster") == "ray-cluster-1.5.1",
+               message="1.5.1 synced")
+    live = kube.get(RC_API, "RayCluster", name="rc-ray-cluster", namespace=namespace)
+    assert live is not None
+    assert [g["groupName"] for g in live["spec"]["workerGroupSpecs"]] == ["workergroup", "small"]
+    status = eventually(lambda: (s := ctl.status("rc")).get("revision") == "1.5.1" and s,
+                        message="status")
+    assert status["chart"] == "ray-cluster" and status["sync"] == "Synced"
+
+    publish(helm_bin, chart_repo, "1.5.2")  # what a chart release does to the index
+    eventually(lambda: live_chart(kube, namespace, "rc-ray-cluster") == "ray-cluster-1.5.2",
+               message="1.5.2 applied by auto-sync")
+    eventually(lambda: ctl.status("rc").get("revision") == "1.5.2", message="new revision")
+    history = ctl.status("rc").get("history") or []
+    assert [h.get("revision") for h in history][-2:] == ["1.5.1", "1.5.2"]
+    assert chart_repo.count("ray-cluster-1.5.1.tgz") == 1  # a version is fetched once
+    assert chart_repo.count("ray-cluster-1.5.2.tgz") == 1
+    assert chart_repo.count("ray-cluster-1.5.0.tgz") == 0
+    assert chart_repo.count("/index.yaml") >= 2  # read on the refresh cycle
+
+
+def test_credentials_and_tls_reach_the_repository_and_nowhere_else(
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        kube: Kube, namespace: str) -> None:
+    repo = helm_repository(helm_bin, tmp_path / "repo", CHART)
+    ca, cert, key = tls_files(tmp_path / "tls")
+    with serve_directory(repo.parent, username="charts", password=PASSWORD,
+                         tls=(ca, cert, key)) as served:
+        ctl = start_controller({
+            "applications": [chart_app("secure", served.url, namespace),
+                             chart_app("nocreds", served.url.replace("/charts", "/other"),
+                                       namespace)],
+            "credentials": [{"url": served.url, "username": "charts", "password": PASSWORD,
+                             "caFile": str(ca)},
+                            {"url": served.url.replace("/charts", "/other"),
+                             "caFile": str(ca)}]})
+        eventually(lambda: live_chart(kube, namespace, "secure-ray-cluster"),
+                   message="synced through basic auth over TLS")
+        error = eventually(lambda: ctl.status("nocreds").get("error"), message="401 recorded")
+        assert ctl.status("nocreds")["errorReason"] == SourceReason.AUTH_FAILED
+        assert "answered 401" in error
+    records = kube.list("v1", "ConfigMap", namespace=namespace)
+    events = kube.list("v1", "Event", namespace=namespace)
+    assert PASSWORD not in str(records) + str(events)
+
+
+def test_bad_chart_sources_fail_their_own_app_and_prune_nothing(
+        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,  # noqa: F811
+        tmp_path: Path, kube: Kube, namespace: str) -> None:
+    big = tmp_path / "big" / "charts"
+    big.mkdir(parents=True)
+    (big / "index.yaml").write_text("apiVersion: v1\nentries: {}\n# " + "x" * 200_000 + "\n")
+    huge = tmp_path / "huge" / "charts"
+    package_chart(helm_bin, CHART, huge, version="1.5.1",
+                  values="padding: " + "y" * 300_000 + "\n")
+    index_repository(helm_bin, huge)
+    with serve_directory(big.parent) as big_repo, serve_directory(huge.parent) as huge_repo:
+        ctl = start_controller({"applications": [
+            chart_app("good", chart_repo.url, namespace),
+            chart_app("tampered", chart_repo.url, namespace, revision=">=1.5.1"),
+            chart_app("nomatch", chart_repo.url, namespace, revision="9.x"),
+            chart_app("nochart", chart_repo.url, namespace, chart="ray-nothing"),
+            chart_app("oversize-index", big_repo.url, namespace),
+            chart_app("oversize-chart", huge_repo.url, namespace),
+            chart_app("unreachable", "http://127.0.0.1:9/charts", namespace),
+        ]}, interval="1s", workers="4", **{"sources.maxIndexSize": "128Ki",
+                                           "sources.maxChartSize": "128Ki"})
+        for name in ("good", "tampered"):
+            eventually(lambda n=name: live_chart(kube, namespace, f"{n}-ray-cluster"),
+                       message=f"{name} synced")
+        # A republished version whose archive is not what the index says:
+        publish(helm_bin, chart_repo, "1.5.2")
+        chart_repo.rewrite["ray-cluster-1.5.2.tgz"] = lambda body: body[:-8] + b"\0" * 8
+        expected = {"tampered": SourceReason.DIGEST_MISMATCH,
+                    "nomatch": SourceReason.REVISION_NOT_FOUND,
+                    "nochart": SourceReason.CHART_NOT_FOUND,
+                    "oversize-index": SourceReason.TOO_LARGE,
+                    "oversize-chart": SourceReason.TOO_LARGE,
+                    "unreachable": SourceReason.UNREACHABLE}
+        for name, reason in expected.items():
+            eventually(lambda n=name, r=reason: ctl.status(n).get("errorReason") == r,
+                       message=f"{name}: {reason}")
+            status = ctl.status(name)
+            assert status["error"].startswith(f"source: {reason.value}: "), status["error"]
+            assert status["sync"] == "Unknown"
+        # The tampered app keeps what it had: nothing pruned, nothing replaced.
+        assert live_chart(kube, namespace, "tampered-ray-cluster") == "ray-cluster-1.5.1"
+        assert live_chart(kube, namespace, "good-ray-cluster") == "ray-cluster-1.5.1"
+        assert ctl.status("good")["error"] == ""
+        chart_repo.rewrite.clear()
+        eventually(lambda: live_chart(kube, namespace, "tampered-ray-cluster")
+                   == "ray-cluster-1.5.2", message="recovered once the archive is right")
+
+
+def test_allowed_source_hosts_keep_every_other_host_uncontacted(
+        start_controller: Callable[..., Controller], chart_repo: Served,  # noqa: F811
+        namespace: str) -> None:
+    ctl = start_controller({"applications": [chart_app("elsewhere", chart_repo.url, namespace)]},
+                           **{"sources.allowedHosts": "charts.example.com"})
+    eventually(lambda: ctl.status("elsewhere").get("errorReason")
+               == SourceReason.HOST_NOT_ALLOWED, message="refused")
+    assert chart_repo.requests == []
