@@ -714,6 +714,14 @@ class Pipeline:
         """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
         return self._project(app, False)[0]
 
+    def refuses(self, app: Application) -> bool:
+        """Whether the app's project (or destination) stops it before its source is read.
+
+        The controller asks before resolving the revision, so a repository, Helm index or
+        registry the AppProject's ``sourceRepos`` does not allow is never contacted.
+        """
+        return bool(stops_sync(self._project(app, False)[1]))
+
     def _project(self, app: Application, local: bool
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
         """The app's AppProject and its conditions (none when projects are not enforced)."""

@@ -60,6 +60,23 @@ class AppSource:
     helm: HelmSource | None = None
     directory: DirectorySource | None = None
     kustomize: KustomizeSource | None = None
+    ref: str = ""  # multi-source: other sources' ``$ref/...`` value files read this one
+
+    @property
+    def ref_only(self) -> bool:
+        """A ``ref:`` source with neither ``path`` nor ``chart``: read, never rendered."""
+        return bool(self.ref) and not self.path and not self.chart
+
+
+REVISIONS_SEPARATOR = ","
+"""Joins a multi-source app's revisions (one per source, in order) into its one revision:
+what records, history and rollback keep; Argo CD's ``revisions`` lists are its parts."""
+
+
+def split_revisions(revision: str, count: int) -> tuple[str, ...] | None:
+    """A multi-source app's joined revision as one per source; ``None`` if it is not one."""
+    parts = tuple(revision.split(REVISIONS_SEPARATOR)) if revision else ()
+    return parts if len(parts) == count and all(parts) else None
 
 
 @dataclass(frozen=True)
@@ -106,3 +123,9 @@ class Application:
     annotations: dict[str, str] = field(default_factory=dict)
     finalizers: tuple[str, ...] = ()  # resources-finalizer.argocd.argoproj.io: cascade delete
     warnings: tuple[str, ...] = ()
+    sources: tuple[AppSource, ...] = ()  # ``spec.sources`` of two or more; source is [0]
+
+    @property
+    def all_sources(self) -> tuple[AppSource, ...]:
+        """Every source: ``spec.sources``, or ``spec.source`` alone."""
+        return self.sources or (self.source,)

@@ -11,7 +11,8 @@ objects under both tools:
 * release = ``helm.releaseName`` or the app name; namespace = ``helm.namespace`` or
   ``destination.namespace`` (Helm only uses it for ``.Release.Namespace``; the render
   stage sets the default namespace on objects afterwards, like Argo CD's controller);
-* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root),
+* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root;
+  ``$ref/path`` ones to the multi-source app's source with that ``ref``),
   may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; http(s) URLs
   are passed to helm unchanged, except that one with credentials (``user:token@``) is
   refused: helm would get the token on its command line, readable by anyone in ``ps``;
@@ -28,7 +29,7 @@ from __future__ import annotations
 import posixpath
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -95,8 +96,15 @@ def escape_set_value(value: str) -> str:
 
 
 def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
-                       ignore_missing: bool) -> str | None:
-    """Absolute path (or URL) of a value file; ``None`` if missing and ignored."""
+                       ignore_missing: bool, refs: Mapping[str, Path] | None = None
+                       ) -> str | None:
+    """Absolute path (or URL) of a value file; ``None`` if missing and ignored.
+
+    ``$name/path`` is ``path`` in the multi-source app's source with ``ref: name``
+    (``refs``: each ref's checkout), kept inside that checkout.
+    """
+    if value_file.startswith("$"):
+        return _ref_value_file(value_file, refs or {}, ignore_missing=ignore_missing)
     url = urlparse(value_file)
     if url.scheme in ("http", "https"):
         if "@" in url.netloc:
@@ -119,8 +127,28 @@ def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
     raise RenderError(f"helm value file {value_file!r} ({relative}) does not exist")
 
 
+def _ref_value_file(value_file: str, refs: Mapping[str, Path], *,
+                    ignore_missing: bool) -> str | None:
+    name, _, rest = value_file[1:].partition("/")
+    if name not in refs:
+        raise RenderError(f"helm value file {value_file!r}: no source has ref {name!r}")
+    relative = posixpath.normpath(rest or ".")
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"helm value file {value_file!r} resolves outside source ${name}")
+    try:
+        path = safe_path(refs[name], relative)
+    except SourceError as e:
+        raise RenderError(f"helm value file {value_file!r}: {e}") from e
+    if path.is_file():
+        return str(path)
+    if ignore_missing:
+        return None
+    raise RenderError(f"helm value file {value_file!r} does not exist in source ${name}")
+
+
 def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: str | Path,
-                kube_version: str, api_versions: Sequence[str]) -> list[Doc]:
+                kube_version: str, api_versions: Sequence[str],
+                refs: Mapping[str, Path] | None = None) -> list[Doc]:
     """Run ``helm template`` for ``app``'s chart at ``app_dir`` and decode its output."""
     helm = app.source.helm or HelmSource()
     chart = app_dir.relative_to(repo_root).as_posix()
@@ -131,16 +159,17 @@ def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: s
             namespace=helm.namespace or app.destination.namespace,
             kube_version=helm.kube_version or kube_version,
             api_versions=helm.api_versions or tuple(api_versions),
-            value_files=_value_files(repo_root, chart, helm),
+            value_files=_value_files(repo_root, chart, helm, refs or {}),
             extra_values=_write_extra_values(helm, Path(tmp)), helm=helm)
         replace = {run.extra_values: "spec.source.helm.values"} if run.extra_values else {}
         out = _template(str(helm_bin), repo_root, chart, run, what=what, replace=replace)
     return parse_yaml(out, origin=what, helm_sources=True, limit=limits.MAX_RENDER_BYTES)
 
 
-def _value_files(repo_root: Path, chart: str, helm: HelmSource) -> tuple[str, ...]:
+def _value_files(repo_root: Path, chart: str, helm: HelmSource,
+                 refs: Mapping[str, Path]) -> tuple[str, ...]:
     resolved = (resolve_value_file(repo_root, chart, f,
-                                   ignore_missing=helm.ignore_missing_value_files)
+                                   ignore_missing=helm.ignore_missing_value_files, refs=refs)
                 for f in helm.value_files)
     return tuple(f for f in resolved if f is not None)
 

@@ -23,8 +23,8 @@ prefixed with ``app <name>:``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray import limits
@@ -61,13 +61,15 @@ class Tools:
     helm_bin: str | Path
     kubectl_bin: str
     facts: ClusterFacts
+    refs: Mapping[str, Path] = field(default_factory=dict)  # multi-source ``ref:`` checkouts
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
-               cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
+               cluster_shapes: ClusterShapes | None = None,
+               refs: Mapping[str, Path] | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
@@ -80,7 +82,7 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     take them from the target cluster, as Argo CD does.
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts)
+    tools = Tools(helm_bin, kubectl_bin, facts, dict(refs or {}))
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
@@ -154,7 +156,7 @@ def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> lis
 def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
     kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
-                       kube_version=kube_version, api_versions=api_versions)
+                       kube_version=kube_version, api_versions=api_versions, refs=tools.refs)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:

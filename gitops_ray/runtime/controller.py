@@ -495,9 +495,11 @@ class Controller:
 
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
         """
-        sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                     max_age=max_age, chart=app.source.chart)
-        comparison = self._target(app)[0].pipeline.compare(app, revision=sha)
+        pipeline = self._target(app)[0].pipeline
+        sha = "" if pipeline.refuses(app) else self.revisions.resolve(  # never contacted
+            app.source.repo_url, app.source.target_revision, max_age=max_age,
+            chart=app.source.chart)
+        comparison = pipeline.compare(app, revision=sha or None)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:

@@ -151,9 +151,11 @@ class Http:
             raw = self._pool(credentials).request(
                 "GET", url, headers=dict(headers), preload_content=False, redirect=False,
                 retries=False, timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout))
+        except NewConnectionError as e:  # a ConnectTimeoutError subclass in urllib3 2
+            raise HttpUnreachable(f"cannot reach {what}: {_why(e)}") from None
         except (Urllib3Timeout, TimeoutError):
             raise HttpTimeout(f"{what} did not answer within {self.timeout:g} s") from None
-        except (MaxRetryError, NewConnectionError, ProtocolError, HTTPError, OSError) as e:
+        except (MaxRetryError, ProtocolError, HTTPError, OSError) as e:
             raise HttpUnreachable(f"cannot reach {what}: {_why(e)}") from None
         try:
             body = _bounded(raw, limit, what) if raw.status < 300 else raw.read(4096)

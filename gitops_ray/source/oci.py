@@ -59,6 +59,11 @@ def reference(repo_url: str, chart: str) -> tuple[str, str]:
     return f"https://{host}", name
 
 
+def canonical(repo_url: str) -> str:
+    """``oci://host/path`` for both spellings (one cache entry for both)."""
+    return "oci://" + repo_url.removeprefix("oci://").strip("/")
+
+
 def tag_of(version: str) -> str:
     """The tag helm pushes a chart version as (``+`` is not allowed in a tag)."""
     return version.replace("+", "_")
@@ -87,7 +92,7 @@ class OciRegistry:
             version = self.resolve(repo_url, chart, revision)
         where = f"chart {chart} in {redact(repo_url)} {version}"
         layer = self._known(repo_url, chart, version) or self._layer(repo_url, chart, version)
-        into = self._charts.chart_dir(f"{repo_url}/{chart}", chart, version,
+        into = self._charts.chart_dir(canonical(repo_url) + f"/{chart}", chart, version,
                                       layer.removeprefix("sha256:"))
         found = existing_chart(into)
         if found is not None:
@@ -106,7 +111,7 @@ class OciRegistry:
 
     def _known(self, repo_url: str, chart: str, version: str) -> str:
         with self._guard:
-            return self._layers.get((repo_url, chart, version), "")
+            return self._layers.get((canonical(repo_url), chart, version), "")
 
     def _layer(self, repo_url: str, chart: str, version: str) -> str:
         """The chart layer's digest in the manifest of ``version`` (a tag or a digest)."""
@@ -129,7 +134,7 @@ class OciRegistry:
             raise InvalidChart(f"{where} is not a Helm chart (no {CHART_LAYER} layer)")
         digest = str(layers[0]["digest"])
         with self._guard:
-            self._layers[(repo_url, chart, version)] = digest
+            self._layers[(canonical(repo_url), chart, version)] = digest
         return digest
 
     def _tags(self, repo_url: str, chart: str) -> list[str]:

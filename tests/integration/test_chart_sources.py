@@ -23,7 +23,9 @@ from tests.chartservers import (
     helm_repository,
     index_repository,
     package_chart,
+    push_chart,
     serve_directory,
+    serve_registry,
     tls_files,
 )
 from tests.integration.test_controller import (  # noqa: F401 (fixture)
@@ -180,3 +182,45 @@ def test_allowed_source_hosts_keep_every_other_host_uncontacted(
     eventually(lambda: ctl.status("elsewhere").get("errorReason")
                == SourceReason.HOST_NOT_ALLOWED, message="refused")
     assert chart_repo.requests == []
+
+
+# -- OCI registries ---------------------------------------------------------------------
+
+def test_charts_from_an_oci_registry_by_tag_constraint_and_digest(
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        kube: Kube, namespace: str) -> None:
+    """A real docker-registry: ``helm push``-ed charts, anonymous and behind htpasswd."""
+    archives = tmp_path / "archives"
+    first = package_chart(helm_bin, CHART, archives, version="1.5.0")
+    second = package_chart(helm_bin, CHART, archives, version="1.5.1")
+    with serve_registry(tmp_path / "open") as open_registry, \
+            serve_registry(tmp_path / "locked", username="puller",
+                           password=PASSWORD) as locked:
+        push_chart(helm_bin, first, open_registry)
+        digest = push_chart(helm_bin, second, open_registry)
+        push_chart(helm_bin, second, locked)
+        ctl = start_controller({
+            "applications": [
+                chart_app("bytag", open_registry.oci(), namespace, revision="1.5.0"),
+                chart_app("byrange", f"{open_registry.host}/charts", namespace,  # no scheme
+                          revision=">=1.5.0 <2.0.0"),
+                chart_app("bydigest", open_registry.oci(), namespace, revision=digest),
+                chart_app("locked", locked.oci(), namespace),
+                chart_app("refused", locked.oci().replace("/charts", "/other"), namespace)],
+            "credentials": [
+                {"url": open_registry.oci(), "caFile": open_registry.ca_file},
+                {"url": f"{open_registry.host}/charts", "caFile": open_registry.ca_file},
+                {"url": locked.oci(), "username": "puller", "password": PASSWORD,
+                 "caFile": locked.ca_file},
+                {"url": locked.oci().replace("/charts", "/other"), "caFile": locked.ca_file}]},
+            workers="4")
+        for name, version in (("bytag", "1.5.0"), ("byrange", "1.5.1"), ("bydigest", "1.5.1"),
+                              ("locked", "1.5.1")):
+            eventually(lambda n=name, v=version: live_chart(kube, namespace, f"{n}-ray-cluster")
+                       == f"ray-cluster-{v}", message=f"{name} synced")
+        assert ctl.status("byrange")["revision"] == "1.5.1"
+        assert ctl.status("bydigest")["revision"] == digest
+        eventually(lambda: ctl.status("refused").get("errorReason") == SourceReason.AUTH_FAILED,
+                   message="401 without credentials")
+    records = kube.list("v1", "ConfigMap", namespace=namespace)
+    assert PASSWORD not in str(records)

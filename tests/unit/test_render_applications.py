@@ -133,12 +133,21 @@ def test_multi_source() -> None:
     one = app_doc(sources=[{"repoURL": "r", "path": "p"}])
     del one["spec"]["source"]
     assert parse_application(one).source.path == "p"
-    two = app_doc(sources=[{"repoURL": "r"}, {"repoURL": "s"}])
+    two = app_doc(sources=[{"repoURL": "r", "chart": "c", "targetRevision": "1.*",
+                            "helm": {"valueFiles": ["$values/v.yaml"]}},
+                           {"repoURL": "s", "ref": "values"}])
     del two["spec"]["source"]
-    with pytest.raises(ConfigError, match=r"multi-source Applications \(2 sources"):
-        parse_application(two, origin="apps/m.yaml")
-    both = app_doc(sources=[{"repoURL": "s"}])
-    assert any("spec.sources is ignored" in w for w in parse_application(both).warnings)
+    app = parse_application(two, origin="apps/m.yaml")
+    assert [(s.repo_url, s.ref, s.ref_only) for s in app.all_sources] == [
+        ("r", "", False), ("s", "values", True)]
+    assert app.source == app.sources[0]
+    both = app_doc(sources=[{"repoURL": "s"}])  # as Argo CD: sources wins over source
+    parsed = parse_application(both)
+    assert parsed.source.repo_url == "s"
+    assert any("spec.source is ignored" in w for w in parsed.warnings)
+    refs = app_doc(sources=[{"repoURL": "r", "ref": "a"}, {"repoURL": "s", "ref": "a"}])
+    with pytest.raises(ConfigError, match="same ref"):
+        parse_application(refs)
 
 
 @pytest.mark.parametrize(("spec", "message"), [
