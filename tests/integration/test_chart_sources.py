@@ -18,6 +18,7 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.types import SourceReason
+from localcluster import LocalControlPlane
 from tests.chartservers import (
     Served,
     helm_repository,
@@ -28,9 +29,12 @@ from tests.chartservers import (
     serve_registry,
     tls_files,
 )
+from tests.conftest import GitRepo
+from tests.integration.test_cli_sync import Cli
 from tests.integration.test_controller import (  # noqa: F401 (fixture)
     RC_API,
     Controller,
+    push_payload,
     start_controller,
 )
 from tests.waiting import eventually
@@ -94,7 +98,7 @@ def test_a_chart_version_is_the_revision_and_a_new_matching_one_is_applied(
                message="1.5.2 applied by auto-sync")
     eventually(lambda: ctl.status("rc").get("revision") == "1.5.2", message="new revision")
     history = ctl.status("rc").get("history") or []
-    assert [h.get("revision") for h in history][-2:] == ["1.5.1", "1.5.2"]
+    assert [h.get("revision") for h in history][:2] == ["1.5.2", "1.5.1"]  # newest first
     assert chart_repo.count("ray-cluster-1.5.1.tgz") == 1  # a version is fetched once
     assert chart_repo.count("ray-cluster-1.5.2.tgz") == 1
     assert chart_repo.count("ray-cluster-1.5.0.tgz") == 0
@@ -224,3 +228,49 @@ def test_charts_from_an_oci_registry_by_tag_constraint_and_digest(
                    message="401 without credentials")
     records = kube.list("v1", "ConfigMap", namespace=namespace)
     assert PASSWORD not in str(records)
+
+
+# -- multi-source Applications -----------------------------------------------------------
+
+def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
+        start_controller: Callable[..., Controller], chart_repo: Served,  # noqa: F811
+        helm_bin: Path, git_repo: GitRepo, control_plane: LocalControlPlane, kube: Kube,
+        namespace: str, tmp_path: Path) -> None:
+    """The chart from the Helm repository, its values from git through ``ref``/``$values``."""
+    app = chart_app("multi", chart_repo.url, namespace, revision="1.5.*")
+    chart_source = app["spec"].pop("source")
+    chart_source["helm"] = {"releaseName": "multi",
+                            "valueFiles": ["$values/envs/prod/values.yaml"]}
+    app["spec"]["sources"] = [chart_source,
+                              {"repoURL": git_repo.url, "targetRevision": "main",
+                               "ref": "values"}]
+    first = git_repo.commit({"apps/multi.yaml": app,
+                             "envs/prod/values.yaml": "worker:\n  replicas: 2\n"})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]},
+                           interval="1s")
+
+    def replicas() -> int:
+        live = kube.get(RC_API, "RayCluster", name="multi-ray-cluster", namespace=namespace)
+        return int(live["spec"]["workerGroupSpecs"][0]["replicas"]) if live else -1
+
+    eventually(lambda: replicas() == 2, message="values from git")
+    assert ctl.status("multi")["revision"] == f"1.5.1,{first}"
+
+    second = git_repo.commit({"envs/prod/values.yaml": "worker:\n  replicas: 3\n"})
+    assert ctl.webhook(push_payload(git_repo, second)).status_code == 202  # the ref source
+    eventually(lambda: replicas() == 3, message="a push to the values repository applied")
+    publish(helm_bin, chart_repo, "1.5.2")  # found by the next poll
+    eventually(lambda: ctl.status("multi").get("revision") == f"1.5.2,{second}",
+               message="a new chart version applied")
+    assert live_chart(kube, namespace, "multi-ray-cluster") == "ray-cluster-1.5.2"
+    history = ctl.status("multi")["history"]
+    assert [h["revision"] for h in history][:3] == [
+        f"1.5.2,{second}", f"1.5.1,{second}", f"1.5.1,{first}"]
+
+    cli = Cli(control_plane, namespace, tmp_path / "cli-cache")
+    oldest = history[2]["id"]
+    rolled = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), "--helm",
+                 str(helm_bin), "--repo", git_repo.url, "--apps", "apps", "multi", str(oldest))
+    assert rolled.exit_code == 0, rolled.output
+    assert replicas() == 2  # the values of the first commit ...
+    assert live_chart(kube, namespace, "multi-ray-cluster") == "ray-cluster-1.5.1"  # and chart
