@@ -23,6 +23,7 @@ from pathlib import Path
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
+from gitops_ray.runtime.argorepos import ArgoRepositories
 from gitops_ray.runtime.settings import RepoCredential, Settings, Sources
 from gitops_ray.source import Credentials, GitSource
 from gitops_ray.source.charts import ChartSource
@@ -38,7 +39,11 @@ def git_source(settings: Settings, kube: Kube) -> GitSource:
 
     Git, Helm repositories and OCI registries alike.
     """
-    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace)
+    fallback = (ArgoRepositories(kube, settings.argocd.namespace,
+                                 settings.cache_dir / ".secrets")
+                if settings.argocd.enabled else None)  # Argo CD's repository Secrets
+    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace,
+                              fallback=fallback)
     return sources_for(settings.cache_dir, settings.sources, lookup)
 
 
@@ -58,7 +63,9 @@ class CredentialLookup:
     """``url -> Credentials | None`` for :class:`GitSource`, cached for :data:`REFRESH` s."""
 
     def __init__(self, entries: Sequence[RepoCredential], kube: Kube, namespace: str, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 fallback: Callable[[str], Credentials | None] | None = None) -> None:
+        self._fallback = fallback  # for URLs no entry matches (Argo CD's Secrets)
         self._entries = tuple(sorted(entries, key=lambda c: -len(c.url)))
         self._kube = kube
         self._namespace = namespace
@@ -69,7 +76,8 @@ class CredentialLookup:
     def __call__(self, url: str) -> Credentials | None:
         entry = next((e for e in self._entries if url.startswith(e.url)), None)
         if entry is None:
-            return Credentials.from_env()
+            found = self._fallback(url) if self._fallback is not None else None
+            return found or Credentials.from_env()
         with self._lock:
             cached = self._cache.get(entry.url)
         if cached is not None and self._clock() - cached[0] < REFRESH:

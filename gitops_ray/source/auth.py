@@ -144,11 +144,11 @@ def ssh_command(key_file: str | None, known_hosts: str | None, *,
 def _key_file(secrets_dir: Path, key: str) -> Path:
     path = secrets_dir / f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if not path.exists():
-        _write_private(path, key if key.endswith("\n") else key + "\n", mode=0o600)
+        write_private(path, key if key.endswith("\n") else key + "\n", mode=0o600)
     return path
 
 
-def _write_private(path: Path, text: str, *, mode: int) -> None:
+def write_private(path: Path, text: str, *, mode: int) -> None:
     """Write ``text`` readable by this user only, atomically (threads may race here)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")

@@ -30,6 +30,7 @@ from tests.chartservers import (
     tls_files,
 )
 from tests.conftest import GitRepo
+from tests.integration.test_argocd_apps import APP_API, OPEN, OURS, start
 from tests.integration.test_cli_sync import Cli
 from tests.integration.test_controller import (  # noqa: F401 (fixture)
     RC_API,
@@ -274,3 +275,40 @@ def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
     assert rolled.exit_code == 0, rolled.output
     assert replicas() == 2  # the values of the first commit ...
     assert live_chart(kube, namespace, "multi-ray-cluster") == "ray-cluster-1.5.1"  # and chart
+
+
+# -- --argocd mode: Argo CD's repository Secrets and AppProject sourceRepos ----------------
+
+@pytest.mark.usefixtures("argocd_crds")
+def test_argocd_mode_uses_repository_secrets_and_the_projects_source_repos(
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        kube: Kube, namespace: str) -> None:
+    repo = helm_repository(helm_bin, tmp_path / "repo", CHART)
+    with serve_directory(repo.parent, username="argo", password=PASSWORD) as served, \
+            serve_directory(repo.parent) as forbidden:
+        kube.create({"apiVersion": "v1", "kind": "Secret",
+                     "metadata": {"name": "charts-repo", "namespace": namespace,
+                                  "labels": {"argocd.argoproj.io/secret-type": "repository"}},
+                     "stringData": {"url": served.url, "type": "helm", "username": "argo",
+                                    "password": PASSWORD}}, field_manager="tests")
+        for name, url in (("argo-chart", served.url), ("elsewhere", forbidden.url)):
+            app = chart_app(name, url, namespace)
+            app["metadata"] = {"name": name, "namespace": namespace, "annotations": OURS}
+            kube.create(app, field_manager="tests")
+        project = {**OPEN, "sourceRepos": [served.url.rsplit("/", 1)[0] + "/*"]}
+        ctl = start(start_controller, kube, namespace, project=project)
+        eventually(lambda: live_chart(kube, namespace, "argo-chart-ray-cluster"),
+                   message="synced with the repository Secret's credentials")
+        argo = eventually(lambda: (a := kube.get(APP_API, "Application", name="argo-chart",
+                                                 namespace=namespace))
+                          and a.get("status", {}).get("sync", {}).get("revision") and a,
+                          message="Argo CD's status")
+        assert argo["status"]["sync"]["revision"] == "1.5.1"
+        condition = eventually(lambda: [c for c in (kube.get(
+            APP_API, "Application", name="elsewhere", namespace=namespace) or {}).get(
+            "status", {}).get("conditions", []) if c["type"] == "InvalidSpecError"],
+            message="refused by the project")
+        assert "is not permitted in project" in condition[0]["message"]
+        assert forbidden.requests == []  # never contacted
+        assert ctl.status("argo-chart")["revision"] == "1.5.1"
+    assert PASSWORD not in str(kube.list("v1", "ConfigMap", namespace=namespace))
