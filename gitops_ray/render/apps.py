@@ -73,6 +73,20 @@ REVISIONS_SEPARATOR = ","
 what records, history and rollback keep; Argo CD's ``revisions`` lists are its parts."""
 
 
+def short_revision(revision: str, width: int = 12) -> str:
+    """A revision as shown: commit SHAs (and digests) cut to ``width``, versions whole.
+
+    Each part of a multi-source app's joined revision is cut on its own.
+    """
+    def cut(part: str) -> str:
+        digest = part.startswith("sha256:")
+        body = part.removeprefix("sha256:")
+        if len(body) >= 32 and all(c in "0123456789abcdef" for c in body.lower()):
+            return ("sha256:" if digest else "") + body[:width]
+        return part
+    return REVISIONS_SEPARATOR.join(cut(p) for p in revision.split(REVISIONS_SEPARATOR))
+
+
 def split_revisions(revision: str, count: int) -> tuple[str, ...] | None:
     """A multi-source app's joined revision as one per source; ``None`` if it is not one."""
     parts = tuple(revision.split(REVISIONS_SEPARATOR)) if revision else ()

@@ -42,3 +42,13 @@ def test_order() -> None:
 def test_not_constraints(text: str) -> None:
     with pytest.raises(ConstraintError):
         parse_constraint(text)
+
+
+def test_short_revisions() -> None:
+    from gitops_ray.render.apps import short_revision
+
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    assert short_revision(sha) == sha[:12]
+    assert short_revision("1.5.1") == "1.5.1"
+    assert short_revision(f"1.5.1,{sha}") == f"1.5.1,{sha[:12]}"
+    assert short_revision("sha256:" + "f" * 64) == "sha256:" + "f" * 12
