@@ -180,7 +180,7 @@ def test_the_kuberay_guide_applications_as_written(
                content_type="application/json-patch+json", field_manager="autoscaler")
     synced = CliRunner().invoke(main, [
         "sync", *cli, "--cache-dir", str(tmp_path / "cli-cache"), "--helm", str(helm_bin),
-        "--repo", git_repo.url, "--apps", "apps", "raycluster"], catch_exceptions=False)
+        "--repo", git_repo.url, "--apps", "apps", "--app", "raycluster"], catch_exceptions=False)
     assert synced.exit_code == 0, synced.output
     before = len(ctl.status("raycluster").get("history") or [])
     series = 'gitops_ray_reconcile_total{app="raycluster",result="success"}'
