@@ -24,6 +24,7 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
+from gitops_ray.sync.tracking import TRACKING_ANNOTATION
 from localcluster import LocalControlPlane
 from localcluster.crds import ray_crds
 from tests.chartservers import Served, helm_repository, serve_directory
@@ -156,7 +157,7 @@ def test_the_kuberay_guide_applications_as_written(
              f"{name} Synced")
     crd = kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
                    name="rayclusters.ray.io")
-    assert crd is not None and "argocd.argoproj.io/tracking-id" in crd["metadata"]["annotations"]
+    assert crd is not None and TRACKING_ANNOTATION in crd["metadata"]["annotations"]
     deployment = eventually(lambda: (d := kube.get("apps/v1", "Deployment",
                                                    name="ray-operator", namespace=namespace))
                             and d.get("status", {}).get("availableReplicas") == 1 and d,
