@@ -8,6 +8,10 @@ the real helm. The controller's view of the same is in ``test_chart_sources.py``
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -129,3 +133,50 @@ def test_a_chart_from_a_real_oci_registry_by_tag_range_and_digest(
             anonymous.checkout(registry.oci(), "1.5.1", chart="ray-cluster")
         assert reason(caught) == SourceReason.AUTH_FAILED
         assert "reg-pa55" not in str(caught.value)
+
+
+@contextmanager
+def redirector(target: str) -> Iterator[tuple[str, list[str | None]]]:
+    """A server on 127.0.0.1 that redirects every GET to ``target`` + path."""
+    seen: list[str | None] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(302)
+            self.send_header("Location", target + self.path)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_credentials_stay_on_their_host_and_redirects_obey_the_allowed_hosts(
+        tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "data").write_bytes(b"x" * 5000)
+    creds = Credentials(username="u", token="s3cret")
+    with serve_directory(tmp_path) as target, \
+            redirector(target.url.replace("/charts", "")) as (local, seen):
+        # localhost and 127.0.0.1 are two hosts: the redirect crosses from one to the other
+        hop = local.replace("127.0.0.1", "localhost")
+        body = Http().get(f"{hop}/files/data", limit=10_000, credentials=creds).body
+        assert body == b"x" * 5000
+        assert seen[-1] is not None  # sent to the host asked ...
+        assert target.requests[-1] == ("/files/data", False)  # ... not to the redirect's
+        with pytest.raises(ReasonedSourceError) as caught:
+            Http(allowed_hosts=("localhost",)).get(f"{hop}/files/data", limit=10_000)
+        assert reason(caught) == SourceReason.HOST_NOT_ALLOWED
+        assert target.count("/files/data") == 1  # the disallowed host was not contacted
+        with pytest.raises(ReasonedSourceError) as caught:
+            Http().get(f"{hop}/files/data", limit=1000)
+        assert reason(caught) == SourceReason.TOO_LARGE
