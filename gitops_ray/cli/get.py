@@ -106,7 +106,8 @@ def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppR
 def summary(name: str, status: Status) -> dict[str, Any]:
     """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds)."""
     return {"name": name, "repoURL": status.get("repoURL", ""),
-            "path": status.get("path", ""), "targetRevision": status.get("targetRevision", ""),
+            "path": status.get("path", ""), "chart": status.get("chart", ""),
+            "targetRevision": status.get("targetRevision", ""),
             "revision": status.get("revision", ""),
             "destinationNamespace": status.get("destinationNamespace", ""),
             "syncPolicy": status.get("syncPolicy", ""),
@@ -114,7 +115,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "sync": status.get("sync", SyncStatus.UNKNOWN.value),
             "syncReason": sync_reason(status),
             "conditions": list(status.get("conditions") or []),
-            "error": status.get("error", ""),
+            "error": status.get("error", ""), "errorReason": status.get("errorReason", ""),
             "health": status.get("health", HealthStatus.UNKNOWN.value),
             "healthMessage": status.get("healthMessage", ""),
             "rolloutPending": list(status.get("rolloutPending") or []),
@@ -178,7 +179,10 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
     info = summary(name, status)
     yield "Name", name
     yield "Repo", info["repoURL"] or "-"
-    yield "Path", info["path"] or "-"
+    if info["chart"]:
+        yield "Chart", info["chart"]  # Argo CD's `argocd app get` shows it in Path's place
+    else:
+        yield "Path", info["path"] or "-"
     yield "Target", info["targetRevision"] or "-"
     yield "Revision", short_revision(info["revision"]) or "-"
     yield "Namespace", info["destinationNamespace"] or "-"
