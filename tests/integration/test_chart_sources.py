@@ -10,6 +10,7 @@ recorded status.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -138,8 +139,8 @@ def test_bad_chart_sources_fail_their_own_app_and_prune_nothing(
     big.mkdir(parents=True)
     (big / "index.yaml").write_text("apiVersion: v1\nentries: {}\n# " + "x" * 200_000 + "\n")
     huge = tmp_path / "huge" / "charts"
-    package_chart(helm_bin, CHART, huge, version="1.5.1",
-                  values="padding: " + "y" * 300_000 + "\n")
+    package_chart(helm_bin, CHART, huge, version="1.5.1",  # random: gzip cannot shrink it
+                  values="padding: " + secrets.token_hex(200_000) + "\n")
     index_repository(helm_bin, huge)
     with serve_directory(big.parent) as big_repo, serve_directory(huge.parent) as huge_repo:
         ctl = start_controller({"applications": [
@@ -156,8 +157,8 @@ def test_bad_chart_sources_fail_their_own_app_and_prune_nothing(
             eventually(lambda n=name: live_chart(kube, namespace, f"{n}-ray-cluster"),
                        message=f"{name} synced")
         # A republished version whose archive is not what the index says:
-        publish(helm_bin, chart_repo, "1.5.2")
         chart_repo.rewrite["ray-cluster-1.5.2.tgz"] = lambda body: body[:-8] + b"\0" * 8
+        publish(helm_bin, chart_repo, "1.5.2")
         expected = {"tampered": SourceReason.DIGEST_MISMATCH,
                     "nomatch": SourceReason.REVISION_NOT_FOUND,
                     "nochart": SourceReason.CHART_NOT_FOUND,
