@@ -102,6 +102,10 @@ def git_env(credentials: Credentials | None, secrets_dir: Path) -> dict[str, str
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if creds.token is not None:
         env.update(credential_env(creds.username, creds.token))
+    for name, value in (("GIT_SSL_CAINFO", creds.ca_file), ("GIT_SSL_CERT", creds.cert_file),
+                        ("GIT_SSL_KEY", creds.key_file)):
+        if value:
+            env[name] = value  # HTTPS git with a private CA / a client certificate
     key_file = creds.ssh_key_file or (
         str(_key_file(secrets_dir, creds.ssh_key)) if creds.ssh_key else None)
     env["GIT_SSH_COMMAND"] = ssh_command(key_file, creds.known_hosts_file,
