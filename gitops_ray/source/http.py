@@ -6,7 +6,8 @@ which of "unreachable", "too large", "unauthorised" it was. helm reads an ``inde
 of any size whole and cannot tell us. Here every GET has:
 
 * a size bound, enforced while reading (``Content-Length`` is checked first, then the
-  body is read in chunks and cut at the bound), and a connect and read timeout;
+  body is read in chunks and cut at the bound), a connect and read timeout, and a
+  deadline for the whole body (:data:`BODY_TIMEOUTS` timeouts);
 * TLS with the system's trust store, or the repository's CA bundle and client
   certificate from its credentials;
 * credentials sent only to the host that was asked (a redirect to another host, as a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -39,6 +41,8 @@ from gitops_ray.types import SourceReason
 
 MAX_REDIRECTS = 5
 CHUNK = 64 * 1024
+BODY_TIMEOUTS = 4
+"""A whole body must arrive within this many timeouts (each read within one)."""
 
 
 class ReasonedSourceError(SourceError):
@@ -158,7 +162,8 @@ class Http:
         except (MaxRetryError, ProtocolError, HTTPError, OSError) as e:
             raise HttpUnreachable(f"cannot reach {what}: {_why(e)}") from None
         try:
-            body = _bounded(raw, limit, what) if raw.status < 300 else raw.read(4096)
+            body = _bounded(raw, limit, what, deadline=time.monotonic() + BODY_TIMEOUTS *
+                            self.timeout) if raw.status < 300 else raw.read(4096)
         except (Urllib3Timeout, TimeoutError):
             raise HttpTimeout(f"{what} did not answer within {self.timeout:g} s") from None
         except (ProtocolError, HTTPError, OSError) as e:
@@ -198,13 +203,16 @@ def check_status(response: Response, what: str) -> None:
     raise HttpUnreachable(f"{what} answered HTTP {response.status}")
 
 
-def _bounded(raw: urllib3.BaseHTTPResponse, limit: int, what: str) -> bytes:
+def _bounded(raw: urllib3.BaseHTTPResponse, limit: int, what: str, *,
+             deadline: float) -> bytes:
     declared = raw.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"{what} is {int(declared):,} bytes, over the limit of {limit:,}")
     chunks, size = [], 0
     for chunk in raw.stream(CHUNK, decode_content=True):
         size += len(chunk)
+        if time.monotonic() > deadline:  # a server that drips bytes, each in time
+            raise HttpTimeout(f"{what} took too long to send ({size:,} bytes so far)")
         if size > limit:
             raise TooLarge(f"{what} is over the limit of {limit:,} bytes; stopped reading")
         chunks.append(chunk)
