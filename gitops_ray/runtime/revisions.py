@@ -43,7 +43,7 @@ class _Entry:
     lock: threading.Lock
     sha: str = ""
     at: float = -math.inf
-    error: str = ""
+    error: SourceError | None = None  # the last failure, raised again (its reason kept)
     failed_at: float = -math.inf
     stale: bool = False  # a push invalidated it: ask git, whatever age is accepted
 
@@ -87,14 +87,14 @@ class Revisions:
         if entry.sha and not entry.stale and now - entry.at <= max_age:
             return entry.sha
         if entry.error and now - entry.failed_at < self._retry_after:
-            raise SourceError(entry.error)
+            raise entry.error.with_traceback(None)
         try:
             sha = self._resolve(repo, revision, chart=chart) if chart else \
                 self._resolve(repo, revision)
         except SourceError as e:
-            entry.error, entry.failed_at = str(e), self._clock()
+            entry.error, entry.failed_at = e, self._clock()
             raise
-        entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), "", False
+        entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), None, False
         return sha
 
     def invalidate(self, repos: Collection[str]) -> None:

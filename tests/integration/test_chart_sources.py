@@ -185,8 +185,9 @@ def test_allowed_source_hosts_keep_every_other_host_uncontacted(
         namespace: str) -> None:
     ctl = start_controller({"applications": [chart_app("elsewhere", chart_repo.url, namespace)]},
                            **{"sources.allowedHosts": "charts.example.com"})
-    eventually(lambda: ctl.status("elsewhere").get("errorReason")
-               == SourceReason.HOST_NOT_ALLOWED, message="refused")
+    eventually(lambda: ctl.status("elsewhere").get("error"), message="refused")
+    status = ctl.status("elsewhere")
+    assert status["errorReason"] == SourceReason.HOST_NOT_ALLOWED, status
     assert chart_repo.requests == []
 
 
