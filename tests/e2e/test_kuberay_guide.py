@@ -136,6 +136,7 @@ def groups(kube: Kube, namespace: str) -> dict[str, int]:
             for g in live.get("spec", {}).get("workerGroupSpecs", [])}
 
 
+@pytest.mark.timeout(900)  # three apps, a 3 MB CRD directory and the operator, on a slow machine
 def test_the_kuberay_guide_applications_as_written(
         start_controller: Callable[..., Controller], git_repo: GitRepo, chart_repo: Served,
         kube: Kube, namespace: str, control_plane: LocalControlPlane, helm_bin: Path,
