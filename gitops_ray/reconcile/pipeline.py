@@ -112,8 +112,8 @@ from gitops_ray.sync.engine import Landed, prepare
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
-from gitops_ray.sync.tracking import is_tracked_by, with_tracking
-from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
+from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
+from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey, SyncStatus
 
 log = structlog.get_logger(__name__)
 
@@ -310,6 +310,10 @@ class Comparison:
     """Of :attr:`applied`: those a no-op dry run proved and the record has no mark for
     yet (module doc): a refresh records their marks (:func:`~gitops_ray.reconcile.status.
     proven_marks`)."""
+    shared: dict[ResourceKey, str] = field(default_factory=dict)
+    """Git's objects whose live tracking id names another app, and that app: each is a
+    ``SharedResourceWarning`` condition and a warning (``FailOnSharedResource=true``
+    refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -371,6 +375,7 @@ class _Memo:
     health: Health | None
     written: bool = False  # version's live object is what our apply of this content left
     proven: bool = False  # written, known by a no-op dry run; the record has no mark yet
+    shared: str = ""  # the other app the live object's tracking id names, if any
 
     @property
     def settled(self) -> bool:
@@ -681,7 +686,11 @@ class Pipeline:
         rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
                          for obj, h in zip(desired, healths, strict=True)
                          if h is not None and pending_part(h.message))
-        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings]
+        shared = {o.key: m.shared for o, m in zip(desired, memos, strict=True) if m.shared}
+        said = [shared_message(key, app.name, other) for key, other in shared.items()]
+        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings,
+                    *said]
+        conditions += tuple(AppCondition(ConditionType.SHARED_RESOURCE, m) for m in said)
         comparison = Comparison(app, sha, desired, app_diff, aggregate(healths),
                                 warnings + list(problems),
                                 problems, rendered.shapes if rendered is not None else "",
@@ -689,7 +698,7 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven))
+                                frozenset(settled), applied, frozenset(proven), shared)
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -850,7 +859,7 @@ class Pipeline:
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
-        kept = _Memo(version, signals, slim, health, written, proven)
+        kept = _Memo(version, signals, slim, health, written, proven, shared_with(obj, live))
         with self._lock:
             self._memo[desired.key] = kept
             self._memo_writes += 1

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
     TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
+    SHARED_RESOURCE = "SharedResource"  # FailOnSharedResource=true: another app's object
 
 
 _BY_STAGE = {
