@@ -301,7 +301,11 @@ def test_argocd_enabled_grants_what_argo_cd_integration_needs_there_only(
         {"apiGroups": ["argoproj.io"], "resources": ["appprojects"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["argocd-cm"],
-         "verbs": ["get", "list", "watch"]}]
+         "verbs": ["get", "list", "watch"]},
+        # Argo CD's repository Secrets (credentials of every source kind) and repos' CAs
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["argocd-tls-certs-cm"], "verbs": ["get"]}]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"
                 and d["metadata"]["name"].endswith("-argocd")]
     assert len(bindings) == 2
