@@ -104,6 +104,7 @@ def _record(kube: Kube, namespace: str, app: str) -> Manifest | None:
     return kube.get("v1", "ConfigMap", name=record_name(app), namespace=namespace)
 
 
+@pytest.mark.timeout(1200)  # the whole page, step by step, on 2 shared cores
 @pytest.mark.usefixtures("argocd_repo_server")
 def test_argocd_md_hand_over_and_back_with_install_md_argo_cd_mode(
         argocd_controller: ArgoCD, kube: Kube, control_plane: LocalControlPlane,

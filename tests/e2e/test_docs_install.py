@@ -112,6 +112,7 @@ def _ray_version(kube: Kube, namespace: str, name: str = "prod") -> str | None:
     return str(live["spec"]["rayVersion"]) if live else None
 
 
+@pytest.mark.timeout(1200)  # the whole page, step by step, on 2 shared cores
 def test_install_md_git_mode_from_secrets_to_uninstall(
         kube: Kube, control_plane: LocalControlPlane, helm_bin: Path, tmp_path: Path,
         names: dict[str, str], served: tuple[GitRepo, str]) -> None:
