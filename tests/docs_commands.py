@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from markdown_it import MarkdownIt
 
@@ -143,6 +144,16 @@ class Shell:
             self.ran.append((command, done))
             results.append(done)
         return results
+
+
+def installed_config(kube: Any, namespace: str, release: str = "gitops-ray") -> str:
+    """The ``config.yaml`` the chart's Deployment mounts (its ConfigMap is named by digest)."""
+    deployment = kube.get("apps/v1", "Deployment", name=release, namespace=namespace)
+    volume = next(v for v in deployment["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "config")
+    configmap = kube.get("v1", "ConfigMap", name=volume["configMap"]["name"],
+                         namespace=namespace)
+    return str(configmap["data"]["config.yaml"])
 
 
 def run_program(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str],

@@ -36,7 +36,15 @@ from localcluster.argocd import ArgoCD
 from localcluster.build import argocd_crds
 from tests.argocd.applications import APPLICATION, MANAGED, SKIP_RECONCILE
 from tests.conftest import GitRepo
-from tests.docs_commands import DOCS, Shell, block, cluster_runners, run_program, tool_env
+from tests.docs_commands import (
+    DOCS,
+    Shell,
+    block,
+    cluster_runners,
+    installed_config,
+    run_program,
+    tool_env,
+)
 from tests.faults.conftest import ControllerProcess, service_account_kubeconfig
 from tests.integration.test_chart import CHART
 from tests.samples import raycluster
@@ -76,8 +84,7 @@ def _application(name: str, repo: GitRepo) -> Manifest:
 
 def _stand_in(kube: Kube, control_plane: LocalControlPlane, namespace: str,
               workdir: Path) -> ControllerProcess:
-    config = yaml.safe_load(kube.get("v1", "ConfigMap", name="gitops-ray",
-                                     namespace=namespace)["data"]["config.yaml"])
+    config = yaml.safe_load(installed_config(kube, namespace))
     assert config["argocd"] == {"enabled": True, "namespace": "argocd"}
     secret = kube.get("v1", "Secret", name="gitops-ray-webhook", namespace=namespace)
     (workdir / "webhook-secret-mounted").write_bytes(base64.b64decode(secret["data"]["secret"]))

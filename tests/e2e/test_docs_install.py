@@ -35,7 +35,7 @@ from gitops_ray.kube import Kube
 from gitops_ray.sync.records import record_name
 from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
-from tests.docs_commands import Shell, block, cluster_runners, tool_env, yaml_file
+from tests.docs_commands import Shell, block, cluster_runners, installed_config, tool_env, yaml_file
 from tests.faults.conftest import ControllerProcess, service_account_kubeconfig
 from tests.gitserver import serve_git
 from tests.integration.test_chart import CHART
@@ -83,8 +83,7 @@ def _application(url: str, namespace: str) -> dict[str, Any]:
 def _stand_in(kube: Kube, control_plane: LocalControlPlane, namespace: str,
               workdir: Path, helm_bin: Path) -> ControllerProcess:
     """``gitops-ray run`` as the chart's pod would run it (see the module docstring)."""
-    config = yaml.safe_load(kube.get("v1", "ConfigMap", name="gitops-ray",
-                                     namespace=namespace)["data"]["config.yaml"])
+    config = yaml.safe_load(installed_config(kube, namespace))
     secret = kube.get("v1", "Secret", name="gitops-ray-webhook", namespace=namespace)
     secret_file = workdir / "webhook-secret-mounted"
     secret_file.write_bytes(base64.b64decode(secret["data"]["secret"]))

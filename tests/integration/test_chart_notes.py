@@ -69,8 +69,9 @@ def test_the_git_mirrors_are_on_the_cache_volume(helm_bin: Path, tmp_path: Path,
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
     home = next(e["value"] for e in container["env"] if e["name"] == "HOME")
+    volume = next(v for v in pod["volumes"] if v["name"] == "config")
     config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap" and
-                                 d["metadata"]["name"] == deployment["metadata"]["name"])
+                                 d["metadata"]["name"] == volume["configMap"]["name"])
                             ["data"]["config.yaml"])
     cache_dir = Path(config.get("cacheDir", f"{home}/.cache/gitops-ray/repos"))
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
