@@ -382,12 +382,16 @@ def _results(op: Mapping[str, Any], record: Mapping[str, Any]) -> list[dict[str,
         if code is None or "kind" not in r:
             continue  # gone, not ours, orphaned: nothing Argo CD would list
         failed = code == "SyncFailed"
-        out.append({"group": str(r.get("group") or ""),
-                    "version": versions.get(str(r.get("key")), ""),
-                    "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
-                    "name": str(r.get("name") or ""), "status": code,
-                    "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
-                    "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"})
+        row = {"group": str(r.get("group") or ""),
+               "version": versions.get(str(r.get("key")), "") or str(r.get("version") or ""),
+               "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
+               "name": str(r.get("name") or ""), "status": code,
+               "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
+               "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"}
+        if r.get("hookType"):  # a resource hook (sync.hooks): its own phase and type
+            row.update(hookType=str(r["hookType"]), syncPhase=str(r.get("syncPhase") or ""),
+                       hookPhase=str(r.get("hookPhase") or ""))
+        out.append(row)
     return out
 
 

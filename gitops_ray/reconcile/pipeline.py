@@ -109,6 +109,7 @@ from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Landed, prepare
+from gitops_ray.sync.hooks import split as split_hooks
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
@@ -310,6 +311,8 @@ class Comparison:
     """Of :attr:`applied`: those a no-op dry run proved and the record has no mark for
     yet (module doc): a refresh records their marks (:func:`~gitops_ray.reconcile.status.
     proven_marks`)."""
+    hooks: tuple[DesiredObject, ...] = ()
+    """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -361,6 +364,7 @@ class _Render:
     cluster: str = ""  # ClusterShapes.version it was rendered with (pod-shape ConfigMaps)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
     scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
+    hooks: tuple[DesiredObject, ...] = ()  # resource hooks (sync.hooks): run, not compared
 
 
 @dataclass(frozen=True)
@@ -501,10 +505,12 @@ class Pipeline:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
                                   is_namespaced=self._namespaced, cluster_shapes=cluster)
-        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+        resources, hooks = split_hooks(rendered)
+        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in resources]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
         return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,
-                       shapes)
+                       shapes, hooks=tuple(DesiredObject.of(with_tracking(app.name, obj))
+                                           for obj in hooks))
 
     def _facts_hold(self, cached: _Render, cluster: ClusterShapes) -> bool:
         """Whether ``cached`` was rendered with the pod shapes and (a chart) APIs of now.
@@ -649,7 +655,8 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven))
+                                frozenset(settled), applied, frozenset(proven),
+                                rendered.hooks if rendered is not None else ())
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
