@@ -247,7 +247,7 @@ def application_status(p: Projection) -> dict[str, Any]:
     record = p.record
     status: dict[str, Any] = {
         "sync": _sync(record, spec),
-        "health": _health(record),
+        "health": _health(record, old.get("health"), p.now),
         "resources": [_resource(r) for r in record.get("resources") or ()],
         "reconciledAt": rfc3339(float(record.get("comparedAt") or p.now)),
         **({"sourceType": source_type(p.app)} if p.app is not None else {}),
@@ -276,10 +276,18 @@ def _sync(record: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     return sync
 
 
-def _health(record: Mapping[str, Any]) -> dict[str, Any]:
+def _health(record: Mapping[str, Any], old: object, now: float) -> dict[str, Any]:
+    """``status.health``; ``lastTransitionTime`` kept while the status stays the same.
+
+    Argo CD sets it when the health status changes; its notifications' stock
+    ``on-deployed`` trigger compares it with the operation's times.
+    """
     health = {"status": str(record.get("health") or "Unknown")}
     if record.get("healthMessage"):
         health["message"] = str(record["healthMessage"])[:MAX_MESSAGE]
+    was = old if isinstance(old, Mapping) else {}
+    same = was.get("status") == health["status"] and was.get("lastTransitionTime")
+    health["lastTransitionTime"] = str(was["lastTransitionTime"]) if same else rfc3339(now)
     return health
 
 

@@ -187,7 +187,8 @@ class ResourceResult:
             "name": self.key.name}
         run = self.hook
         if run is not None:
-            out.update(hookType=run.task.phase.value, hookPhase=run.phase.value,
+            out.update(hookType=run.task.phase.value,
+                       hookPhase=run.phase.value if run.phase else "",
                        syncPhase=run.task.phase.value, uid=run.uid,
                        version=run.api_version.rpartition("/")[2],
                        deletePolicies=sorted(p.value for p in run.policies))

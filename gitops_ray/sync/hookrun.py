@@ -42,7 +42,7 @@ class HookRun:
     """Where one hook of one operation stands (recorded with its result between steps)."""
 
     task: HookTask
-    phase: OperationPhase
+    phase: OperationPhase | None  # None: listed by a dry run, not run
     message: str = ""
     uid: str = ""  # "" while not created (a previous one of its name is being deleted)
     api_version: str = ""

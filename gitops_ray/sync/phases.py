@@ -15,7 +15,7 @@ When the operation ends, finished hooks are deleted by their policies as gitops-
 does: ``HookSucceeded`` ones when it succeeded, ``HookFailed`` ones when it failed.
 
 A selective sync (``only``: self-heal, ``argocd app sync --resource``) runs no hooks, as
-in Argo CD; a dry run lists them (``dry run: not run``) and creates none.
+in Argo CD; a dry run lists them (``not run (dry run)``) and creates none.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 FAILED_TASKS = "one or more synchronization tasks completed unsuccessfully"
 FAILED_SYNC_FAIL = "one or more SyncFail hooks failed"
-DRY_RUN = "dry run: not run"
+DRY_RUN = "not run (dry run)"
 
 
 @dataclass
@@ -159,7 +159,8 @@ class HookSteps:
         return runs
 
     def _listed(self, todo: list[HookTask]) -> list[ResourceResult]:
-        return [self.result_of(HookRun(t, OperationPhase.RUNNING, DRY_RUN)) for t in todo]
+        return [self.result_of(HookRun(t, None, DRY_RUN)) for t in todo]
+
 
 
 def hook_action(run: HookRun) -> ResourceAction:

@@ -156,7 +156,7 @@ def test_dry_run_lists_hooks_and_creates_none(env: Env, git_repo: GitRepo) -> No
     outcome = env.reconciler.sync(env.app(git_repo, name="dry"), dry_run=True)
     assert outcome.result.ok, outcome.result.message
     listed = {str(r.key): r.message for r in outcome.result.resources}
-    assert listed[f"batch/Job:{env.namespace}/migrate"] == "dry run: not run"
+    assert listed[f"batch/Job:{env.namespace}/migrate"] == "not run (dry run)"
     assert not jobs(env.kube, env.namespace)
     assert f"ConfigMap:{env.namespace}/skipped" not in listed  # Skip: not applied at all
 

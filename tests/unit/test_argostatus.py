@@ -87,7 +87,8 @@ def test_the_status_fits_argo_cds_own_schema(status_schema: dict[str, Any]) -> N
     assert status["sync"] == {"status": "OutOfSync", "revision": SHA1,
                               "comparedTo": {"source": SPEC["source"],
                                              "destination": SPEC["destination"]}}
-    assert status["health"] == {"status": "Progressing", "message": "head pod pending"}
+    assert status["health"] == {"status": "Progressing", "message": "head pod pending",
+                                "lastTransitionTime": "2023-11-14T22:13:24Z"}
     assert status["resources"][1] == {"group": "", "version": "v1", "kind": "ConfigMap",
                                       "namespace": "ray", "name": "old", "status": "OutOfSync",
                                       "requiresPruning": True}
@@ -223,3 +224,14 @@ def test_source_type_follows_the_source() -> None:
     status = application_status(Projection({}, helm, {"spec": SPEC}, now=0))
     assert status["sourceType"] == "Helm"
     assert status["sync"]["status"] == "Unknown" and status["health"]["status"] == "Unknown"
+
+
+def test_health_keeps_its_transition_time_while_the_status_stays() -> None:
+    """Argo CD's stock ``on-deployed`` trigger compares it with the operation's times."""
+    before = {"status": "Progressing", "lastTransitionTime": "2023-01-01T00:00:00Z"}
+    live = {"metadata": {"name": "ray"}, "spec": SPEC, "status": {"health": before}}
+    same = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    assert same["health"]["lastTransitionTime"] == "2023-01-01T00:00:00Z"
+    live["status"] = {"health": {**before, "status": "Healthy"}}
+    changed = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    assert changed["health"]["lastTransitionTime"] == "2023-11-14T22:13:24Z"
