@@ -101,7 +101,8 @@ def test_presync_runs_first_and_the_sync_waits_for_it(env: Env, git_repo: GitRep
     assert "migrate" in left  # BeforeHookCreation (the default): kept until the next sync
     assert "smoke" not in left or left["smoke"]["metadata"].get("deletionTimestamp")
     status = env.store.load("hooks").status
-    assert [e["key"] for e in status["inventory"]] == [f"ConfigMap:{env.namespace}/app"]
+    assert [str(e.key) for e in env.store.load("hooks").inventory] == \
+        [f"ConfigMap:{env.namespace}/app"]
     assert done.after is not None and done.after.diff.resources  # hooks are not compared
     assert {str(r.key) for r in done.after.diff.resources} == {f"ConfigMap:{env.namespace}/app"}
     rows = operation_state(status, {})["syncResult"]["resources"]  # type: ignore[index]
