@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gitops_ray.health import Health, HealthStatus
+from gitops_ray.health import Health, HealthStatus, assess
 from gitops_ray.sync.hooks import (
     HOOK_FINALIZER,
     DeletePolicy,
@@ -112,3 +112,30 @@ def test_plan_orders_phase_then_wave() -> None:
         ("PostSync", 0, [], ["post"])]
     assert resumed_rank("PostSync", 0) == steps[-1].rank
     assert resumed_rank("SyncFail", 0) is None
+
+
+@pytest.mark.parametrize(("live", "phase"), [
+    ({"apiVersion": "v1", "kind": "Pod", "spec": {"restartPolicy": "Never"},
+      "status": {"phase": "Pending"}}, OperationPhase.RUNNING),
+    ({"apiVersion": "v1", "kind": "Pod", "spec": {"restartPolicy": "Never"},
+      "status": {"phase": "Succeeded"}}, OperationPhase.SUCCEEDED),
+    ({"apiVersion": "v1", "kind": "Pod", "spec": {"restartPolicy": "Never"},
+      "status": {"phase": "Failed"}}, OperationPhase.FAILED),
+    ({"apiVersion": "batch/v1", "kind": "Job", "status": {}}, OperationPhase.RUNNING),
+    ({"apiVersion": "batch/v1", "kind": "Job", "status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}}, OperationPhase.SUCCEEDED),
+    ({"apiVersion": "batch/v1", "kind": "Job", "status": {"conditions": [
+        {"type": "Failed", "status": "True", "message": "backoff"}]}}, OperationPhase.FAILED),
+    ({"apiVersion": "ray.io/v1", "kind": "RayJob",
+      "status": {"jobDeploymentStatus": "Running"}}, OperationPhase.RUNNING),
+    ({"apiVersion": "ray.io/v1", "kind": "RayJob",
+      "status": {"jobDeploymentStatus": "Suspended"}}, OperationPhase.RUNNING),
+    ({"apiVersion": "ray.io/v1", "kind": "RayJob",
+      "status": {"jobDeploymentStatus": "Complete"}}, OperationPhase.SUCCEEDED),
+    ({"apiVersion": "ray.io/v1", "kind": "RayJob",
+      "status": {"jobDeploymentStatus": "Failed"}}, OperationPhase.FAILED),
+    ({"apiVersion": "v1", "kind": "ConfigMap"}, OperationPhase.SUCCEEDED),
+])
+def test_a_hook_ends_by_its_health(live: dict[str, Any], phase: OperationPhase) -> None:
+    live.setdefault("metadata", {"name": "h", "namespace": "ns"})
+    assert phase_of(assess(live))[0] is phase
