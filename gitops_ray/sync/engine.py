@@ -25,6 +25,11 @@ health of the wave just applied; if it is not healthy yet the step ends ``Runnin
 that wave, and the next step (``SyncRequest.resume``) starts by re-checking it rather than
 re-applying it. Pruning runs only once every wave is applied, as Argo CD's ``PruneLast``.
 
+**Resource hooks** (:mod:`gitops_ray.sync.phases`): git's hooks are not among the objects
+to apply (:attr:`SyncRequest.hooks`); the waves become steps of PreSync, Sync and PostSync,
+each step's hooks run to their end before the next, prune comes before PostSync, and a
+failed sync runs the SyncFail hooks before it ends ``Failed``.
+
 **Progress** (:class:`SyncProgress`): a one-shot ``gitops-ray sync`` of many objects shows
 how far each app got, so a request may carry a watcher that hears how many objects a step
 will handle and each one as it is done. It is told, never asked: it cannot change the
