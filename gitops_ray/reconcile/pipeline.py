@@ -488,6 +488,17 @@ class Pipeline:
         changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
         return changed is not None and not touches(changed, cached.scope)
 
+    def hooks(self, app: Application, *, revision: str | None = None
+              ) -> tuple[str, tuple[DesiredObject, ...]]:
+        """The commit SHA and git's resource hooks for ``app`` (:mod:`gitops_ray.sync.hooks`).
+
+        Rendered as :meth:`desired` renders (cached by commit); for the ``PostDelete``
+        hooks of an app being deleted, which nothing compares.
+        """
+        sha, _ = self.desired(app, revision=revision)
+        rendered = self._last_render(app, False)
+        return sha, rendered.hooks if rendered is not None else ()
+
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
         cached = self._last_render(app, local)

@@ -190,14 +190,7 @@ class ResourceResult:
             "key": str(self.key), "action": self.action.value, "message": self.message,
             "group": self.key.group, "kind": self.key.kind, "namespace": self.key.namespace,
             "name": self.key.name}
-        run = self.hook
-        if run is not None:
-            out.update(hookType=run.task.phase.value,
-                       hookPhase=run.phase.value if run.phase else "",
-                       syncPhase=run.task.phase.value, uid=run.uid,
-                       version=run.api_version.rpartition("/")[2],
-                       deletePolicies=sorted(p.value for p in run.policies))
-        return out
+        return {**out, **self.hook.entry()} if self.hook is not None else out
 
 
 @dataclass(frozen=True)

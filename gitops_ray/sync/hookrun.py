@@ -56,6 +56,17 @@ class HookRun:
     def policies(self) -> frozenset[DeletePolicy]:
         return self.task.policies
 
+    def entry(self) -> dict[str, Any]:
+        """What is recorded of the run with its result (and read back by the next step)."""
+        key = self.task.key
+        return {"key": str(key), "group": key.group, "kind": key.kind,
+                "namespace": key.namespace, "name": key.name,
+                "hookType": self.task.phase.value,
+                "hookPhase": self.phase.value if self.phase else "",
+                "syncPhase": self.task.phase.value, "uid": self.uid,
+                "version": self.api_version.rpartition("/")[2],
+                "deletePolicies": sorted(p.value for p in self.policies)}
+
 
 @dataclass
 class HookRunner:

@@ -182,3 +182,37 @@ def _waiting(runs: list[HookRun]) -> str:
     first = runs[0].task.key
     more = f" and {len(runs) - 1} more hooks" if len(runs) > 1 else ""
     return f"waiting for completion of hook {first}{more}"
+
+
+@dataclass
+class PostDelete:
+    """The ``PostDelete`` hooks of one app being deleted: started once, followed to their end.
+
+    Argo CD runs them once the app's resources are deleted, holding the Application (its
+    ``post-delete-finalizer``) until they end, then deletes them by policy. The controller
+    keeps this between its retries of the deletion: the start time makes ``generateName``
+    names stable, ``uids`` says which objects are the ones it created.
+    """
+
+    started_at: float = field(default_factory=time.time)
+    uids: dict[str, str] = field(default_factory=dict)
+
+    def advance(self, runner: HookRunner, hooks: Sequence[Manifest], *,
+                revision: str) -> list[HookRun] | None:
+        """Start or follow the hooks; their runs once all ended (``None``: some still run).
+
+        When all ended, the ``HookSucceeded`` ones are deleted if every one succeeded, the
+        ``HookFailed`` ones if one failed.
+        """
+        todo = tasks(hooks, HookType.POST_DELETE, revision=revision,
+                     started_at=self.started_at)
+        runs = [runner.advance(t, self.uids.get(str(t.key), "")) for t in todo]
+        self.uids.update({str(r.task.key): r.uid for r in runs})
+        if not all(r.done for r in runs):
+            return None
+        ok = all(r.phase is OperationPhase.SUCCEEDED for r in runs)
+        policy = DeletePolicy.HOOK_SUCCEEDED if ok else DeletePolicy.HOOK_FAILED
+        for run in runs:
+            if policy in run.policies and run.uid:
+                runner.delete_entry(run.entry())
+        return runs

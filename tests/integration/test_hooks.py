@@ -9,6 +9,7 @@ does. tests/e2e/test_hooks_e2e.py has a real Job completing on a kwok node.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,14 @@ from gitops_ray.reconcile.argostatus import operation_state
 from gitops_ray.sync.hooks import HOOK_FINALIZER
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
+from gitops_ray.sync.records import RecordStore
 from tests.conftest import GitRepo
+from tests.integration import test_controller
+from tests.integration.test_controller import Controller, application, eventually
 from tests.integration.test_sync import Env
 from tests.samples import raycluster
 
+start_controller = test_controller.start_controller  # the in-process controller fixture
 HOOK = "argocd.argoproj.io/hook"
 POLICY = "argocd.argoproj.io/hook-delete-policy"
 
@@ -170,3 +175,28 @@ def test_helm_hooks_are_argo_cd_phases(env: Env, git_repo: GitRepo) -> None:
     assert outcome.result.running
     assert cm(env, "app") is None
     assert "pre" in jobs(env.kube, env.namespace)
+
+
+def test_postdelete_hooks_run_once_the_app_is_deleted(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    app = application("leaving", git_repo.url, namespace, path="leaving")
+    app["metadata"]["finalizers"] = ["resources-finalizer.argocd.argoproj.io"]
+    git_repo.commit({"apps/leaving.yaml": app, "leaving/all.yaml": [
+        config_map("app"), job("cleanup", "PostDelete", policy="HookSucceeded")]})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]},
+                           interval="1s")
+    eventually(lambda: kube.get("v1", "ConfigMap", name="app", namespace=namespace),
+               message="synced")
+    assert "cleanup" not in jobs(kube, namespace)  # not a resource: not applied
+
+    git_repo.commit({"apps/leaving.yaml": None})
+    eventually(lambda: "cleanup" in jobs(kube, namespace), message="the PostDelete hook")
+    assert kube.get("v1", "ConfigMap", name="app", namespace=namespace) is None
+    finish(kube, namespace, "cleanup")
+    eventually(lambda: "cleanup" not in jobs(kube, namespace) or
+               jobs(kube, namespace)["cleanup"]["metadata"].get("deletionTimestamp"),
+               message="the PostDelete hook deleted once it succeeded (HookSucceeded)")
+    eventually(lambda: "leaving" not in RecordStore(kube, namespace).list_apps(),
+               message="the record dropped")
+    assert ctl.runtime.catalog.get("leaving") is None
