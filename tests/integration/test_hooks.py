@@ -183,7 +183,9 @@ def test_postdelete_hooks_run_once_the_app_is_deleted(
     app = application("leaving", git_repo.url, namespace, path="leaving")
     app["metadata"]["finalizers"] = ["resources-finalizer.argocd.argoproj.io"]
     git_repo.commit({"apps/leaving.yaml": app, "leaving/all.yaml": [
-        config_map("app"), job("cleanup", "PostDelete", policy="HookSucceeded")]})
+        config_map("app"), job("cleanup", "PostDelete", policy="HookSucceeded")],
+        "apps/stays.yaml": application("stays", git_repo.url, namespace, path="stays"),
+        "stays/cm.yaml": config_map("stays")})
     ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]},
                            interval="1s")
     eventually(lambda: kube.get("v1", "ConfigMap", name="app", namespace=namespace),
