@@ -5,8 +5,9 @@ RayCluster after it, then a PostSync ConfigMap (``generateName``, ``HookSucceede
 records each hook in ``status.operationState.syncResult.resources`` with ``hookType`` and
 ``hookPhase``, which is where the CLI's HOOK column comes from (``getResourceStates`` in
 argo-cd's ``cmd/argocd/commands/app.go``: a hook row's STATUS is its ``hookPhase``, its
-HEALTH the result code). No Job controller runs in this tier: the test writes the Job's
-completion as the Job controller would.
+HEALTH the result code). No Job controller or KubeRay operator runs in this tier: the
+test writes the Job's completion as the Job controller would, and the RayCluster's
+readiness as KubeRay would (the PostSync phase starts once the Sync phase is Healthy).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from tests.argocd.test_gitops_ray_e2e import MakeApp, application, compared, row
 from tests.conftest import GitRepo
 from tests.integration.test_controller import Controller
 from tests.integration.test_hooks import HOOK, POLICY, config_map, finish, job
+from tests.integration.test_sync_waves import report as report_rc
 from tests.samples import raycluster
 from tests.waiting import eventually
 
@@ -44,6 +46,9 @@ def test_argocd_app_sync_runs_the_hooks_and_shows_them(
                timeout=120, message="the PreSync Job created")
     assert kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace) is None
     finish(kube, namespace, "migrate")
+    eventually(lambda: kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace),
+               timeout=120, message="the RayCluster applied once PreSync ended")
+    report_rc(kube, namespace, "demo", "ready")  # PostSync waits for the Sync phase's health
     out, err = sync.communicate(timeout=300)
     assert sync.returncode == 0, f"{out}\n{err}"
     assert "Phase:              Succeeded" in out
@@ -51,8 +56,9 @@ def test_argocd_app_sync_runs_the_hooks_and_shows_them(
     got = rows(out)
     assert ["batch", "Job", namespace, "migrate", "Succeeded", "Synced", "PreSync"] in \
         [r[:7] for r in got]
-    post = [r for r in got if r[1:2] == ["ConfigMap"] and r[3].startswith("report-")]
-    assert [r[4:7] for r in post] == [["Succeeded", "Synced", "PostSync"]]
+    # the core group's GROUP cell is empty, so the row starts at KIND
+    post = [r for r in got if r[:2] == ["ConfigMap", namespace] and r[2].startswith("report-")]
+    assert [r[3:6] for r in post] == [["Succeeded", "Synced", "PostSync"]]
 
     shown = rows(argocd.cli("app", "get", name).stdout)
     assert ["batch", "Job", namespace, "migrate", "Succeeded", "Synced", "PreSync"] in \
