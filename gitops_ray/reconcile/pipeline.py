@@ -84,7 +84,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
-from gitops_ray.errors import DiffError
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import SHELF, Piece
@@ -113,8 +113,8 @@ from gitops_ray.sync.hooks import split as split_hooks
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
-from gitops_ray.sync.tracking import is_tracked_by, with_tracking
-from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
+from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
+from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey, SyncStatus
 
 log = structlog.get_logger(__name__)
 
@@ -132,6 +132,10 @@ SystemSource = Callable[[], SystemSettings]
 """Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
+EXHAUSTED_BACKOFF = (10.0, 2.0, 600.0)
+"""(first wait, factor, cap) before a render that ran out of memory or time is tried again
+at the same commit: each try costs a child process its whole memory limit, or a worker
+for the whole deadline."""
 LIST_AT_LEAST = 2
 """Objects of one kind and namespace from which a comparison LISTs them rather than GETs."""
 LIST_BOUND = 500
@@ -311,6 +315,10 @@ class Comparison:
     """Of :attr:`applied`: those a no-op dry run proved and the record has no mark for
     yet (module doc): a refresh records their marks (:func:`~gitops_ray.reconcile.status.
     proven_marks`)."""
+    shared: dict[ResourceKey, str] = field(default_factory=dict)
+    """Git's objects whose live tracking id names another app, and that app: each is a
+    ``SharedResourceWarning`` condition and a warning (``FailOnSharedResource=true``
+    refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
     hooks: tuple[DesiredObject, ...] = ()
     """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
 
@@ -352,6 +360,7 @@ class RenderTools:
 
     helm_bin: str = HELM_BIN
     kubectl_bin: str = KUBECTL_BIN
+    value_file_hosts: tuple[str, ...] = ()  # setting render.valueFileHosts
 
 
 @dataclass(frozen=True)
@@ -368,6 +377,21 @@ class _Render:
 
 
 @dataclass(frozen=True)
+class _Exhausted:
+    """An app's render at ``sha`` ran out of memory or time; not tried again before ``until``."""
+
+    sha: str
+    error: ChildMemoryExceeded | ChildTimedOut
+    until: float  # time.monotonic()
+    wait: float
+
+
+def _next_wait(last: float) -> float:
+    first, factor, cap = EXHAUSTED_BACKOFF
+    return min(cap, last * factor) if last else first
+
+
+@dataclass(frozen=True)
 class _Memo:
     version: tuple[str, str]  # (desired content + rules, live resourceVersion): the diff's
     signals: str  # and with what health read besides the object (Events, Pods): health's
@@ -375,6 +399,7 @@ class _Memo:
     health: Health | None
     written: bool = False  # version's live object is what our apply of this content left
     proven: bool = False  # written, known by a no-op dry run; the record has no mark yet
+    shared: str = ""  # the other app the live object's tracking id names, if any
 
     @property
     def settled(self) -> bool:
@@ -419,6 +444,7 @@ class Pipeline:
         self._reused: dict[str, _Reuse] = {}  # per app name (see "A pass that changed nothing")
         self._lock = threading.Lock()
         self._capabilities: tuple[float, Capabilities, str] | None = None
+        self._exhausted: dict[str, _Exhausted] = {}  # per app spec: its last memory failure
         self._discovering = threading.Lock()  # one refresh of the capabilities at a time
 
     # -- stages ----------------------------------------------------------------------
@@ -511,11 +537,39 @@ class Pipeline:
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
                 cluster: ClusterShapes) -> _Render:
+        """The render of ``app`` at ``sha``, or its last memory failure at ``sha``.
+
+        A render that ran out of memory (or time) is not tried again at the same commit
+        before its backoff (:data:`EXHAUSTED_BACKOFF`) ends: the error is raised again,
+        so every watch event does not start another child.
+        """
+        spec, now = _spec_key(app), time.monotonic()
+        with self._lock:
+            last = self._exhausted.get(spec)
+        if last is not None and last.sha == sha and now < last.until:
+            raise type(last.error)(str(last.error))  # a new one: a traceback per raise
+        try:
+            rendered = self._rendered(app, root, sha, inputs, cluster)
+        except (ChildMemoryExceeded, ChildTimedOut) as e:
+            wait = _next_wait(last.wait if last is not None and last.sha == sha else 0.0)
+            with self._lock:
+                self._exhausted[spec] = _Exhausted(sha, e, now + wait, wait)
+            event = "render_out_of_memory" if isinstance(e, ChildMemoryExceeded) \
+                else "render_timed_out"
+            log.warning(event, app=app.name, retry_s=wait)
+            raise
+        with self._lock:
+            self._exhausted.pop(spec, None)
+        return rendered
+
+    def _rendered(self, app: Application, root: Path, sha: str, inputs: str | None,
+                  cluster: ClusterShapes) -> _Render:
         asked = _AskedFacts(self._cluster_facts)
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
-                                  is_namespaced=self._namespaced, cluster_shapes=cluster)
+                                  is_namespaced=self._namespaced, cluster_shapes=cluster,
+                                  value_file_hosts=self.tools.value_file_hosts)
         resources, hooks = split_hooks(rendered)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in resources]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
@@ -658,7 +712,11 @@ class Pipeline:
         rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
                          for obj, h in zip(desired, healths, strict=True)
                          if h is not None and pending_part(h.message))
-        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings]
+        shared = {o.key: m.shared for o, m in zip(desired, memos, strict=True) if m.shared}
+        said = [shared_message(key, app.name, other) for key, other in shared.items()]
+        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings,
+                    *said]
+        conditions += tuple(AppCondition(ConditionType.SHARED_RESOURCE, m) for m in said)
         comparison = Comparison(app, sha, desired, app_diff, aggregate(healths),
                                 warnings + list(problems),
                                 problems, rendered.shapes if rendered is not None else "",
@@ -666,7 +724,7 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven),
+                                frozenset(settled), applied, frozenset(proven), shared,
                                 rendered.hooks if rendered is not None else ())
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
@@ -820,7 +878,7 @@ class Pipeline:
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
-        kept = _Memo(version, signals, slim, health, written, proven)
+        kept = _Memo(version, signals, slim, health, written, proven, shared_with(obj, live))
         with self._lock:
             self._memo[desired.key] = kept
             self._memo_writes += 1
