@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -166,6 +166,27 @@ class LocalControlPlane:
             log.close()
         self._logs.clear()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def job_controller(self) -> Iterator[subprocess.Popen[bytes]]:
+        """kube-controller-manager's Job controller, for as long as the block runs.
+
+        Not among :data:`CONTROLLERS`: on the Ray stack (kube-scheduler and kwok) a Job's
+        Pods are scheduled onto fake nodes and kwok's ``pod-complete`` stage (its default
+        for Pods a Job owns) makes them succeed, which would change what KubeRay's RayJob
+        submitter Jobs do in every other test. Without a scheduler its Pods stay Pending.
+        """
+        proc = self.spawn("job-controller", [
+            str(ensure_controlplane() / "kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig}", "--controllers=job-controller",
+            "--leader-elect=false", "--secure-port=0", "--v=0"])
+        try:
+            yield proc
+        finally:
+            self.processes.pop("job-controller", None)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
 
     # -- pieces ----------------------------------------------------------------------
 

@@ -121,7 +121,18 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "rolloutPending": list(status.get("rolloutPending") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
             "lastOperation": last_operation(status),
+            "hooks": hooks_of(status),
             "comparedAt": iso(status.get("comparedAt"))}
+
+
+HOOK_FIELDS = ("hookType", "hookPhase", "kind", "namespace", "name", "message")
+
+
+def hooks_of(status: Status) -> list[dict[str, str]]:
+    """The resource hooks the current (or last) operation ran, as Argo CD lists them."""
+    return [{k: str(r.get(k) or "") for k in HOOK_FIELDS}
+            for r in current_operation(status).get("resources") or ()
+            if isinstance(r, dict) and r.get("hookType")]
 
 
 def sync_reason(status: Status) -> str:
@@ -159,7 +170,8 @@ def _operation_text(status: Status) -> str:
         return "none recorded"
     phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
     if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:
-        phase += f", waiting for wave {op['wave']}"
+        of = f"{op['syncPhase']} " if op.get("syncPhase") not in (None, "Sync") else ""
+        phase += f", waiting for {of}wave {op['wave']}"
     at = f" at {short_revision(str(op.get('revision', '')))}" if op.get("revision") else ""
     when = human_time(op.get("finishedAt") or op.get("startedAt"))
     took = _took(op)
@@ -218,10 +230,31 @@ def print_app(out: Console, name: str, status: Status, tree: LiveTree, *,
         return
     out.print(tree_table(tree.nodes, str(status.get("destinationNamespace") or ""),
                          wide=wide))
+    hooks = hooks_of(status)
+    if hooks:
+        out.print()
+        out.print(hooks_table(hooks, wide=wide))
     for node in tree.nodes:
         if node.worker_groups:
             out.print()
             print_groups(out, _groups_title(node), node.worker_groups, wide=wide)
+
+
+def hooks_table(hooks: list[dict[str, str]], *, wide: bool = False) -> Table:
+    """The last operation's hooks: type, kind, name, phase, message."""
+    table = Table(title="Hooks of the last operation", title_justify="left", box=None,
+                  header_style="bold", pad_edge=False)
+    for column in ("HOOK", "KIND", "NAME", "PHASE", "MESSAGE"):
+        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold")
+    for hook in hooks:
+        phase = Text(hook["hookPhase"], style=_PHASE_STYLES.get(hook["hookPhase"], ""))
+        table.add_row(hook["hookType"], hook["kind"], hook["name"], phase,
+                      _message(hook["message"], wide=wide))
+    return table
+
+
+_PHASE_STYLES = {OperationPhase.SUCCEEDED.value: "green", OperationPhase.FAILED.value: "red",
+                 OperationPhase.RUNNING.value: "cyan"}
 
 
 def _groups_title(node: TreeNode) -> str:

@@ -190,11 +190,20 @@ def _unrecorded(app: str, error: GitOpsRayError) -> str:
     return f"warning: app {app}: sync not recorded: {error}"
 
 
+def _action_of(entry: dict[str, Any]) -> str:
+    """The action, with a resource hook's type and phase: ``created (PreSync hook: Running)``."""
+    action = str(entry.get("action", ""))
+    if not entry.get("hookType"):
+        return action
+    phase = f": {entry['hookPhase']}" if entry.get("hookPhase") else ""
+    return f"{action} ({entry['hookType']} hook{phase})"
+
+
 def report_lines(result: SyncResult, *, dry_run: bool) -> list[Line]:
     """An app's results: a line per object (earlier waves' too), then the app's outcome."""
-    objects = [(str(r.get("key", "")), str(r.get("action", "")), str(r.get("message") or ""))
-               for r in result.earlier]
-    objects += [(str(r.key), r.action.value, r.message) for r in result.resources]
+    entries = result.earlier + [r.as_dict() for r in result.resources]
+    objects = [(str(r.get("key", "")), _action_of(r), str(r.get("message") or ""))
+               for r in entries]
     lines = [Line("\t".join([result.app, key, action] + ([message] if message else [])))
              for key, action, message in objects]
     suffix = " (dry run)" if dry_run else ""

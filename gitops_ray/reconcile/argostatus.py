@@ -249,7 +249,7 @@ def application_status(p: Projection) -> dict[str, Any]:
     record = p.record
     status: dict[str, Any] = {
         "sync": _sync(record, spec),
-        "health": _health(record),
+        "health": _health(record, old.get("health"), p.now),
         "resources": [_resource(r) for r in record.get("resources") or ()],
         "reconciledAt": rfc3339(float(record.get("comparedAt") or p.now)),
         **({"sourceType": source_type(p.app)} if p.app is not None else {}),
@@ -303,10 +303,18 @@ def _joined(revisions: object) -> str:
     return REVISIONS_SEPARATOR.join(revisions)
 
 
-def _health(record: Mapping[str, Any]) -> dict[str, Any]:
+def _health(record: Mapping[str, Any], old: object, now: float) -> dict[str, Any]:
+    """``status.health``; ``lastTransitionTime`` kept while the status stays the same.
+
+    Argo CD sets it when the health status changes; its notifications' stock
+    ``on-deployed`` trigger compares it with the operation's times.
+    """
     health = {"status": str(record.get("health") or "Unknown")}
     if record.get("healthMessage"):
         health["message"] = str(record["healthMessage"])[:MAX_MESSAGE]
+    was = old if isinstance(old, Mapping) else {}
+    same = was.get("status") == health["status"] and was.get("lastTransitionTime")
+    health["lastTransitionTime"] = str(was["lastTransitionTime"]) if same else rfc3339(now)
     return health
 
 
@@ -409,12 +417,16 @@ def _results(op: Mapping[str, Any], record: Mapping[str, Any]) -> list[dict[str,
         if code is None or "kind" not in r:
             continue  # gone, not ours, orphaned: nothing Argo CD would list
         failed = code == "SyncFailed"
-        out.append({"group": str(r.get("group") or ""),
-                    "version": versions.get(str(r.get("key")), ""),
-                    "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
-                    "name": str(r.get("name") or ""), "status": code,
-                    "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
-                    "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"})
+        row = {"group": str(r.get("group") or ""),
+               "version": versions.get(str(r.get("key")), "") or str(r.get("version") or ""),
+               "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
+               "name": str(r.get("name") or ""), "status": code,
+               "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
+               "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"}
+        if r.get("hookType"):  # a resource hook (sync.hooks): its own phase and type
+            row.update(hookType=str(r["hookType"]), syncPhase=str(r.get("syncPhase") or ""),
+                       hookPhase=str(r.get("hookPhase") or ""))
+        out.append(row)
     return out
 
 

@@ -109,6 +109,7 @@ from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.source import Checkout, GitSource
 from gitops_ray.sync.engine import Landed, prepare
+from gitops_ray.sync.hooks import split as split_hooks
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
@@ -318,6 +319,8 @@ class Comparison:
     """Git's objects whose live tracking id names another app, and that app: each is a
     ``SharedResourceWarning`` condition and a warning (``FailOnSharedResource=true``
     refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
+    hooks: tuple[DesiredObject, ...] = ()
+    """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -370,6 +373,7 @@ class _Render:
     cluster: str = ""  # ClusterShapes.version it was rendered with (pod-shape ConfigMaps)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
     scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
+    hooks: tuple[DesiredObject, ...] = ()  # resource hooks (sync.hooks): run, not compared
 
 
 @dataclass(frozen=True)
@@ -540,7 +544,8 @@ class Pipeline:
             merged[obj.key] = obj
         return _Render(joined, None, list(merged.values()), tuple(problems),
                        next((p.facts for p in parts if p.facts), ""), cluster.version,
-                       next((p.shapes for p in parts if p.shapes), ""))
+                       next((p.shapes for p in parts if p.shapes), ""),
+                       hooks=tuple(h for part in parts for h in part.hooks))
 
     def _untouched(self, app: Application, cached: _Render, sha: str) -> bool:
         """Whether git says commit ``sha`` changed nothing where ``cached``'s inputs live."""
@@ -548,6 +553,17 @@ class Pipeline:
             return False
         changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
         return changed is not None and not touches(changed, cached.scope)
+
+    def hooks(self, app: Application, *, revision: str | None = None
+              ) -> tuple[str, tuple[DesiredObject, ...]]:
+        """The commit SHA and git's resource hooks for ``app`` (:mod:`gitops_ray.sync.hooks`).
+
+        Rendered as :meth:`desired` renders (cached by commit); for the ``PostDelete``
+        hooks of an app being deleted, which nothing compares.
+        """
+        sha, _ = self.desired(app, revision=revision)
+        rendered = self._last_render(app, False)
+        return sha, rendered.hooks if rendered is not None else ()
 
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
@@ -595,10 +611,12 @@ class Pipeline:
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
                                   is_namespaced=self._namespaced, cluster_shapes=cluster,
                                   value_file_hosts=self.tools.value_file_hosts, refs=refs)
-        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+        resources, hooks = split_hooks(rendered)
+        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in resources]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
         return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,
-                       shapes)
+                       shapes, hooks=tuple(DesiredObject.of(with_tracking(app.name, obj))
+                                           for obj in hooks))
 
     def _facts_hold(self, cached: _Render, cluster: ClusterShapes) -> bool:
         """Whether ``cached`` was rendered with the pod shapes and (a chart) APIs of now.
@@ -747,7 +765,8 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven), shared)
+                                frozenset(settled), applied, frozenset(proven), shared,
+                                rendered.hooks if rendered is not None else ())
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)

@@ -25,6 +25,7 @@ prefixed with ``app <name>:``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,8 @@ def check_unique(origins: Sequence[str], manifests: Sequence[Manifest]) -> None:
     seen: dict[ResourceKey, str] = {}
     for where, obj in zip(origins, manifests, strict=True):
         key = ResourceKey.of(obj)
+        if not key.name:  # a hook's generateName: its operation names it (sync.hooks)
+            key = dataclasses.replace(key, name=str(obj["metadata"].get("generateName")))
         if key in seen:
             raise RenderError(f"{key} is defined twice: {seen[key]} and {where}")
         seen[key] = where

@@ -145,7 +145,9 @@ from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.history import revise_newest
+from gitops_ray.sync.hookrun import HookRunner
 from gitops_ray.sync.operation import OPERATION_STATE, OperationState
+from gitops_ray.sync.phases import PostDelete
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord, push_history, record_name, status_text
 from gitops_ray.sync.teardown import cascade_policy, delete_app
@@ -267,6 +269,7 @@ class Controller:
         self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
+        self._post_deletes: dict[str, PostDelete] = {}  # PostDelete hooks of deleted apps
         self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
         self._argocd = argocd  # None: no Applications in the cluster (git only)
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
@@ -927,10 +930,12 @@ class Controller:
                 teardown = delete_app(reconciler.syncer.kube, self.store, app.name,
                                       policy=None if unresolved else cascade_policy(app),
                                       protected=reconciler.protection(app))
+                done = unresolved or not teardown.ok or \
+                    self._post_delete(app, reconciler, log)
             except (KubeError, ClusterUnavailable) as e:
-                teardown = None
+                teardown, done = None, True
                 log.warning("app_delete_failed", error=str(e))
-            if teardown is not None and teardown.ok:
+            if teardown is not None and teardown.ok and done:
                 self._written.pop(app.name, None)
                 self._last_ops.pop(app.name, None)
                 self._statuses.pop(app.name, None)
@@ -940,6 +945,30 @@ class Controller:
                 return
         self.forget(app)  # retried, unless the app comes back first
         self._requeue(app.name, DELETE_RETRY_SECONDS)
+
+    def _post_delete(self, app: Application, reconciler: Reconciler,
+                     log: FilteringBoundLogger) -> bool:
+        """Run the deleted app's ``PostDelete`` hooks; whether they all ended.
+
+        Rendered from git at the app's target revision, as for a sync; an app whose
+        render fails is deleted without them (logged): a deletion never waits on git.
+        """
+        state = self._post_deletes.setdefault(app.name, PostDelete())
+        try:
+            sha, hooks = reconciler.pipeline.hooks(app)
+        except GitOpsRayError as e:
+            log.warning("post_delete_hooks_not_run", error=str(e))
+            hooks, sha = (), ""
+        runs = state.advance(HookRunner(reconciler.syncer.kube, app.name),
+                             [h.manifest() for h in hooks], revision=sha)
+        if runs is None:
+            return False
+        self._post_deletes.pop(app.name, None)
+        if runs:
+            log.info("post_delete_hooks_done", hooks=len(runs),
+                     failed=[str(r.task.key) for r in runs
+                             if r.phase is not OperationPhase.SUCCEEDED])
+        return True
 
     # -- status and errors -----------------------------------------------------------
 
