@@ -16,8 +16,10 @@ behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
   real ``argocd`` CLI against it (``--plaintext``, a config dir of its own);
 * on request, ``argocd-application-controller`` out of cluster
   (:meth:`ArgoCD.application_controller`), ``argocd-repo-server``
-  (:meth:`ArgoCD.start_repo_server`) and ``argocd-applicationset-controller``
-  (:meth:`ArgoCD.start_applicationset_controller`).
+  (:meth:`ArgoCD.start_repo_server`), ``argocd-applicationset-controller``
+  (:meth:`ArgoCD.start_applicationset_controller`, progressive syncs on request) and
+  ``argocd-notifications`` (:meth:`ArgoCD.start_notifications_controller`, with the
+  stock triggers and templates of the same build).
 
 Unless started, no repo-server runs: its address is a free port nobody listens on, so
 everything that asks the repo-server (manifests, resolving a branch to a commit) fails, as
@@ -43,14 +45,19 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO
 
 from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
-from localcluster.build import argocd_crds, ensure_argocd, require_redis
+from localcluster.build import (
+    argocd_crds,
+    argocd_notifications_catalog,
+    ensure_argocd,
+    require_redis,
+)
 from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port
 from localcluster.crds import install_crds
 
@@ -84,6 +91,21 @@ def settings_objects(namespace: str) -> list[Manifest]:
          "metadata": {"name": "argocd-secret", **meta},
          "data": {"server.secretkey": base64.b64encode(key.encode()).decode()}},
     ]
+
+
+def stock_notifications() -> dict[str, str]:
+    """The data of Argo CD's stock ``argocd-notifications-cm``: its triggers and templates."""
+    [catalog] = json.loads(argocd_notifications_catalog().read_text())
+    return {str(k): str(v) for k, v in catalog["data"].items()}
+
+
+def notifications_objects(namespace: str, data: Mapping[str, str]) -> list[Manifest]:
+    """``argocd-notifications-cm`` holding ``data``, and an empty Secret."""
+    meta = {"namespace": namespace, "labels": PART_OF}
+    return [{"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "argocd-notifications-cm", **meta}, "data": dict(data)},
+            {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+             "metadata": {"name": "argocd-notifications-secret", **meta}}]
 
 
 class ArgoCD:
@@ -181,8 +203,8 @@ class ArgoCD:
                    time.monotonic() + timeout)
         return proc
 
-    def start_applicationset_controller(self, *, timeout: float = 120.0
-                                        ) -> subprocess.Popen[bytes]:
+    def start_applicationset_controller(self, *, progressive: bool = False,
+                                        timeout: float = 120.0) -> subprocess.Popen[bytes]:
         """Start ``argocd-applicationset-controller`` out of cluster; return once healthy.
 
         It watches ApplicationSets in :attr:`namespace` and creates, updates and deletes
@@ -190,6 +212,7 @@ class ArgoCD:
         ``clusters``) work without a repo-server; SCM providers are off. No leader
         election; its metrics, probe and webhook listen on free local ports; it counts as
         up once its metrics are served (its health probe has no checks: 404).
+        ``progressive``: ``--enable-progressive-syncs`` (RollingSync strategies run).
         :meth:`stop_component` (``"argocd-applicationset-controller"``) or :meth:`stop`
         ends it.
         """
@@ -198,8 +221,33 @@ class ArgoCD:
             *self._kube_flags(), f"--argocd-repo-server={self.repo_server}",
             "--repo-server-plaintext", f"--metrics-addr=127.0.0.1:{metrics}",
             f"--probe-addr=127.0.0.1:{free_port()}", f"--webhook-addr=127.0.0.1:{free_port()}",
-            "--enable-scm-providers=false", "--logformat=text", "--loglevel=debug"])
+            "--enable-scm-providers=false", "--logformat=text", "--loglevel=debug",
+            *(["--enable-progressive-syncs"] if progressive else [])])
         self._wait("argocd-applicationset-controller",
+                   lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/metrics"),
+                   time.monotonic() + timeout)
+        return proc
+
+    def start_notifications_controller(self, data: Mapping[str, str], *,
+                                       timeout: float = 120.0) -> subprocess.Popen[bytes]:
+        """Start ``argocd-notifications`` out of cluster; return once its metrics serve.
+
+        Its ``argocd-notifications-cm`` holds ``data``: typically Argo CD's stock catalog
+        of the same build (:func:`stock_notifications`, every trigger and template) plus
+        services (``service.webhook.NAME``); ``argocd-notifications-secret`` is empty. It
+        watches Applications in :attr:`namespace`; what it sends is decided by each Application's
+        ``notifications.argoproj.io/subscribe.TRIGGER.SERVICE`` annotations.
+        :meth:`stop_component` (``"argocd-notifications"``) or :meth:`stop` ends it.
+        """
+        kube = Kube.connect(str(self.control_plane.kubeconfig))
+        for obj in notifications_objects(self.namespace, data):
+            kube.apply(obj, field_manager=FIELD_MANAGER, force=True)
+        metrics = free_port()
+        proc = self._spawn("argocd-notifications", [
+            *self._kube_flags(), f"--metrics-port={metrics}",
+            f"--argocd-repo-server={self.repo_server}", "--argocd-repo-server-plaintext",
+            "--logformat=text", "--loglevel=debug"])
+        self._wait("argocd-notifications",
                    lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/metrics"),
                    time.monotonic() + timeout)
         return proc

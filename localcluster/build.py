@@ -241,6 +241,17 @@ def argocd_crds() -> Path:
                         [f"manifests/crds/{name}-crd.yaml" for name in ARGOCD_CRDS])
 
 
+def argocd_notifications_catalog() -> Path:
+    """A JSON list holding Argo CD's stock notifications ``argocd-notifications-cm``.
+
+    ``notifications_catalog/install.yaml`` of the pinned argo-cd module source: the
+    triggers (``trigger.on-sync-succeeded``, ...) and templates Argo CD ships.
+    """
+    return _module_crds(cache_dir() / "argocd" / ARGOCD_VERSION / "notifications.json",
+                        "argocd-notifications", f"{ARGOCD_MODULE}@{ARGOCD_VERSION}",
+                        ARGOCD_MODULE_DIR, ["notifications_catalog/install.yaml"])
+
+
 def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[str]) -> Path:
     """Convert ``files`` of a downloaded module's source to one JSON list at ``target``."""
     if target.exists():

@@ -30,7 +30,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -42,6 +42,9 @@ from localcluster.build import ensure_controlplane
 from localcluster.pki import write_pki
 
 CONTROLLERS = "namespace-controller,garbage-collector-controller"
+RAY_STACK_CONTROLLERS = "deployment-controller,replicaset-controller"
+"""With the Ray stack (a scheduler and kwok nodes), Deployments roll out too: the Helm
+chart's controller Deployment does in tests/e2e/test_docs_install.py."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -103,6 +106,10 @@ class LocalControlPlane:
         return self.workdir / "kubeconfig"
 
     @property
+    def _controllers(self) -> str:
+        return f"{CONTROLLERS},{RAY_STACK_CONTROLLERS}" if self.kuberay else CONTROLLERS
+
+    @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes.values()]
 
@@ -131,7 +138,7 @@ class LocalControlPlane:
             self._wait_ready(timeout)
             self.spawn("kube-controller-manager", [
                 str(bin_dir / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
-                f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
+                f"--controllers={self._controllers}", "--leader-elect=false", "--secure-port=0",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 "--concurrent-gc-syncs=5", "--v=0"])
             install_ray_crds(self.kubeconfig)
@@ -165,6 +172,27 @@ class LocalControlPlane:
             log.close()
         self._logs.clear()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def job_controller(self) -> Iterator[subprocess.Popen[bytes]]:
+        """kube-controller-manager's Job controller, for as long as the block runs.
+
+        Not among :data:`CONTROLLERS`: on the Ray stack (kube-scheduler and kwok) a Job's
+        Pods are scheduled onto fake nodes and kwok's ``pod-complete`` stage (its default
+        for Pods a Job owns) makes them succeed, which would change what KubeRay's RayJob
+        submitter Jobs do in every other test. Without a scheduler its Pods stay Pending.
+        """
+        proc = self.spawn("job-controller", [
+            str(ensure_controlplane() / "kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig}", "--controllers=job-controller",
+            "--leader-elect=false", "--secure-port=0", "--v=0"])
+        try:
+            yield proc
+        finally:
+            self.processes.pop("job-controller", None)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait()
 
     # -- pieces ----------------------------------------------------------------------
 

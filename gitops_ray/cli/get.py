@@ -46,6 +46,7 @@ from gitops_ray.cli.views import console, duration, human_time, iso, print_group
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
+from gitops_ray.render.apps import short_revision
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
@@ -105,7 +106,8 @@ def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppR
 def summary(name: str, status: Status) -> dict[str, Any]:
     """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds)."""
     return {"name": name, "repoURL": status.get("repoURL", ""),
-            "path": status.get("path", ""), "targetRevision": status.get("targetRevision", ""),
+            "path": status.get("path", ""), "chart": status.get("chart", ""),
+            "targetRevision": status.get("targetRevision", ""),
             "revision": status.get("revision", ""),
             "destinationNamespace": status.get("destinationNamespace", ""),
             "syncPolicy": status.get("syncPolicy", ""),
@@ -113,14 +115,25 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "sync": status.get("sync", SyncStatus.UNKNOWN.value),
             "syncReason": sync_reason(status),
             "conditions": list(status.get("conditions") or []),
-            "error": status.get("error", ""),
+            "error": status.get("error", ""), "errorReason": status.get("errorReason", ""),
             "health": status.get("health", HealthStatus.UNKNOWN.value),
             "healthMessage": status.get("healthMessage", ""),
             "rolloutPending": list(status.get("rolloutPending") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
             "conflicts": list(status.get("conflicts") or []),
             "lastOperation": last_operation(status),
+            "hooks": hooks_of(status),
             "comparedAt": iso(status.get("comparedAt"))}
+
+
+HOOK_FIELDS = ("hookType", "hookPhase", "kind", "namespace", "name", "message")
+
+
+def hooks_of(status: Status) -> list[dict[str, str]]:
+    """The resource hooks the current (or last) operation ran, as Argo CD lists them."""
+    return [{k: str(r.get(k) or "") for k in HOOK_FIELDS}
+            for r in current_operation(status).get("resources") or ()
+            if isinstance(r, dict) and r.get("hookType")]
 
 
 def sync_reason(status: Status) -> str:
@@ -158,8 +171,9 @@ def _operation_text(status: Status) -> str:
         return "none recorded"
     phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
     if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:
-        phase += f", waiting for wave {op['wave']}"
-    at = f" at {str(op.get('revision', ''))[:12]}" if op.get("revision") else ""
+        of = f"{op['syncPhase']} " if op.get("syncPhase") not in (None, "Sync") else ""
+        phase += f", waiting for {of}wave {op['wave']}"
+    at = f" at {short_revision(str(op.get('revision', '')))}" if op.get("revision") else ""
     when = human_time(op.get("finishedAt") or op.get("startedAt"))
     took = _took(op)
     return (f"{phase}{at}" + (f", {when}" if when else "") + (f", took {took}" if took else "")
@@ -178,9 +192,12 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
     info = summary(name, status)
     yield "Name", name
     yield "Repo", info["repoURL"] or "-"
-    yield "Path", info["path"] or "-"
+    if info["chart"]:
+        yield "Chart", info["chart"]  # Argo CD's `argocd app get` shows it in Path's place
+    else:
+        yield "Path", info["path"] or "-"
     yield "Target", info["targetRevision"] or "-"
-    yield "Revision", info["revision"][:12] or "-"
+    yield "Revision", short_revision(info["revision"]) or "-"
     yield "Namespace", info["destinationNamespace"] or "-"
     yield "Sync Policy", (info["syncPolicy"] or "-") + (" (self-heal)" if info["selfHeal"]
                                                           else "")
@@ -216,10 +233,31 @@ def print_app(out: Console, name: str, status: Status, tree: LiveTree, *,
         return
     out.print(tree_table(tree.nodes, str(status.get("destinationNamespace") or ""),
                          wide=wide))
+    hooks = hooks_of(status)
+    if hooks:
+        out.print()
+        out.print(hooks_table(hooks, wide=wide))
     for node in tree.nodes:
         if node.worker_groups:
             out.print()
             print_groups(out, _groups_title(node), node.worker_groups, wide=wide)
+
+
+def hooks_table(hooks: list[dict[str, str]], *, wide: bool = False) -> Table:
+    """The last operation's hooks: type, kind, name, phase, message."""
+    table = Table(title="Hooks of the last operation", title_justify="left", box=None,
+                  header_style="bold", pad_edge=False)
+    for column in ("HOOK", "KIND", "NAME", "PHASE", "MESSAGE"):
+        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold")
+    for hook in hooks:
+        phase = Text(hook["hookPhase"], style=_PHASE_STYLES.get(hook["hookPhase"], ""))
+        table.add_row(hook["hookType"], hook["kind"], hook["name"], phase,
+                      _message(hook["message"], wide=wide))
+    return table
+
+
+_PHASE_STYLES = {OperationPhase.SUCCEEDED.value: "green", OperationPhase.FAILED.value: "red",
+                 OperationPhase.RUNNING.value: "cyan"}
 
 
 def _groups_title(node: TreeNode) -> str:

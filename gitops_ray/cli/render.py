@@ -43,7 +43,8 @@ def render_command(**opts: Any) -> None:
     docs = []
     for app in selection.apps:
         root = selection.local or source.checkout(
-            app.source.repo_url, selection.revision or app.source.target_revision).root
+            app.source.repo_url, selection.revision or app.source.target_revision,
+            chart=app.source.chart).root
         for warning in app.warnings:
             click.secho(f"warning: app {app.name}: {warning}", fg="yellow", err=True)
         docs += render_app(app, root, helm_bin=opts["helm_bin"], value_file_hosts=hosts)

@@ -68,7 +68,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import Application, short_revision
 from gitops_ray.runtime.heap import settling
 from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync.engine import SyncResult
@@ -190,16 +190,25 @@ def _unrecorded(app: str, error: GitOpsRayError) -> str:
     return f"warning: app {app}: sync not recorded: {error}"
 
 
+def _action_of(entry: dict[str, Any]) -> str:
+    """The action, with a resource hook's type and phase: ``created (PreSync hook: Running)``."""
+    action = str(entry.get("action", ""))
+    if not entry.get("hookType"):
+        return action
+    phase = f": {entry['hookPhase']}" if entry.get("hookPhase") else ""
+    return f"{action} ({entry['hookType']} hook{phase})"
+
+
 def report_lines(result: SyncResult, *, dry_run: bool) -> list[Line]:
     """An app's results: a line per object (earlier waves' too), then the app's outcome."""
-    objects = [(str(r.get("key", "")), str(r.get("action", "")), str(r.get("message") or ""))
-               for r in result.earlier]
-    objects += [(str(r.key), r.action.value, r.message) for r in result.resources]
+    entries = result.earlier + [r.as_dict() for r in result.resources]
+    objects = [(str(r.get("key", "")), _action_of(r), str(r.get("message") or ""))
+               for r in entries]
     lines = [Line("\t".join([result.app, key, action] + ([message] if message else [])))
              for key, action, message in objects]
     suffix = " (dry run)" if dry_run else ""
     phase = f"{result.phase} ({result.reason})" if result.reason else result.phase
-    lines.append(Line(f"app {result.app}: {phase}{suffix} at {result.revision[:12]}"
+    lines.append(Line(f"app {result.app}: {phase}{suffix} at {short_revision(result.revision)}"
                       + (f": {result.message}" if result.message else ""),
                       "green" if result.ok else "red"))
     return lines

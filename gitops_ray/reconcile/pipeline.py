@@ -105,12 +105,13 @@ from gitops_ray.reconcile.project import (
     stops_sync,
 )
 from gitops_ray.render import render_app, render_inputs, touches
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
-from gitops_ray.source import GitSource
+from gitops_ray.source import Checkout, GitSource
 from gitops_ray.sync.engine import Landed, prepare
+from gitops_ray.sync.hooks import split as split_hooks
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
@@ -327,6 +328,8 @@ class Comparison:
     """Git's objects whose live tracking id names another app, and that app: each is a
     ``SharedResourceWarning`` condition and a warning (``FailOnSharedResource=true``
     refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
+    hooks: tuple[DesiredObject, ...] = ()
+    """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -379,6 +382,7 @@ class _Render:
     cluster: str = ""  # ClusterShapes.version it was rendered with (pod-shape ConfigMaps)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
     scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
+    hooks: tuple[DesiredObject, ...] = ()  # resource hooks (sync.hooks): run, not compared
 
 
 @dataclass(frozen=True)
@@ -495,8 +499,11 @@ class Pipeline:
             cached = None  # the cluster's APIs (a chart's) or pod shapes changed: render again
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
+        if app.sources:
+            return self._desired_sources(app, spec, cached, revision, cluster)
         checkout = self.source.checkout(app.source.repo_url,
-                                        revision or app.source.target_revision)
+                                        revision or app.source.target_revision,
+                                        chart=app.source.chart)
         if cached is None or cached.sha != checkout.sha:
             if cached is not None and self._untouched(app, cached, checkout.sha):
                 cached = dataclasses.replace(cached, sha=checkout.sha)  # nothing read
@@ -512,12 +519,60 @@ class Pipeline:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
 
+    def _desired_sources(self, app: Application, spec: str, cached: _Render | None,
+                         revision: str | None, cluster: ClusterShapes
+                         ) -> tuple[str, list[DesiredObject]]:
+        """A multi-source app: each source at its revision, rendered, merged in order.
+
+        The app's revision is its sources' joined (:data:`REVISIONS_SEPARATOR`); a pinned
+        one (a rollback's) checks every source out at its own part.
+        """
+        pinned = split_revisions(revision or "", len(app.sources))
+        checkouts = [self.source.checkout(s.repo_url, pinned[i] if pinned else s.target_revision,
+                                          chart=s.chart) for i, s in enumerate(app.sources)]
+        joined = REVISIONS_SEPARATOR.join(c.sha for c in checkouts)
+        if cached is None or cached.sha != joined:
+            cached = self._render_sources(app, checkouts, joined, cluster)
+            with self._lock:
+                self._renders[spec] = cached
+        return cached.sha, cached.objects
+
+    def _render_sources(self, app: Application, checkouts: Sequence[Checkout], joined: str,
+                        cluster: ClusterShapes) -> _Render:
+        """Render every source that is not ``ref:`` only; a later source's object wins."""
+        refs = {s.ref: c.root for s, c in zip(app.sources, checkouts, strict=True) if s.ref}
+        parts = [self._render(dataclasses.replace(app, source=s, sources=()), c.root, joined,
+                              None, cluster, refs=refs)
+                 for s, c in zip(app.sources, checkouts, strict=True) if not s.ref_only]
+        merged: dict[ResourceKey, DesiredObject] = {}
+        problems = [p for part in parts for p in part.problems]
+        for obj in (o for part in parts for o in part.objects):
+            if obj.key in merged:  # Argo CD: RepeatedResourceWarning, the last one is used
+                problems.append(f"{obj.key} is rendered by more than one source; the last "
+                                "source's is used")
+            merged[obj.key] = obj
+        return _Render(joined, None, list(merged.values()), tuple(problems),
+                       next((p.facts for p in parts if p.facts), ""), cluster.version,
+                       next((p.shapes for p in parts if p.shapes), ""),
+                       hooks=tuple(h for part in parts for h in part.hooks))
+
     def _untouched(self, app: Application, cached: _Render, sha: str) -> bool:
         """Whether git says commit ``sha`` changed nothing where ``cached``'s inputs live."""
-        if cached.scope is None or cached.inputs is None:
+        if cached.scope is None or cached.inputs is None or app.source.chart:
             return False
         changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
         return changed is not None and not touches(changed, cached.scope)
+
+    def hooks(self, app: Application, *, revision: str | None = None
+              ) -> tuple[str, tuple[DesiredObject, ...]]:
+        """The commit SHA and git's resource hooks for ``app`` (:mod:`gitops_ray.sync.hooks`).
+
+        Rendered as :meth:`desired` renders (cached by commit); for the ``PostDelete``
+        hooks of an app being deleted, which nothing compares.
+        """
+        sha, _ = self.desired(app, revision=revision)
+        rendered = self._last_render(app, False)
+        return sha, rendered.hooks if rendered is not None else ()
 
     def render_problems(self, app: Application, *, local: bool = False) -> tuple[str, ...]:
         """What the last render of ``app`` tolerated (see :mod:`gitops_ray.render.notes`)."""
@@ -530,7 +585,7 @@ class Pipeline:
             return self._renders.get(key)
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
-                cluster: ClusterShapes) -> _Render:
+                cluster: ClusterShapes, *, refs: Mapping[str, Path] | None = None) -> _Render:
         """The render of ``app`` at ``sha``, or its last memory failure at ``sha``.
 
         A render that ran out of memory (or time) is not tried again at the same commit
@@ -543,7 +598,7 @@ class Pipeline:
         if last is not None and last.sha == sha and now < last.until:
             raise type(last.error)(str(last.error))  # a new one: a traceback per raise
         try:
-            rendered = self._rendered(app, root, sha, inputs, cluster)
+            rendered = self._rendered(app, root, sha, inputs, cluster, refs=refs)
         except (ChildMemoryExceeded, ChildTimedOut) as e:
             wait = _next_wait(last.wait if last is not None and last.sha == sha else 0.0)
             with self._lock:
@@ -557,17 +612,20 @@ class Pipeline:
         return rendered
 
     def _rendered(self, app: Application, root: Path, sha: str, inputs: str | None,
-                  cluster: ClusterShapes) -> _Render:
+                  cluster: ClusterShapes, *, refs: Mapping[str, Path] | None = None
+                  ) -> _Render:
         asked = _AskedFacts(self._cluster_facts)
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
                                   is_namespaced=self._namespaced, cluster_shapes=cluster,
-                                  value_file_hosts=self.tools.value_file_hosts)
-        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
+                                  value_file_hosts=self.tools.value_file_hosts, refs=refs)
+        resources, hooks = split_hooks(rendered)
+        objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in resources]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
         return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,
-                       shapes)
+                       shapes, hooks=tuple(DesiredObject.of(with_tracking(app.name, obj))
+                                           for obj in hooks))
 
     def _facts_hold(self, cached: _Render, cluster: ClusterShapes) -> bool:
         """Whether ``cached`` was rendered with the pod shapes and (a chart) APIs of now.
@@ -716,7 +774,8 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven), shared)
+                                frozenset(settled), applied, frozenset(proven), shared,
+                                rendered.hooks if rendered is not None else ())
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -779,6 +838,14 @@ class Pipeline:
     def project(self, app: Application) -> Project | None:
         """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
         return self._project(app, False)[0]
+
+    def refuses(self, app: Application) -> bool:
+        """Whether the app's project (or destination) stops it before its source is read.
+
+        The controller asks before resolving the revision, so a repository, Helm index or
+        registry the AppProject's ``sourceRepos`` does not allow is never contacted.
+        """
+        return bool(stops_sync(self._project(app, False)[1]))
 
     def _project(self, app: Application, local: bool
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
@@ -1110,7 +1177,7 @@ def _reads_events(key: ResourceKey) -> bool:
 
 
 def _spec_key(app: Application) -> str:
-    return repr(app.source) + app.destination.namespace + app.name
+    return repr(app.all_sources) + app.destination.namespace + app.name
 
 
 def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> None:

@@ -144,7 +144,8 @@ class Reconciler:
                               protected=_protection(before.project,
                                                     self.pipeline.cluster_of(app)),
                               progress=progress, live=before.live, settled=before.settled,
-                              inventory_with_record=True)
+                              inventory_with_record=True,
+                              hooks=tuple(h.manifest() for h in before.hooks))
         result = self._sync(request)
         result.subject = self.subject(app, result.revision, local=local)
         if blocked:

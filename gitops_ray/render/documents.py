@@ -32,6 +32,7 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import RenderError
+from gitops_ray.hooks import is_hook
 from gitops_ray.render.bounds import (
     charge_remembered,
     check_text_size,
@@ -261,9 +262,12 @@ def _require_name(obj: Manifest, where: str) -> None:
     name = meta.get("name")
     if isinstance(name, str) and name:
         return
+    if meta.get("generateName") and is_hook(obj):
+        return  # a resource hook: created under a name of its operation (sync.hooks)
     if meta.get("generateName"):
         raise RenderError(f"{where}: {label} uses metadata.generateName, which is not "
-                          "supported (server-side apply needs a fixed metadata.name)")
+                          "supported but for resource hooks (server-side apply needs a "
+                          "fixed metadata.name)")
     raise RenderError(f"{where}: {label} has no metadata.name")
 
 

@@ -11,7 +11,8 @@ objects under both tools:
 * release = ``helm.releaseName`` or the app name; namespace = ``helm.namespace`` or
   ``destination.namespace`` (Helm only uses it for ``.Release.Namespace``; the render
   stage sets the default namespace on objects afterwards, like Argo CD's controller);
-* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root),
+* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root;
+  ``$ref/path`` ones to the multi-source app's source with that ``ref``),
   may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; an http(s)
   URL is refused unless the setting ``render.valueFileHosts`` names its host (helm would
   fetch it from the controller's pod: a cloud metadata endpoint, an internal service),
@@ -34,7 +35,7 @@ from __future__ import annotations
 import posixpath
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -101,11 +102,16 @@ def escape_set_value(value: str) -> str:
 
 
 def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
-                       ignore_missing: bool, hosts: Sequence[str] = ()) -> str | None:
+                       ignore_missing: bool, hosts: Sequence[str] = (),
+                       refs: Mapping[str, Path] | None = None) -> str | None:
     """Absolute path (or URL) of a value file; ``None`` if missing and ignored.
 
     A URL must name one of ``hosts`` (``host`` for any port, ``host:port`` for one).
+    ``$name/path`` is ``path`` in the multi-source app's source with ``ref: name``
+    (``refs``: each ref's checkout), kept inside that checkout.
     """
+    if value_file.startswith("$"):
+        return _ref_value_file(value_file, refs or {}, ignore_missing=ignore_missing)
     url = urlparse(value_file)
     if url.scheme in ("http", "https"):
         if "@" in url.netloc:
@@ -199,11 +205,29 @@ def _local_dependency(repo_root: Path, chart_dir: Path, name: str, repository: s
     if not target.is_dir():
         raise RenderError(f"{shown}: {relative} is not a directory of the repository")
     return target
+def _ref_value_file(value_file: str, refs: Mapping[str, Path], *,
+                    ignore_missing: bool) -> str | None:
+    name, _, rest = value_file[1:].partition("/")
+    if name not in refs:
+        raise RenderError(f"helm value file {value_file!r}: no source has ref {name!r}")
+    relative = posixpath.normpath(rest or ".")
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"helm value file {value_file!r} resolves outside source ${name}")
+    try:
+        path = safe_path(refs[name], relative)
+    except SourceError as e:
+        raise RenderError(f"helm value file {value_file!r}: {e}") from e
+    if path.is_file():
+        return str(path)
+    if ignore_missing:
+        return None
+    raise RenderError(f"helm value file {value_file!r} does not exist in source ${name}")
 
 
 def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: str | Path,
                 kube_version: str, api_versions: Sequence[str],
-                value_file_hosts: Sequence[str] = ()) -> list[Doc]:
+                value_file_hosts: Sequence[str] = (),
+                refs: Mapping[str, Path] | None = None) -> list[Doc]:
     """Run ``helm template`` for ``app``'s chart at ``app_dir`` and decode its output."""
     helm = app.source.helm or HelmSource()
     chart = app_dir.relative_to(repo_root).as_posix()
@@ -215,7 +239,7 @@ def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: s
             namespace=helm.namespace or app.destination.namespace,
             kube_version=helm.kube_version or kube_version,
             api_versions=helm.api_versions or tuple(api_versions),
-            value_files=_value_files(repo_root, chart, helm, value_file_hosts),
+            value_files=_value_files(repo_root, chart, helm, value_file_hosts, refs or {}),
             extra_values=_write_extra_values(helm, Path(tmp)), helm=helm)
         replace = {run.extra_values: "spec.source.helm.values"} if run.extra_values else {}
         out = _template(str(helm_bin), repo_root, chart, run, what=what, replace=replace)
@@ -223,9 +247,9 @@ def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: s
 
 
 def _value_files(repo_root: Path, chart: str, helm: HelmSource,
-                 hosts: Sequence[str]) -> tuple[str, ...]:
+                 hosts: Sequence[str], refs: Mapping[str, Path]) -> tuple[str, ...]:
     resolved = (resolve_value_file(repo_root, chart, f, hosts=hosts,
-                                   ignore_missing=helm.ignore_missing_value_files)
+                                   ignore_missing=helm.ignore_missing_value_files, refs=refs)
                 for f in helm.value_files)
     return tuple(f for f in resolved if f is not None)
 

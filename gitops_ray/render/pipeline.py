@@ -5,7 +5,8 @@ The steps, each a small function so they can be read (and tested) on their own:
 1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
    symlinks that escape it, and every symlink the render can reach that does (the
    renderers add what else they reach: a chart's ``file://`` dependencies, the bases
-   of a kustomization);
+   of a kustomization); a ``chart`` from a Helm repository or OCI registry is the
+   checkout itself (the source stage fetched and unpacked it);
 2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
@@ -24,8 +25,9 @@ prefixed with ``app <name>:``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray import limits
@@ -64,6 +66,7 @@ class Tools:
     kubectl_bin: str
     facts: ClusterFacts
     value_file_hosts: tuple[str, ...] = ()
+    refs: Mapping[str, Path] = field(default_factory=dict)  # multi-source ``ref:`` checkouts
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
@@ -71,7 +74,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
                cluster_shapes: ClusterShapes | None = None,
-               value_file_hosts: Sequence[str] = ()) -> list[Manifest]:
+               value_file_hosts: Sequence[str] = (),
+               refs: Mapping[str, Path] | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
@@ -85,7 +89,7 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     hosts a Helm ``valueFiles`` URL may name (setting ``render.valueFileHosts``).
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts))
+    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts), dict(refs or {}))
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
@@ -101,11 +105,8 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
 
 def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespaced | None,
             cluster_shapes: ClusterShapes | None) -> list[Manifest]:
-    if app.source.chart:
-        raise RenderError(f"spec.source.chart {app.source.chart!r} comes from a Helm "
-                          "repository, which is not supported; vendor the chart into the "
-                          "config repo and point spec.source.path at it")
-    app_dir = app_directory(root, app.source.path)
+    # A chart from a Helm repository or registry: the source stage hands over its directory.
+    app_dir = root if app.source.chart else app_directory(root, app.source.path)
     check_no_escaping_symlinks(root, app_dir, *config_dirs(root, app_dir))
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
@@ -132,7 +133,9 @@ def app_directory(root: Path, path: str) -> Path:
 
 
 def source_type(source: AppSource, app_dir: Path) -> str:
-    """Helm, Kustomize or Directory, decided as Argo CD decides it."""
+    """Helm, Kustomize or Directory, decided as Argo CD decides it (a ``chart`` is Helm)."""
+    if source.chart:
+        return HELM
     explicit = [kind for kind, options in ((KUSTOMIZE, source.kustomize), (HELM, source.helm),
                                            (DIRECTORY, source.directory)) if options is not None]
     if len(explicit) > 1:
@@ -149,6 +152,8 @@ def check_unique(origins: Sequence[str], manifests: Sequence[Manifest]) -> None:
     seen: dict[ResourceKey, str] = {}
     for where, obj in zip(origins, manifests, strict=True):
         key = ResourceKey.of(obj)
+        if not key.name:  # a hook's generateName: its operation names it (sync.hooks)
+            key = dataclasses.replace(key, name=str(obj["metadata"].get("generateName")))
         if key in seen:
             raise RenderError(f"{key} is defined twice: {seen[key]} and {where}")
         seen[key] = where
@@ -163,7 +168,7 @@ def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc
     kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
                        kube_version=kube_version, api_versions=api_versions,
-                       value_file_hosts=tools.value_file_hosts)
+                       value_file_hosts=tools.value_file_hosts, refs=tools.refs)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:

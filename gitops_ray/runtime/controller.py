@@ -131,7 +131,7 @@ from gitops_ray.reconcile.status import (
     proven_marks,
     status_of,
 )
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.clusters import ClusterUnavailable
@@ -145,7 +145,9 @@ from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.history import revise_newest
+from gitops_ray.sync.hookrun import HookRunner
 from gitops_ray.sync.operation import OPERATION_STATE, OperationState
+from gitops_ray.sync.phases import PostDelete
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord, push_history, record_name, status_text
 from gitops_ray.sync.teardown import cascade_policy, delete_app
@@ -162,7 +164,7 @@ from gitops_ray.types import (
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "destinationName",
-               "destinationServer", "error", "autoSync", "warnings",
+               "destinationServer", "error", "errorReason", "chart", "autoSync", "warnings",
                "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
@@ -267,6 +269,7 @@ class Controller:
         self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
         self._written: dict[str, dict[str, Any]] = {}
         self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
+        self._post_deletes: dict[str, PostDelete] = {}  # PostDelete hooks of deleted apps
         self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
         self._argocd = argocd  # None: no Applications in the cluster (git only)
         self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
@@ -474,8 +477,7 @@ class Controller:
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         started = time.monotonic()
         try:
-            sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                         max_age=self.recent)
+            sha = self._revision(app, max_age=self.recent)
             pipeline = self._target(app)[0].pipeline
             thorough = self._shards.silent(self._shards.owner_of(name)[0])
             known, left = pipeline.prepare_standby(app, revision=sha, thorough=thorough)
@@ -489,15 +491,32 @@ class Controller:
         log.debug("app_prepared", result="success", known=known, left=left,
                   thorough=thorough, seconds=round(time.monotonic() - started, 4))
 
+    def _revision(self, app: Application, *, max_age: float, pinned: str = "") -> str:
+        """The app's revision now: a commit SHA, a chart version, or every source's.
+
+        A multi-source app's is its sources' joined
+        (:data:`~gitops_ray.render.apps.REVISIONS_SEPARATOR`). ``pinned``: an operation's
+        revision (a rollback's is the joined one of its history entry).
+        """
+        if not app.sources:
+            return self.revisions.resolve(app.source.repo_url,
+                                          pinned or app.source.target_revision,
+                                          max_age=max_age, chart=app.source.chart)
+        parts = split_revisions(pinned, len(app.sources)) or \
+            tuple(s.target_revision for s in app.sources)
+        return REVISIONS_SEPARATOR.join(
+            self.revisions.resolve(s.repo_url, part, max_age=max_age, chart=s.chart)
+            for s, part in zip(app.sources, parts, strict=True))
+
     def _refresh(self, app: Application, log: FilteringBoundLogger,
                  max_age: float, *, refreshed: bool = False) -> SyncResult | None:
         """Compare, then (leader only) decide and maybe sync; the sync's result, if any.
 
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
         """
-        sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                     max_age=max_age)
-        comparison = self._target(app)[0].pipeline.compare(app, revision=sha)
+        pipeline = self._target(app)[0].pipeline
+        sha = "" if pipeline.refuses(app) else self._revision(app, max_age=max_age)
+        comparison = pipeline.compare(app, revision=sha or None)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
@@ -811,8 +830,7 @@ class Controller:
             self._refuse(app.name, comparison.revision, op)
             return None
         app = with_sync_options(app, op.sync_options)
-        revision = self.revisions.resolve(  # as Argo CD: resolved when it runs
-            app.source.repo_url, op.revision or app.source.target_revision, max_age=0)
+        revision = self._revision(app, max_age=0, pinned=op.revision)  # resolved when run
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
             else self._target(app)[0].pipeline.compare(app, revision=revision)
         attempt = self._op_attempts.get(app.name, 0) + 1
@@ -912,10 +930,12 @@ class Controller:
                 teardown = delete_app(reconciler.syncer.kube, self.store, app.name,
                                       policy=None if unresolved else cascade_policy(app),
                                       protected=reconciler.protection(app))
+                done = unresolved or not teardown.ok or \
+                    self._post_delete(app, reconciler, log)
             except (KubeError, ClusterUnavailable) as e:
-                teardown = None
+                teardown, done = None, True
                 log.warning("app_delete_failed", error=str(e))
-            if teardown is not None and teardown.ok:
+            if teardown is not None and teardown.ok and done:
                 self._written.pop(app.name, None)
                 self._last_ops.pop(app.name, None)
                 self._statuses.pop(app.name, None)
@@ -925,6 +945,30 @@ class Controller:
                 return
         self.forget(app)  # retried, unless the app comes back first
         self._requeue(app.name, DELETE_RETRY_SECONDS)
+
+    def _post_delete(self, app: Application, reconciler: Reconciler,
+                     log: FilteringBoundLogger) -> bool:
+        """Run the deleted app's ``PostDelete`` hooks; whether they all ended.
+
+        Rendered from git at the app's target revision, as for a sync; an app whose
+        render fails is deleted without them (logged): a deletion never waits on git.
+        """
+        state = self._post_deletes.setdefault(app.name, PostDelete())
+        try:
+            sha, hooks = reconciler.pipeline.hooks(app)
+        except GitOpsRayError as e:
+            log.warning("post_delete_hooks_not_run", error=str(e))
+            hooks, sha = (), ""
+        runs = state.advance(HookRunner(reconciler.syncer.kube, app.name),
+                             [h.manifest() for h in hooks], revision=sha)
+        if runs is None:
+            return False
+        self._post_deletes.pop(app.name, None)
+        if runs:
+            log.info("post_delete_hooks_done", hooks=len(runs),
+                     failed=[str(r.task.key) for r in runs
+                             if r.phase is not OperationPhase.SUCCEEDED])
+        return True
 
     # -- status and errors -----------------------------------------------------------
 
@@ -964,7 +1008,8 @@ class Controller:
         with self._write_guard(app.name) as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}",
-                                 {"health": health} if unreachable else {})
+                                 {"errorReason": str(getattr(error, "reason", "")),
+                                  **({"health": health} if unreachable else {})})
                 self._mirror(app.name, app)
 
     def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:

@@ -656,7 +656,8 @@ class Runtime:
         if specs:
             self.queue.submit(CATALOG, "webhook")
         matching = {n: a for n, a in self.catalog.apps().items()
-                    if push.matches(a.source.repo_url, a.source.target_revision)}
+                    if any(not s.chart and push.matches(s.repo_url, s.target_revision)
+                           for s in a.all_sources)}  # a push to any of its git sources
         apps = sorted(n for n in matching if self.controller.owns(n))
         for name, urgent in push.refresh_order({n: matching[n].source.path for n in apps}):
             self.queue.submit(name, "webhook", urgent=urgent)  # what the push changed first

@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from gitops_ray import childproc
+from gitops_ray import childproc, limits
 from gitops_ray.errors import ConfigError, LimitExceeded
 from gitops_ray.kube.leader import LeaseSettings
 from gitops_ray.limits import MAX_FILE_BYTES
@@ -81,10 +81,11 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?$")
 _APP_SOURCE_FIELDS = ("repo", "revision", "path")
 _HOST = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?$")
 _CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
-                      "knownHostsFile", "secret")
+                      "knownHostsFile", "secret", "caFile", "certFile", "keyFile")
 
 
 def _fields(names: tuple[str, ...], required: str) -> dict[str, Any]:
@@ -264,6 +265,26 @@ def _namespaces(value: object) -> tuple[str, ...]:
     return names
 
 
+def _host_patterns(value: object) -> tuple[str, ...]:
+    """A comma-separated list of host names (``host``, ``host:port`` or ``*.domain``)."""
+    items = value if isinstance(value, list | tuple) else _str(value).split(",")
+    hosts = tuple(dict.fromkeys(str(h).strip().lower() for h in items if str(h).strip()))
+    for host in hosts:
+        if not _HOST_PATTERN.match(host):
+            raise ValueError(f"{host!r} is not a host name (host, host:port or *.domain)")
+    return hosts
+
+
+def _bytes(value: object) -> int:
+    """A size in bytes, or with a unit: ``512Ki``, ``32Mi``, ``1Gi``."""
+    text = _str(value).strip()
+    m = re.match(r"^(\d+)\s*(Ki|Mi|Gi)?$", text)
+    if m is None or int(m.group(1)) <= 0:
+        raise ValueError(f"expected a positive size (bytes, or with Ki/Mi/Gi), got {text!r}")
+    return int(m.group(1)) * {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}.get(
+        m.group(2) or "", 1)
+
+
 def _configmap_name(value: object) -> str:
     text = _str(value).strip()
     if text and not _DNS_SUBDOMAIN.match(text):
@@ -292,6 +313,8 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
               "pattern": r"^(auto|[0-9]+(\.[0-9]+)?([EPTGMk]i?|[mun])?)?$"},
     _hosts: {"type": "string", "pattern": r"^[a-z0-9,.:\s-]*$"},
     _namespaces: {"type": "string", "pattern": r"^[a-z0-9,\s-]*$"},
+    _host_patterns: {"type": "string", "pattern": r"^[a-z0-9*.:,\s-]*$"},
+    _bytes: {"type": ["integer", "string"], "minimum": 1, "pattern": r"^\d+\s*(Ki|Mi|Gi)?$"},
     _configmap_name: {"type": "string", "maxLength": 253,
                       "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
 }
@@ -431,6 +454,16 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap in the control namespace with pod-shape patches (data key "
            "patches.yaml), applied before the repo's. Empty: none.",
            flag="--patches-configmap"),
+    Option("sources.allowedHosts", _host_patterns, "",
+           "The only hosts git, Helm repositories and OCI registries are fetched from "
+           "(comma-separated host, host:port or *.domain; empty: any). A chart archive or "
+           "redirect on another host fails its app.", flag="--allowed-source-hosts"),
+    Option("sources.timeout", parse_duration, 30.0, "Timeout of one HTTP request to a Helm "
+           "repository or OCI registry.", flag="--source-timeout"),
+    Option("sources.maxIndexSize", _bytes, limits.MAX_CHART_INDEX_BYTES,
+           "Largest Helm repository index.yaml read (bytes, or 16Mi).", flag="--max-index-size"),
+    Option("sources.maxChartSize", _bytes, limits.MAX_CHART_BYTES,
+           "Largest chart archive fetched (bytes, or 4Mi).", flag="--max-chart-size"),
     Option("argocd.enabled", _bool, False,
            "Reconcile the Argo CD Applications in the cluster that opt in (annotations "
            "gitops-ray.io/managed and argocd.argoproj.io/skip-reconcile, both \"true\") and "
@@ -477,6 +510,9 @@ class RepoCredential:
     ssh_key_file: str = ""
     known_hosts_file: str = ""
     secret: str = ""  # Secret name in controlNamespace (keys username/password/sshPrivateKey)
+    ca_file: str = ""  # Helm repositories and registries over TLS: the CA bundle to trust
+    cert_file: str = ""  # TLS client certificate and key (PEM files)
+    key_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -503,6 +539,16 @@ class Sharding:
 
     enabled: bool = False
     shards: int = 16
+
+
+@dataclass(frozen=True)
+class Sources:
+    """``sources.*``: which hosts sources come from, and how much of a chart is read."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    timeout: float = 30.0
+    max_index_bytes: int = limits.MAX_CHART_INDEX_BYTES
+    max_chart_bytes: int = limits.MAX_CHART_BYTES
 
 
 @dataclass(frozen=True)
@@ -556,6 +602,7 @@ class Settings:
     pod_shapes: PodShapes
     argocd: ArgoCD
     sharding: Sharding
+    sources: Sources = Sources()
 
     @property
     def connections(self) -> int:
@@ -669,7 +716,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         argocd=ArgoCD(s["argocd.enabled"],
                       _namespace(s["argocd.namespace"], "argocd.namespace", where),
                       s["argocd.applicationNamespaces"]),
-        sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]))
+        sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]),
+        sources=Sources(s["sources.allowedHosts"], s["sources.timeout"],
+                        s["sources.maxIndexSize"], s["sources.maxChartSize"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:
@@ -720,16 +769,19 @@ def _credential(fields: dict[str, Any], at: str) -> RepoCredential:
         raise ConfigError(f"{at}: url {redact(str(fields['url']))!r} is not a repository URL "
                           "prefix (https://host/path, ssh://host/path or git@host:path)")
     password_file = str(fields.get("passwordFile") or fields.get("tokenFile") or "")
-    for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile")):
+    tls = tuple(str(fields.get(k) or "") for k in ("caFile", "certFile", "keyFile"))
+    for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile"), *tls):
         _read_secret(path, at)  # fail at start-up, not at the first fetch
     if not (fields.get("password") or password_file or fields.get("sshKeyFile")
-            or fields.get("secret")):
-        raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile or secret")
+            or fields.get("secret") or any(tls)):
+        raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile, secret or caFile")
+    if bool(tls[1]) != bool(tls[2]):
+        raise ConfigError(f"{at}: certFile and keyFile go together")
     return RepoCredential(
         str(fields["url"]), str(fields.get("username") or ""),
         Secret(str(fields.get("password") or "")), password_file,
         str(fields.get("sshKeyFile") or ""), str(fields.get("knownHostsFile") or ""),
-        str(fields.get("secret") or ""))
+        str(fields.get("secret") or ""), *tls)
 
 
 def _webhook_secret(s: dict[str, Any], where: str) -> Secret:

@@ -75,6 +75,14 @@ class Credentials:
     scope: str = ""
     """The URL prefix these are for (see :func:`in_scope`); "" for the one URL they were
     looked up for."""
+    ca_file: str | None = None  # Helm repositories and registries: CA bundle (PEM) to trust
+    cert_file: str | None = None  # TLS client certificate (PEM) ...
+    key_file: str | None = None  # ... and its key
+
+    @property
+    def password(self) -> str | None:
+        """The token as a password (basic auth to a Helm repository or registry)."""
+        return self.token
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Credentials | None:
@@ -123,6 +131,10 @@ def git_env(credentials: Credentials | None, secrets_dir: Path, url: str = ""
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if creds.token is not None:
         env.update(credential_env(creds.username, creds.token, helper_target(url, creds.scope)))
+    for name, value in (("GIT_SSL_CAINFO", creds.ca_file), ("GIT_SSL_CERT", creds.cert_file),
+                        ("GIT_SSL_KEY", creds.key_file)):
+        if value:
+            env[name] = value  # HTTPS git with a private CA / a client certificate
     key_file = creds.ssh_key_file or (
         str(_key_file(secrets_dir, creds.ssh_key)) if creds.ssh_key else None)
     env["GIT_SSH_COMMAND"] = ssh_command(key_file, creds.known_hosts_file,
@@ -263,11 +275,11 @@ def ssh_command(key_file: str | None, known_hosts: str | None, *,
 def _key_file(secrets_dir: Path, key: str) -> Path:
     path = secrets_dir / f"key-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     if not path.exists():
-        _write_private(path, key if key.endswith("\n") else key + "\n", mode=0o600)
+        write_private(path, key if key.endswith("\n") else key + "\n", mode=0o600)
     return path
 
 
-def _write_private(path: Path, text: str, *, mode: int) -> None:
+def write_private(path: Path, text: str, *, mode: int) -> None:
     """Write ``text`` readable by this user only, atomically (threads may race here)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")

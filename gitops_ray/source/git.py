@@ -35,7 +35,7 @@ import secrets
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +45,10 @@ from gitops_ray import childproc
 from gitops_ray.errors import SourceError
 from gitops_ray.redact import redact
 from gitops_ray.source.auth import Credentials, git_env, split_credentials
+from gitops_ray.source.charts import ChartSource
+from gitops_ray.source.http import HostNotAllowed, Http, host_allowed
 from gitops_ray.source.trees import changes, existing_tree, tree
+from gitops_ray.types import SourceReason
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
@@ -67,17 +70,25 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class SourceAuthError(SourceError):
     """The remote rejected our credentials (or asked for some and we had none)."""
 
+    reason = SourceReason.AUTH_FAILED
+
 
 class UnreachableRemote(SourceError):
     """The remote could not be reached or is not a git repository."""
+
+    reason = SourceReason.UNREACHABLE
 
 
 class SourceTimeout(UnreachableRemote):
     """The remote did not answer within :attr:`GitSource.timeout` seconds."""
 
+    reason = SourceReason.TIMEOUT
+
 
 class UnknownRevision(SourceError):
     """The revision names no branch, tag or commit of the repository (or is ambiguous)."""
+
+    reason = SourceReason.REVISION_NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -124,10 +135,14 @@ class GitSource:
     """
 
     def __init__(self, cache_dir: Path, *, credentials: CredentialLookup | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, charts: ChartSource | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> None:
         self.cache_dir = Path(cache_dir)
         self.timeout = timeout
+        self.allowed_hosts = tuple(allowed_hosts)
         self._credentials = credentials or (lambda _url: None)
+        self.charts = charts or ChartSource(self.cache_dir, credentials=self._credentials,
+                                            http=Http(allowed_hosts=allowed_hosts))
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._key: bytes | None = None
@@ -137,12 +152,16 @@ class GitSource:
 
     # -- public ----------------------------------------------------------------------
 
-    def resolve(self, repo_url: str, revision: str) -> str:
+    def resolve(self, repo_url: str, revision: str, *, chart: str = "") -> str:
         """The commit ``revision`` points to now (a full SHA), without downloading objects.
 
         A full SHA is returned as is; a short SHA is looked up in the local mirror
-        (fetching only if it is not there) and must be unambiguous.
+        (fetching only if it is not there) and must be unambiguous. With ``chart``, the
+        repository is a Helm repository or OCI registry and the answer is the chart
+        version (:mod:`gitops_ray.source.charts`).
         """
+        if chart:
+            return self.charts.resolve(repo_url, chart, revision)
         revision = revision.strip() or "HEAD"
         if _FULL_SHA.match(revision):
             return revision.lower()
@@ -156,8 +175,15 @@ class GitSource:
             return self._resolve_short(repo_url, revision.lower())
         raise UnknownRevision(f"revision {revision!r} not found in {redact(repo_url)}")
 
-    def checkout(self, repo_url: str, revision: str) -> Checkout:
-        """The tree of ``revision`` (fetched only if the commit is not local yet)."""
+    def checkout(self, repo_url: str, revision: str, *, chart: str = "") -> Checkout:
+        """The tree of ``revision`` (fetched only if the commit is not local yet).
+
+        With ``chart``: the chart's directory at the version ``revision`` names, whose
+        ``sha`` is that version.
+        """
+        if chart:
+            version, chart_dir = self.charts.checkout(repo_url, chart, revision)
+            return Checkout(repo_url, revision, version, chart_dir)
         sha = self.resolve(repo_url, revision)
         with self._lock(repo_url):
             mirror = self._mirror(repo_url)
@@ -247,6 +273,7 @@ class GitSource:
         Every argument equal to ``repo_url`` is replaced by the URL without userinfo.
         """
         url, credentials = self._remote(repo_url)
+        self._check_host(url)
         env = git_env(credentials, self.cache_dir / ".secrets", url)
         try:
             out = git.Git(str(cwd) if cwd else None).execute(
@@ -257,6 +284,16 @@ class GitSource:
             error = _classify(repo_url, str(e.stderr or e), args[0], self.timeout)
             raise type(error)(_scrub(str(error), credentials)) from None
         return str(out)
+
+    def _check_host(self, url: str) -> None:
+        """Refuse a remote whose host the settings do not allow (a local path has none)."""
+        if not self.allowed_hosts or url.startswith(("file://", "/", ".")):
+            return
+        scp = "://" not in url and ":" in url  # git@host:org/repo
+        target = "ssh://" + url.replace(":", "/", 1) if scp else url
+        if "://" in target and not host_allowed(target, self.allowed_hosts):
+            raise HostNotAllowed(f"{redact(url)}: its host is not among the allowed source "
+                                 "hosts (setting sources.allowedHosts)")
 
     def _ls_remote(self, repo_url: str, revision: str | None) -> dict[str, str]:
         """Refs of the remote: HEAD alone, branches and tags, or (``None``) every ref."""

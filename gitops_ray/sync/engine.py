@@ -35,6 +35,11 @@ health of the wave just applied; if it is not healthy yet the step ends ``Runnin
 that wave, and the next step (``SyncRequest.resume``) starts by re-checking it rather than
 re-applying it. Pruning runs only once every wave is applied, as Argo CD's ``PruneLast``.
 
+**Resource hooks** (:mod:`gitops_ray.sync.phases`): git's hooks are not among the objects
+to apply (:attr:`SyncRequest.hooks`); the waves become steps of PreSync, Sync and PostSync,
+each step's hooks run to their end before the next, prune comes before PostSync, and a
+failed sync runs the SyncFail hooks before it ends ``Failed``.
+
 **Progress** (:class:`SyncProgress`): a one-shot ``gitops-ray sync`` of many objects shows
 how far each app got, so a request may carry a watcher that hears how many objects a step
 will handle and each one as it is done. It is told, never asked: it cannot change the
@@ -125,9 +130,12 @@ from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpir
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.events import post_event, post_summary
+from gitops_ray.sync.hookrun import HookRun, HookRunner
+from gitops_ray.sync.hooks import HookType
 from gitops_ray.sync.merge import Path, keep_live_values
 from gitops_ray.sync.operation import OperationState, only_field
 from gitops_ray.sync.order import kind_groups, prune_order, sync_options, waves
+from gitops_ray.sync.phases import HookSteps, Step, hook_action, plan, resumed_rank
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.takeover import (
@@ -188,6 +196,15 @@ class ResourceResult:
     key: ResourceKey
     action: ResourceAction
     message: str = ""
+    hook: HookRun | None = None  # a hook's run (:mod:`gitops_ray.sync.hookrun`)
+
+    def as_dict(self) -> dict[str, Any]:
+        """As recorded in the operation (``resources[]``)."""
+        out: dict[str, Any] = {
+            "key": str(self.key), "action": self.action.value, "message": self.message,
+            "group": self.key.group, "kind": self.key.kind, "namespace": self.key.namespace,
+            "name": self.key.name}
+        return {**out, **self.hook.entry()} if self.hook is not None else out
 
 
 @dataclass(frozen=True)
@@ -258,10 +275,12 @@ class SyncResult:
         self.finished_at = time.time()
         return self
 
-    def wait(self, request: SyncRequest, wave: int, message: str) -> SyncResult:
-        """End this step ``Running``: ``wave`` is applied and not healthy yet."""
+    def wait(self, request: SyncRequest, wave: int, message: str, *,
+             phase: HookType = HookType.SYNC, **more: str) -> SyncResult:
+        """End this step ``Running``: ``wave`` (of ``phase``) is applied and not done yet."""
         self.phase, self.message = OperationPhase.RUNNING, message
-        self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only)}
+        self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only),
+                      "syncPhase": phase.value, **more}
         return self
 
     def continuation(self, **extra: Any) -> OperationState:
@@ -278,10 +297,7 @@ class SyncResult:
               "phase": self.phase.value, "message": self.message,
               "reason": self.reason.value if self.reason else "",
               "startedAt": self.started_at, "finishedAt": self.finished_at,
-              "resources": self.earlier + [{"key": str(r.key), "action": r.action.value,
-                                            "message": r.message, "group": r.key.group,
-                                            "kind": r.key.kind, "namespace": r.key.namespace,
-                                            "name": r.key.name} for r in self.resources]}
+              "resources": self.earlier + [r.as_dict() for r in self.resources]}
         return {**op, **self.state} if self.running else op
 
 
@@ -297,6 +313,7 @@ class SyncRequest:
     only: frozenset[ResourceKey] | None = None  # selective sync (self-heal)
     out_of_sync: frozenset[ResourceKey] | None = None  # for ApplyOutOfSyncOnly=true
     resume: OperationState | None = None  # continue a sync that waited for a wave
+    hooks: tuple[Manifest, ...] = ()  # git's resource hooks (sync.hooks): run, not applied
     protected: Callable[[ResourceKey], str] | None = None
     """Why an object may not be pruned (``""``: it may), e.g. its AppProject forbids it."""
     progress: SyncProgress | None = field(default=None, compare=False)
@@ -335,11 +352,25 @@ class Syncer:
     def sync(self, request: SyncRequest, rules: IgnoreRules) -> SyncResult:
         """Sync one app; never raises but :class:`LeaseExpired` (see the module docstring)."""
         result = SyncResult(request.app.name, request.revision)
+        if request.resume is not None:
+            result.started_at = request.resume.started_at
+            result.earlier = [dict(r) for r in request.resume.resources]
+        hooks = self._hook_steps(request)
+        resume = request.resume
+        failing = resume is not None and resume.sync_phase == HookType.SYNC_FAIL.value
         try:
-            self._sync(request, rules, result)
+            if resume is not None and failing:
+                hooks.sync_fail(request, result, again=True, failure=resume.failure,
+                                reason=resume.failure_reason)
+            else:
+                self._sync(request, rules, result, hooks)
         except StepFailed as e:
             cause = e.__cause__ if isinstance(e.__cause__, GitOpsRayError) else e
             result.fail(str(e), e.reason, cause=cause)
+        if result.phase == OperationPhase.FAILED and not failing:
+            hooks.sync_fail(request, result, again=False, failure=result.message,
+                            reason=result.reason.value if result.reason else "")
+        hooks.finish(request, result)
         if not result.running and not result.finished_at:
             result.finished_at = time.time()
         if self.app_events and not request.dry_run:
@@ -348,7 +379,13 @@ class Syncer:
                          message=result.message, actions=[r.action for r in result.resources])
         return result
 
-    def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult) -> None:
+    def _hook_steps(self, request: SyncRequest) -> HookSteps:
+        return HookSteps(HookRunner(self.kube, request.app.name),
+                         lambda run: ResourceResult(run.task.key, hook_action(run),
+                                                    run.message, run))
+
+    def _sync(self, request: SyncRequest, rules: IgnoreRules, result: SyncResult,
+              hooks: HookSteps) -> None:
         app = request.app
         objs = [with_tracking(app.name, o) for o in request.desired]
         problems = validate_ray_objects(o for o in objs if self._applies(request, o))
@@ -365,27 +402,30 @@ class Syncer:
             record = self.store.load(app.name)
         if request.progress is not None:
             request.progress.planned(self._planned(request, objs, record))
-        if request.resume is not None:
-            result.started_at = request.resume.started_at
-            result.earlier = [dict(r) for r in request.resume.resources]
-        elif not request.dry_run:
+        if request.resume is None and not request.dry_run:
             with failing_as(Reason.NAMESPACE_FAILED):
                 self._ensure_namespace(request)
             with failing_as(Reason.INVENTORY_FAILED):
                 self._remember(app.name, record, [InventoryEntry.of(o) for o in objs])
+        steps = plan(objs, [with_tracking(app.name, h) for h in request.hooks]
+                     if request.only is None else [],
+                     revision=request.revision, started_at=result.started_at)
         with failing_as(Reason.APPLY_FAILED):
-            if not self._apply_waves(request, objs, rules, result):
+            if not self._run_steps(request, steps, rules, result, hooks, post=False):
                 return
         with failing_as(Reason.PRUNE_FAILED):
             kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
         if request.dry_run:
+            self._run_steps(request, steps, rules, result, hooks, post=True)
             return
         final = [InventoryEntry.of(o) for o in objs] + kept
         if request.inventory_with_record:
             result.inventory = final
-            return
-        with failing_as(Reason.INVENTORY_FAILED):
-            self._set_inventory(app.name, final)
+        else:
+            with failing_as(Reason.INVENTORY_FAILED):
+                self._set_inventory(app.name, final)
+        with failing_as(Reason.HOOK_FAILED):
+            self._run_steps(request, steps, rules, result, hooks, post=True)
 
     def _planned(self, request: SyncRequest, objs: list[Manifest], record: AppRecord) -> int:
         """How many objects this step applies (waves not applied yet) or examines to prune."""
@@ -398,23 +438,31 @@ class Syncer:
 
     # -- waves -----------------------------------------------------------------------
 
-    def _apply_waves(self, request: SyncRequest, objs: list[Manifest], rules: IgnoreRules,
-                     result: SyncResult) -> bool:
-        """Apply wave after wave; ``False`` when one failed or is not healthy yet.
+    def _run_steps(self, request: SyncRequest, steps: list[Step], rules: IgnoreRules,
+                   result: SyncResult, hooks: HookSteps, *, post: bool) -> bool:
+        """Run the steps before PostSync (``post``: the PostSync ones); ``False``: stopped.
 
-        A resumed step skips the waves before the one it waited for and does not re-apply
-        that one: it only re-checks its health. The last wave is not waited for (as in
-        Argo CD: a sync that applied everything has succeeded, whatever health follows).
+        A step applies its wave's resources and runs its hooks (:mod:`.phases`); it stops
+        the sync when one fails, or when a hook still runs or (but for the last step) a
+        resource is not healthy yet. A resumed step skips the steps before the one it
+        waited at and does not re-apply that one: it re-checks it. The last step is not
+        waited for (as in Argo CD: a sync that applied everything has succeeded, whatever
+        health follows), unless it has hooks, which always run to their end.
         """
-        plan = waves(objs)
-        resumed = request.resume.wave if request.resume is not None else None
-        for number, members in plan:
-            if resumed is not None and number < resumed:
+        resume = request.resume
+        resumed = resumed_rank(resume.sync_phase, resume.wave) if resume is not None else None
+        for i, step in enumerate(steps):
+            if (step.phase is HookType.POST_SYNC) != post or \
+                    (resumed is not None and step.rank < resumed):
                 continue
-            if number != resumed and not self._apply_all(request, members, rules, result):
+            again = step.rank == resumed
+            if not again and step.resources and \
+                    not self._apply_all(request, step.resources, rules, result):
                 return False
-            if number != plan[-1][0] and not self._wave_healthy(request, number, members,
-                                                                result):
+            if not hooks.run(request, step, result, again=again):
+                return False
+            if i != len(steps) - 1 and step.resources and \
+                    not self._wave_healthy(request, step.wave, step.resources, result):
                 return False
         return True
 

@@ -39,6 +39,9 @@ class OperationState:
     wave: int
     started_at: float
     prune: bool = False
+    sync_phase: str = "Sync"  # the phase the wave is of (hooks: PreSync, Sync, ...)
+    failure: str = ""  # SyncFail hooks run: the failure they run for (message)
+    failure_reason: str = ""  # and its reason (a sync.reasons.Reason value)
     only: frozenset[ResourceKey] | None = None
     resources: tuple[dict[str, Any], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
@@ -59,9 +62,12 @@ class OperationState:
         """A recorded running operation (``KeyError``/``ValueError`` when malformed)."""
         only = op.get("only")
         known = {"revision", "wave", "startedAt", "prune", "only", "resources", "phase",
-                 "message", "finishedAt", "reason"}
+                 "message", "finishedAt", "reason", "syncPhase", "failure", "failureReason"}
         return cls(revision=str(op["revision"]), wave=int(op["wave"]),
                    started_at=float(op["startedAt"]), prune=bool(op.get("prune", False)),
+                   sync_phase=str(op.get("syncPhase") or "Sync"),
+                   failure=str(op.get("failure") or ""),
+                   failure_reason=str(op.get("failureReason") or ""),
                    only=None if only is None else frozenset(ResourceKey(*k) for k in only),
                    resources=tuple(dict(r) for r in op.get("resources") or ()),
                    extra={k: v for k, v in op.items() if k not in known})

@@ -27,13 +27,22 @@ KIND_ORDER = [
 _KIND_RANK = {kind: rank for rank, kind in enumerate(KIND_ORDER)}
 
 
+HELM_WEIGHT_ANNOTATION = "helm.sh/hook-weight"
+
+
 def wave_of(obj: Manifest) -> int:
-    """The ``sync-wave`` annotation as an int (default 0; unparsable counts as 0)."""
-    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(WAVE_ANNOTATION, "0")
-    try:
-        return int(str(raw).strip())
-    except ValueError:
-        return 0
+    """The ``sync-wave`` annotation as an int, else Helm's hook weight, else 0.
+
+    As gitops-engine's ``syncwaves.Wave``: an absent or unparsable ``sync-wave`` falls
+    back to ``helm.sh/hook-weight`` (unparsable counts as 0).
+    """
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    for key in (WAVE_ANNOTATION, HELM_WEIGHT_ANNOTATION):
+        try:
+            return int(str(annotations[key]).strip())
+        except (KeyError, ValueError):
+            continue
+    return 0
 
 
 def sort_key(obj: Manifest) -> tuple[int, int, str, str]:

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
     TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
+    HOOK_FAILED = "HookFailed"  # a resource hook ended Failed (or could not be created)
     SHARED_RESOURCE = "SharedResource"  # FailOnSharedResource=true: another app's object
     MEMORY_LIMIT_EXCEEDED = "MemoryLimitExceeded"  # a child (helm, kustomize) went over
     # childMemoryLimit (gitops_ray.childproc) and was stopped; its app alone failed

@@ -266,7 +266,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     for verb in ("create", "update", "patch", "delete"):
         assert not _can(kube, sa, verb, "configmaps", namespace="kube-system")
         assert not _can(kube, sa, verb, "configmaps", namespace=other)
-    assert not _can(kube, sa, "delete", "configmaps", namespace=namespace)
+    # its own records: an app that left git (or Argo CD) has its record deleted
+    assert _can(kube, sa, "delete", "configmaps", namespace=namespace)
     kube.delete("v1", "Namespace", name=other)
 
 
@@ -311,7 +312,11 @@ def test_argocd_enabled_grants_what_argo_cd_integration_needs_there_only(
         {"apiGroups": ["argoproj.io"], "resources": ["appprojects"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["argocd-cm"],
-         "verbs": ["get", "list", "watch"]}]
+         "verbs": ["get", "list", "watch"]},
+        # Argo CD's repository Secrets (credentials of every source kind) and repos' CAs
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["argocd-tls-certs-cm"], "verbs": ["get"]}]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"
                 and d["metadata"]["name"].endswith("-argocd")]
     assert len(bindings) == 2
@@ -352,11 +357,13 @@ def test_destination_clusters_grant_secret_reads_only_when_enabled(
         assert not _can(kube, sa, "list", "secrets", namespace="kube-system")
 
 
-def test_destination_clusters_with_argo_cd_read_argo_cd_namespace_secrets(
-        helm_bin: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("clusters", ["true", "false"])
+def test_argo_cd_mode_reads_argo_cd_namespace_secrets_only(
+        helm_bin: Path, tmp_path: Path, clusters: str) -> None:
+    """Repository Secrets (and, asked for, cluster Secrets) in Argo CD's namespace only."""
     docs = template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
                     "--set", "config.argocd.namespace=ops-argocd",
-                    "--set", "destinationClusters.enabled=true")
+                    "--set", f"destinationClusters.enabled={clusters}")
     secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"].rsplit("-", 1)[-1]): d["rules"]
              for d in docs if d["kind"] == "Role"}

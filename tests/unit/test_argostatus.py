@@ -87,7 +87,8 @@ def test_the_status_fits_argo_cds_own_schema(status_schema: dict[str, Any]) -> N
     assert status["sync"] == {"status": "OutOfSync", "revision": SHA1,
                               "comparedTo": {"source": SPEC["source"],
                                              "destination": SPEC["destination"]}}
-    assert status["health"] == {"status": "Progressing", "message": "head pod pending"}
+    assert status["health"] == {"status": "Progressing", "message": "head pod pending",
+                                "lastTransitionTime": "2023-11-14T22:13:24Z"}
     assert status["resources"][1] == {"group": "", "version": "v1", "kind": "ConfigMap",
                                       "namespace": "ray", "name": "old", "status": "OutOfSync",
                                       "requiresPruning": True}
@@ -223,3 +224,36 @@ def test_source_type_follows_the_source() -> None:
     status = application_status(Projection({}, helm, {"spec": SPEC}, now=0))
     assert status["sourceType"] == "Helm"
     assert status["sync"]["status"] == "Unknown" and status["health"]["status"] == "Unknown"
+
+
+def test_a_multi_source_app_has_argo_cds_revisions_lists(
+        status_schema: dict[str, Any]) -> None:
+    sources = [{"repoURL": "https://charts.example/", "chart": "ray-cluster",
+                "targetRevision": "1.5.*", "helm": {"valueFiles": ["$values/v.yaml"]}},
+               {"repoURL": "https://git.example/values.git", "targetRevision": "main",
+                "ref": "values"}]
+    spec = {**{k: v for k, v in SPEC.items() if k != "source"}, "sources": sources}
+    joined = f"1.5.1,{SHA1}"
+    rec = record(revision=joined)
+    rec["operation"]["revision"] = joined
+    live = {"metadata": {"name": "ray"}, "spec": spec}
+    status = application_status(Projection(rec, APP, live, now=1_700_000_004.0))
+    jsonschema.validate(status, status_schema)
+    assert status["sync"]["revisions"] == ["1.5.1", SHA1]
+    assert "revision" not in status["sync"]
+    assert status["sync"]["comparedTo"]["sources"] == sources
+    assert status["operationState"]["syncResult"]["revisions"] == ["1.5.1", SHA1]
+    assert status["operationState"]["syncResult"]["sources"] == sources
+    assert status["history"][0]["revisions"] == ["1.5.1", SHA1]
+    assert status["history"][0]["sources"] == sources
+    rollback = parse_operation({"sync": {"revisions": ["1.5.0", SHA2], "sources": sources}})
+    assert rollback is not None and rollback.revision == f"1.5.0,{SHA2}" and rollback.rollback
+def test_health_keeps_its_transition_time_while_the_status_stays() -> None:
+    """Argo CD's stock ``on-deployed`` trigger compares it with the operation's times."""
+    before = {"status": "Progressing", "lastTransitionTime": "2023-01-01T00:00:00Z"}
+    live = {"metadata": {"name": "ray"}, "spec": SPEC, "status": {"health": before}}
+    same = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    assert same["health"]["lastTransitionTime"] == "2023-01-01T00:00:00Z"
+    live["status"] = {"health": {**before, "status": "Healthy"}}
+    changed = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    assert changed["health"]["lastTransitionTime"] == "2023-11-14T22:13:24Z"

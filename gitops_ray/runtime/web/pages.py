@@ -26,6 +26,7 @@ from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import utc_text
 from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
+from gitops_ray.render.apps import short_revision
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
@@ -149,6 +150,27 @@ def resource_slice(status: Mapping[str, Any], *, number: int,
 
 
 @dataclass(frozen=True)
+class HookRow:
+    """One resource hook of the current (or last) operation."""
+
+    hook_type: str
+    kind: str
+    namespace: str
+    name: str
+    phase: str
+    message: str
+
+
+def hook_rows(status: Mapping[str, Any]) -> tuple[HookRow, ...]:
+    """The hooks the running operation (else the last one) ran, in the order they ran."""
+    running = mapping(status.get("operationState"))
+    op = running if text(running.get("phase")) == "Running" else mapping(status.get("operation"))
+    return tuple(HookRow(text(r.get("hookType")), text(r.get("kind")), text(r.get("namespace")),
+                         text(r.get("name")), text(r.get("hookPhase")), text(r.get("message")))
+                 for r in op.get("resources") or () if isinstance(r, dict) and r.get("hookType"))
+
+
+@dataclass(frozen=True)
 class AppPage:
     """Everything the app page prints."""
 
@@ -164,6 +186,7 @@ class AppPage:
     error: str = ""
     warnings: tuple[str, ...] = field(default=())
     paused: str = ""  # the pause of automated sync (a rollback's), "" when there is none
+    hooks: tuple[HookRow, ...] = field(default=())  # the operation's resource hooks
 
 
 def app_href(name: str) -> str:
@@ -225,7 +248,7 @@ def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = ""
     op = mapping(status.get("operation"))
     return AppRow(name=name, href=app_href(name), sync=text(status.get("sync")) or "Unknown",
                   health=text(status.get("health")) or "Unknown",
-                  revision=text(status.get("revision"))[:SHORT_SHA],
+                  revision=short_revision(text(status.get("revision")), SHORT_SHA),
                   operation=text(op.get("phase")), finished=when(op.get("finishedAt"), now=now),
                   error=error or text(status.get("error")))
 
@@ -236,7 +259,8 @@ def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
     initiated = op.get("initiatedBy")
     user = text(mapping(initiated).get("username")) if isinstance(initiated, dict) \
         else text(initiated)
-    return HistoryEntry(id=_id(op.get("id")), revision=text(op.get("revision"))[:SHORT_SHA],
+    return HistoryEntry(id=_id(op.get("id")),
+                        revision=short_revision(text(op.get("revision")), SHORT_SHA),
                         phase=text(op.get("phase")), message=text(op.get("message")),
                         subject=text(op.get("subject")),
                         finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),
@@ -321,7 +345,8 @@ def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
         history=rollback_targets([history_entry(h, now=now) for h in history], history),
         error=error or text(status.get("error")),
         warnings=tuple(text(w) for w in status.get("warnings") or []),
-        paused=pause.message if (pause := Pause.of(status)) is not None else "")
+        paused=pause.message if (pause := Pause.of(status)) is not None else "",
+        hooks=hook_rows(status))
 
 
 def live_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[ResourceKey, str]]:
