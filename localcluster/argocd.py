@@ -161,12 +161,15 @@ class ArgoCD:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def application_controller(self, *, log_level: str = "info",
+    def application_controller(self, *, log_level: str = "info", resync: int = 10,
+                               args: tuple[str, ...] = (), env: dict[str, str] | None = None,
                                timeout: float = 120.0) -> subprocess.Popen[bytes]:
         """Start ``argocd-application-controller`` out of cluster; return once it is healthy.
 
         It shares Redis with the server and points at the same absent repo-server, and
-        resyncs every 10 s. At ``log_level="debug"`` it logs each Application it skips
+        resyncs every ``resync`` seconds (10; Argo CD's default is 180); ``args`` and ``env``
+        add flags and environment (a benchmark's tuning). At ``log_level="debug"`` it logs
+        each Application it skips
         (``canProcessApp`` in argo-cd's ``controller/appcontroller.go``).
         :meth:`stop_component` (``"argocd-application-controller"``) or :meth:`stop` ends it.
         """
@@ -175,7 +178,7 @@ class ArgoCD:
             *self._kube_flags(), f"--redis={self.redis}",
             f"--repo-server={self.repo_server}", "--repo-server-plaintext",
             f"--metrics-port={metrics}", "--logformat=text", f"--loglevel={log_level}",
-            "--app-resync=10", "--app-resync-jitter=0"])
+            f"--app-resync={resync}", "--app-resync-jitter=0", *args], extra_env=env)
         self._wait("argocd-application-controller",
                    lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
                    time.monotonic() + timeout)

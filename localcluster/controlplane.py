@@ -41,6 +41,9 @@ from localcluster.build import ensure_controlplane
 from localcluster.pki import write_pki
 
 CONTROLLERS = "namespace-controller,garbage-collector-controller"
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                "omitStages": ["RequestReceived"], "rules": [{"level": "Metadata"}]}
+"""With ``audit=True``: one line per request (who, user agent, verb, resource), no bodies."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -89,6 +92,7 @@ class LocalControlPlane:
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     port: int = 0
     kuberay: bool = False
+    audit: bool = False  # the API server logs every request to audit_log (benchmarks)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -99,6 +103,11 @@ class LocalControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        """Where the API server logs each request when started with ``audit=True``."""
+        return self.workdir / "audit.log"
 
     @property
     def pids(self) -> list[int]:
@@ -213,7 +222,16 @@ class LocalControlPlane:
             "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount",
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-            "--watch-cache=true", "--v=0"])
+            "--watch-cache=true", "--v=0", *self._audit_flags()])
+
+    def _audit_flags(self) -> list[str]:
+        """Counting requests by client needs the API server's own record of each one."""
+        if not self.audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxsize=0"]
 
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
