@@ -64,6 +64,7 @@ from bench.controller import (
 )
 from bench.machine import code_revision, machine_info
 from bench.workload import REPLICAS_RULE, Workload, cluster_path, dump_yaml
+from gitops_ray.errors import GitOpsRayError
 
 Manifest = dict[str, Any]
 RESULTS = Path(__file__).resolve().parent / "results" / "peer.json"
@@ -72,6 +73,7 @@ GIT_USER, GIT_TOKEN = "bench", "bench-git-token"
 BENCH_AGENT = "gitops-ray-bench"  # the benchmark's own requests, told apart in the audit log
 EDIT_ENV = "BENCH_EDIT"
 EDITED_GROUP = "cpu"
+GROUPS = ("cpu", "gpu", "highmem")  # the workload's worker groups
 LIVE_WITHIN_S = 60.0
 
 ARGOCD_CONFIGS: dict[str, tuple[bool, bool]] = {
@@ -155,9 +157,13 @@ def _what(event: Manifest) -> str:
 
 
 def by_client(counts: Counter[tuple[str, str]], clients: tuple[str, ...]) -> dict[str, Any]:
-    """The requests of ``clients``: total and per verb/resource."""
+    """The requests of ``clients``: total and per verb/resource; every client's total."""
     mine = {what: n for (who, what), n in counts.items() if who in clients}
-    return {"total": sum(mine.values()), "by_verb_resource": dict(sorted(mine.items()))}
+    everyone: Counter[str] = Counter()
+    for (who, _), n in counts.items():
+        everyone[who] += n
+    return {"total": sum(mine.values()), "by_verb_resource": dict(sorted(mine.items())),
+            "every_client": dict(everyone.most_common())}
 
 
 # -- what happened, recorded from watches ---------------------------------------------------
@@ -511,34 +517,65 @@ def fight(env: Env, side: Side, rec: Recorder, plan: Plan, workdir: Path,
 
     fighters = [i * env.wl.clusters // plan.fight_clusters for i in range(plan.fight_clusters)]
     where = {i: (env.wl.namespace(env.wl.app_of(i)), env.wl.cluster_name(i)) for i in fighters}
+    for ns, name in where.values():
+        _autoscaler_account(env.kube, ns, name)
     scalers = {i: Autoscaler(env.cp, env.kube, ns, name, workdir) for i, (ns, name) in
                where.items()}
     rng = random.Random(41)
     scales: list[Scale] = []
     edits: list[Edit] = []
     start = time.monotonic()
-    edit_stop = start + plan.fight_s - LIVE_WITHIN_S / 2
-    next_edit = start
+    over = threading.Event()
+
+    def edit_loop() -> None:  # one commit every edit_every_s while 60 s remain to see it
+        edit_rng = random.Random(42)
+        while not over.wait(0) and time.monotonic() - start < plan.fight_s - LIVE_WITHIN_S / 2:
+            edits.append(_edit(env, side, edit_rng.choice(fighters), len(edits)))
+            over.wait(max(0.0, start + len(edits) * plan.edit_every_s - time.monotonic()))
+
+    editor = threading.Thread(target=edit_loop, daemon=True)
+    editor.start()
     while time.monotonic() - start < plan.fight_s:
-        i = rng.choice(fighters)
-        group = rng.choice(("cpu", "gpu", "highmem"))
-        replicas = rng.randint(2, 6)
+        i, group, replicas = rng.choice(fighters), rng.choice(GROUPS), rng.randint(2, 6)
         at = time.monotonic()
         with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
             scalers[i].run("scale", group, str(replicas))
             scales.append(Scale(at, "/".join(where[i]), group, replicas))
-        if time.monotonic() >= next_edit and time.monotonic() < edit_stop:
-            edits.append(_edit(env, side, rng.choice(fighters), len(edits)))
-            next_edit += plan.edit_every_s
-        time.sleep(max(0.0, at + plan.scale_every_s - time.monotonic()))  # the pace
+        over.wait(max(0.0, at + plan.scale_every_s - time.monotonic()))  # the pace
+    over.set()
+    editor.join()
     end = time.monotonic()
     log(f"{side.name}/{side.config}: fight over ({len(scales)} scales, {len(edits)} edits)")
-    time.sleep(LIVE_WITHIN_S / 2)  # the last edits' 60 s
+    over.clear()
+    over.wait(LIVE_WITHIN_S / 2)  # the last edits' 60 s to land
     events = list(rec.clusters)
     return {"seconds": plan.fight_s, "fight_clusters": len(fighters),
             "reverted_writes": reverted_writes(events, scales),
             "dropped_edits": dropped_edits(events, edits),
             "flips": flips(list(rec.status), start, end)}
+
+
+def _autoscaler_account(kube: Any, namespace: str, cluster: str) -> None:
+    """The cluster's autoscaler ServiceAccount, made here where the operator made none.
+
+    KubeRay makes it for a head without its own ``serviceAccountName``; the workload's
+    heads name one, so the benchmark makes the account the autoscaler runs as, allowed
+    what its sidecar is (RayClusters and Pods of its namespace).
+    """
+    meta = {"name": cluster, "namespace": namespace}
+    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+               field_manager="bench", force=True)
+    kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta,
+                "rules": [{"apiGroups": ["ray.io"], "resources": ["rayclusters"],
+                           "verbs": ["get", "list", "watch", "patch", "update"]},
+                          {"apiGroups": [""], "resources": ["pods"],
+                           "verbs": ["get", "list", "watch"]}]},
+               field_manager="bench", force=True)
+    kube.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": meta, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                              "kind": "Role", "name": cluster},
+                "subjects": [{"kind": "ServiceAccount", "name": cluster,
+                              "namespace": namespace}]}, field_manager="bench", force=True)
 
 
 def _edit(env: Env, side: Side, index: int, k: int) -> Edit:
@@ -616,7 +653,10 @@ def _figures(env: Env, side: Side, rec: Recorder, audit: Audit, plan: Plan, work
     out["commit_to_applied_webhook"] = commit_to_applied(env, ctl, plan.samples,  # type: ignore[arg-type]
                                                          webhook=True, offset=0)
     out["drift_to_healed"] = drift_to_healed(env, ctl, plan.samples)  # type: ignore[arg-type]
-    out["fight"] = fight(env, side, rec, plan, workdir, log)
+    try:
+        out["fight"] = fight(env, side, rec, plan, workdir, log)
+    except (RuntimeError, TimeoutError, OSError, GitOpsRayError) as e:
+        out["fight"] = {"error": f"{type(e).__name__}: {e}"}
     out["rss"] = rss(side)
     return out
 
