@@ -358,6 +358,7 @@ class Side:
     app_watch: tuple[str, str, str | None, str | None]
     tuning: dict[str, Any] = field(default_factory=dict)
     stop: Callable[[], None] = lambda: None
+    diagnose: Callable[[], str] = lambda: ""  # what went wrong, for a figure that timed out
 
 
 def guide_application(app: Manifest, config: str) -> Manifest:
@@ -422,12 +423,21 @@ def argocd_side(env: Env, url: str, workdir: Path, config: str) -> Side:
                                "argocd-server") if name in argocd.processes
                 for p in process_tree(argocd.processes[name].pid)]
 
+    def diagnose() -> str:
+        apps, _ = env.kube.list("argoproj.io/v1alpha1", "Application", "argocd")
+        states = [f"{a['metadata']['name']}: {json.dumps(a.get('status', {}).get('sync'))} "
+                  f"{json.dumps(a.get('status', {}).get('conditions'))} "
+                  f"{json.dumps((a.get('status', {}).get('operationState') or {}).get('message'))}"
+                  for a in apps]
+        return "\n".join([*states, argocd.log("argocd-application-controller", 15),
+                          argocd.log("argocd-repo-server", 10)])
+
     return Side("argocd", config, ("argocd-application-controller", "argocd-server",
                                    "argocd-repo-server"), start, pids,
                 lambda _file_url, sha, changed: github_push(
                     f"http://{argocd.server}/api/webhook", url, sha, changed),
                 ("argoproj.io/v1alpha1", "Application", "argocd", None),
-                {**ARGOCD_TUNING, "args": list(ARGOCD_TUNING["args"])}, argocd.stop)
+                {**ARGOCD_TUNING, "args": list(ARGOCD_TUNING["args"])}, argocd.stop, diagnose)
 
 
 def _argocd_settings(kube: Any, url: str) -> None:
@@ -463,9 +473,14 @@ def cold_sync(env: Env, side: Side, rec: Recorder, audit: Audit) -> dict[str, An
              for i in range(env.wl.clusters)}
     offset, servers0, t0 = audit.mark(), server_cpu(env.cp), time.monotonic()
     side.start()
-    _until(lambda: names <= rec.live_names() and len(rec.last_status()) == env.wl.apps
-           and set(rec.last_status().values()) == {"Synced"},
-           timeout=3600, what="every app Synced and every RayCluster applied")
+    try:
+        _until(lambda: names <= rec.live_names() and len(rec.last_status()) == env.wl.apps
+               and set(rec.last_status().values()) == {"Synced"},
+               timeout=120 + 3 * env.wl.clusters,
+               what="every app Synced and every RayCluster applied")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}: {len(names & rec.live_names())} of {len(names)} RayClusters, "
+                           f"apps {rec.last_status()}\n{side.diagnose()}") from None
     wall = time.monotonic() - t0
     servers = {name: cpu - servers0[name] for name, cpu in server_cpu(env.cp).items()}
     client_cpu = sum(cpu_seconds(p) for p in side.pids())

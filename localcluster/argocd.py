@@ -315,7 +315,9 @@ class ArgoCD:
         component = name if component is None else component
         command = [str(self.binary), *argv] if component else argv
         env = {**os.environ, "KUBECONFIG": str(self.control_plane.kubeconfig),
-               "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir)}
+               "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir),
+               # the repo-server's git asks `argocd` (as argocd-git-ask-pass) for credentials
+               "PATH": os.pathsep.join([str(self.binary.parent), os.environ.get("PATH", "")])}
         if component:
             env["ARGOCD_BINARY_NAME"] = component
         env.update(extra_env or {})
