@@ -432,7 +432,9 @@ def argocd_side(env: Env, url: str, workdir: Path, config: str) -> Side:
         return "\n".join([*states, argocd.log("argocd-application-controller", 15),
                           argocd.log("argocd-repo-server", 10)])
 
-    return Side("argocd", config, ("argocd-application-controller", "argocd-server",
+    # The application controller's clients send two user agents: "argocd-application-
+    # controller" (its informers) and "argocd" (its kubectl-like applies and gets).
+    return Side("argocd", config, ("argocd", "argocd-application-controller", "argocd-server",
                                    "argocd-repo-server"), start, pids,
                 lambda _file_url, sha, changed: github_push(
                     f"http://{argocd.server}/api/webhook", url, sha, changed),
