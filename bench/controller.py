@@ -167,6 +167,32 @@ class ConfigRepo:
         return self.commit_and_push(f"rc {index}: CONFIG_REVISION={value}"), path
 
 
+def github_push(url: str, repo_url: str, sha: str, changed: tuple[str, ...] = (), *,
+                secret: str = WEBHOOK_SECRET) -> int:
+    """POST a signed GitHub push delivery for the default branch to ``url``; its status.
+
+    ``changed``: the files the pushed commit modified, listed as GitHub lists them in
+    ``commits[].modified`` (a push of a commit always carries them; the no-op cycle's
+    delivery re-announces the same commit and lists none).
+    """
+    payload: dict[str, Any] = {"ref": "refs/heads/main", "after": sha, "repository": {
+        "clone_url": repo_url, "html_url": repo_url, "default_branch": "main"}}
+    if changed:
+        payload["commits"] = [{"id": sha, "added": [], "removed": [],
+                               "modified": list(changed)}]
+    body = json.dumps(payload).encode()
+    signature = hmac.new(secret.encode(), body, hashlib.sha256)
+    request = urllib.request.Request(
+        url, data=body, method="POST",
+        headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
+                 "X-GitHub-Delivery": secrets.token_hex(8),
+                 "X-Hub-Signature-256": "sha256=" + signature.hexdigest(),
+                 "X-Hub-Signature": "sha1=" + hmac.new(secret.encode(), body,
+                                                       hashlib.sha1).hexdigest()})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return int(resp.status)
+
+
 # -- the controller process ----------------------------------------------------------------
 
 
@@ -228,6 +254,7 @@ class Controller:
     repo_url: str
     workdir: Path
     interval: str = "0"
+    extra: tuple[str, ...] = ()  # more ``run`` options (a config file, say)
     ports: dict[str, int] = field(default_factory=dict)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
@@ -246,7 +273,7 @@ class Controller:
                 "--metrics-addr", f"127.0.0.1:{self.ports['metrics']}",
                 "--health-addr", f"127.0.0.1:{self.ports['health']}",
                 "--webhook-addr", f"127.0.0.1:{self.ports['webhook']}",
-                "--log-format", "json", "--log-level", "debug"]
+                "--log-format", "json", "--log-level", "debug", *self.extra]
 
     def start(self, *, timeout: float = 600.0) -> None:
         self.log_path = self.workdir / f"controller-{time.time_ns()}.log"
@@ -318,27 +345,9 @@ class Controller:
         return counts
 
     def push_webhook(self, repo_url: str, sha: str, changed: tuple[str, ...] = ()) -> int:
-        """A signed GitHub push delivery for the default branch.
-
-        ``changed``: the files the pushed commit modified, listed as GitHub lists them in
-        ``commits[].modified`` (a push of a commit always carries them; the no-op cycle's
-        delivery re-announces the same commit and lists none).
-        """
-        payload: dict[str, Any] = {"ref": "refs/heads/main", "after": sha, "repository": {
-            "clone_url": repo_url, "html_url": repo_url, "default_branch": "main"}}
-        if changed:
-            payload["commits"] = [{"id": sha, "added": [], "removed": [],
-                                   "modified": list(changed)}]
-        body = json.dumps(payload).encode()
-        signature = "sha256=" + hmac.new(WEBHOOK_SECRET.encode(), body,
-                                         hashlib.sha256).hexdigest()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{self.ports['webhook']}/webhook", data=body, method="POST",
-            headers={"Content-Type": "application/json", "X-GitHub-Event": "push",
-                     "X-GitHub-Delivery": secrets.token_hex(8),
-                     "X-Hub-Signature-256": signature})
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return int(resp.status)
+        """A signed GitHub push delivery for the default branch (:func:`github_push`)."""
+        return github_push(f"http://127.0.0.1:{self.ports['webhook']}/webhook", repo_url, sha,
+                           changed)
 
     def refreshes_logged(self) -> int:
         """Refreshes the controller finished so far (``app_refreshed``, logged once the

@@ -183,12 +183,15 @@ class ArgoCD:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def application_controller(self, *, log_level: str = "info",
+    def application_controller(self, *, log_level: str = "info", resync: int = 10,
+                               args: tuple[str, ...] = (), env: dict[str, str] | None = None,
                                timeout: float = 120.0) -> subprocess.Popen[bytes]:
         """Start ``argocd-application-controller`` out of cluster; return once it is healthy.
 
         It shares Redis with the server and points at the same absent repo-server, and
-        resyncs every 10 s. At ``log_level="debug"`` it logs each Application it skips
+        resyncs every ``resync`` seconds (10; Argo CD's default is 180); ``args`` and ``env``
+        add flags and environment (a benchmark's tuning). At ``log_level="debug"`` it logs
+        each Application it skips
         (``canProcessApp`` in argo-cd's ``controller/appcontroller.go``).
         :meth:`stop_component` (``"argocd-application-controller"``) or :meth:`stop` ends it.
         """
@@ -197,7 +200,7 @@ class ArgoCD:
             *self._kube_flags(), f"--redis={self.redis}",
             f"--repo-server={self.repo_server}", "--repo-server-plaintext",
             f"--metrics-port={metrics}", "--logformat=text", f"--loglevel={log_level}",
-            "--app-resync=10", "--app-resync-jitter=0"])
+            f"--app-resync={resync}", "--app-resync-jitter=0", *args], extra_env=env)
         self._wait("argocd-application-controller",
                    lambda: LocalControlPlane.http_ok(f"http://127.0.0.1:{metrics}/healthz"),
                    time.monotonic() + timeout)
@@ -360,7 +363,9 @@ class ArgoCD:
         component = name if component is None else component
         command = [str(self.binary), *argv] if component else argv
         env = {**os.environ, "KUBECONFIG": str(self.control_plane.kubeconfig),
-               "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir)}
+               "ARGOCD_FAKE_IN_CLUSTER": "true", "HOME": str(self.workdir),
+               # the repo-server's git asks `argocd` (as argocd-git-ask-pass) for credentials
+               "PATH": os.pathsep.join([str(self.binary.parent), os.environ.get("PATH", "")])}
         if component:
             env["ARGOCD_BINARY_NAME"] = component
         env.update(extra_env or {})

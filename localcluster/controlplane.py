@@ -42,6 +42,9 @@ from localcluster.build import ensure_controlplane
 from localcluster.pki import write_pki
 
 CONTROLLERS = "namespace-controller,garbage-collector-controller"
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
+                "omitStages": ["RequestReceived"], "rules": [{"level": "Metadata"}]}
+"""With ``audit=True``: one line per request (who, user agent, verb, resource), no bodies."""
 RAY_STACK_CONTROLLERS = "deployment-controller,replicaset-controller"
 """With the Ray stack (a scheduler and kwok nodes), Deployments roll out too: the Helm
 chart's controller Deployment does in tests/e2e/test_docs_install.py."""
@@ -94,6 +97,7 @@ class LocalControlPlane:
     port: int = 0
     kuberay: bool = False
     kueue: bool = False  # with kuberay: Kueue's controller manager too (localcluster.kueue)
+    audit: bool = False  # the API server logs every request to audit_log (benchmarks)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -106,6 +110,10 @@ class LocalControlPlane:
         return self.workdir / "kubeconfig"
 
     @property
+    def audit_log(self) -> Path:
+        """Where the API server logs each request when started with ``audit=True``."""
+        return self.workdir / "audit.log"
+
     def _controllers(self) -> str:
         return f"{CONTROLLERS},{RAY_STACK_CONTROLLERS}" if self.kuberay else CONTROLLERS
 
@@ -247,7 +255,16 @@ class LocalControlPlane:
             "--allow-privileged=true", "--disable-admission-plugins=ServiceAccount",
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
             "--max-requests-inflight=2000", "--max-mutating-requests-inflight=1000",
-            "--watch-cache=true", "--v=0"])
+            "--watch-cache=true", "--v=0", *self._audit_flags()])
+
+    def _audit_flags(self) -> list[str]:
+        """Counting requests by client needs the API server's own record of each one."""
+        if not self.audit:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-maxsize=0"]
 
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context(cafile=str(self.workdir / "ca.crt"))
