@@ -114,6 +114,7 @@ class LocalControlPlane:
         """Where the API server logs each request when started with ``audit=True``."""
         return self.workdir / "audit.log"
 
+    @property
     def _controllers(self) -> str:
         return f"{CONTROLLERS},{RAY_STACK_CONTROLLERS}" if self.kuberay else CONTROLLERS
 
