@@ -13,7 +13,8 @@ waits for a free one, each busy one is bounded by its deadline), started with
 an empty environment but ``PYTHONPATH`` (no credential of the controller's reaches
 them), and started from one long-lived thread, so a worker that asks the kernel to kill
 it when its parent thread ends (``PR_SET_PDEATHSIG``, the worker scripts do) dies with
-this process even when stuck. A worker caps its own memory. Requests and replies are
+this process even when stuck. A worker caps its own memory, under the limit every
+child gets (``childMemoryLimit``, :mod:`gitops_ray.childproc`). Requests and replies are
 one JSON object per line; the first line a worker writes says it is ready.
 (:mod:`gitops_ray.diff.jqworker` is the same design, for libjq.)
 """
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gitops_ray import jsonio
+from gitops_ray import childproc, jsonio
 
 STARTUP_TIMEOUT = 30.0
 MAX_IDLE = 4
@@ -69,7 +70,8 @@ class _Spawner:
                 env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
                 reply.put(subprocess.Popen(
                     self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL, env=env, bufsize=0, close_fds=True))
+                    stderr=subprocess.DEVNULL, bufsize=0, close_fds=True,
+                    **childproc.popen_options(env)))
             except BaseException as e:  # handed to the caller, raised there
                 reply.put(e)
 

@@ -84,7 +84,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
-from gitops_ray.errors import DiffError
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import SHELF, Piece
@@ -131,6 +131,10 @@ SystemSource = Callable[[], SystemSettings]
 """Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
+EXHAUSTED_BACKOFF = (10.0, 2.0, 600.0)
+"""(first wait, factor, cap) before a render that ran out of memory or time is tried again
+at the same commit: each try costs a child process its whole memory limit, or a worker
+for the whole deadline."""
 LIST_AT_LEAST = 2
 """Objects of one kind and namespace from which a comparison LISTs them rather than GETs."""
 LIST_BOUND = 500
@@ -353,6 +357,7 @@ class RenderTools:
 
     helm_bin: str = HELM_BIN
     kubectl_bin: str = KUBECTL_BIN
+    value_file_hosts: tuple[str, ...] = ()  # setting render.valueFileHosts
 
 
 @dataclass(frozen=True)
@@ -365,6 +370,21 @@ class _Render:
     cluster: str = ""  # ClusterShapes.version it was rendered with (pod-shape ConfigMaps)
     shapes: str = ""  # ClusterShapes.version if they can change this app (cluster_concerns)
     scope: tuple[str, ...] | None = None  # where all inputs live (render.Inputs.scope)
+
+
+@dataclass(frozen=True)
+class _Exhausted:
+    """An app's render at ``sha`` ran out of memory or time; not tried again before ``until``."""
+
+    sha: str
+    error: ChildMemoryExceeded | ChildTimedOut
+    until: float  # time.monotonic()
+    wait: float
+
+
+def _next_wait(last: float) -> float:
+    first, factor, cap = EXHAUSTED_BACKOFF
+    return min(cap, last * factor) if last else first
 
 
 @dataclass(frozen=True)
@@ -420,6 +440,7 @@ class Pipeline:
         self._reused: dict[str, _Reuse] = {}  # per app name (see "A pass that changed nothing")
         self._lock = threading.Lock()
         self._capabilities: tuple[float, Capabilities, str] | None = None
+        self._exhausted: dict[str, _Exhausted] = {}  # per app spec: its last memory failure
         self._discovering = threading.Lock()  # one refresh of the capabilities at a time
 
     # -- stages ----------------------------------------------------------------------
@@ -501,11 +522,39 @@ class Pipeline:
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
                 cluster: ClusterShapes) -> _Render:
+        """The render of ``app`` at ``sha``, or its last memory failure at ``sha``.
+
+        A render that ran out of memory (or time) is not tried again at the same commit
+        before its backoff (:data:`EXHAUSTED_BACKOFF`) ends: the error is raised again,
+        so every watch event does not start another child.
+        """
+        spec, now = _spec_key(app), time.monotonic()
+        with self._lock:
+            last = self._exhausted.get(spec)
+        if last is not None and last.sha == sha and now < last.until:
+            raise type(last.error)(str(last.error))  # a new one: a traceback per raise
+        try:
+            rendered = self._rendered(app, root, sha, inputs, cluster)
+        except (ChildMemoryExceeded, ChildTimedOut) as e:
+            wait = _next_wait(last.wait if last is not None and last.sha == sha else 0.0)
+            with self._lock:
+                self._exhausted[spec] = _Exhausted(sha, e, now + wait, wait)
+            event = "render_out_of_memory" if isinstance(e, ChildMemoryExceeded) \
+                else "render_timed_out"
+            log.warning(event, app=app.name, retry_s=wait)
+            raise
+        with self._lock:
+            self._exhausted.pop(spec, None)
+        return rendered
+
+    def _rendered(self, app: Application, root: Path, sha: str, inputs: str | None,
+                  cluster: ClusterShapes) -> _Render:
         asked = _AskedFacts(self._cluster_facts)
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
-                                  is_namespaced=self._namespaced, cluster_shapes=cluster)
+                                  is_namespaced=self._namespaced, cluster_shapes=cluster,
+                                  value_file_hosts=self.tools.value_file_hosts)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
         return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,

@@ -3,7 +3,9 @@
 The steps, each a small function so they can be read (and tested) on their own:
 
 1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
-   symlinks that escape it;
+   symlinks that escape it, and every symlink the render can reach that does (the
+   renderers add what else they reach: a chart's ``file://`` dependencies, the bases
+   of a kustomization);
 2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gitops_ray import limits
-from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
+from gitops_ray.errors import ChildTimedOut, ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.render.apps import Application, AppSource
 from gitops_ray.render.bounds import app_budget
 from gitops_ray.render.documents import Doc, located_manifests
@@ -36,6 +38,7 @@ from gitops_ray.render.kustomize import find_kustomization, render_kustomize
 from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
 from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
+from gitops_ray.render.shapes.settings import config_dirs
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
@@ -60,13 +63,15 @@ class Tools:
     helm_bin: str | Path
     kubectl_bin: str
     facts: ClusterFacts
+    value_file_hosts: tuple[str, ...] = ()
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
-               cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
+               cluster_shapes: ClusterShapes | None = None,
+               value_file_hosts: Sequence[str] = ()) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
@@ -76,15 +81,18 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
     ``api_versions`` are what Helm's ``.Capabilities`` report, or ``cluster_facts``
     (asked only if the app is a chart); the controller and the cluster-backed commands
-    take them from the target cluster, as Argo CD does.
+    take them from the target cluster, as Argo CD does. ``value_file_hosts`` are the
+    hosts a Helm ``valueFiles`` URL may name (setting ``render.valueFileHosts``).
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts)
+    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts))
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
-        raise LimitExceeded(f"app {app.name}: {e}") from e
+        raise type(e)(f"app {app.name}: {e}") from e
+    except ChildTimedOut as e:
+        raise ChildTimedOut(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
         raise RenderError(f"app {app.name}: {e}") from e
     except ConfigError as e:
@@ -98,7 +106,7 @@ def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespa
                           "repository, which is not supported; vendor the chart into the "
                           "config repo and point spec.source.path at it")
     app_dir = app_directory(root, app.source.path)
-    check_no_escaping_symlinks(root, app_dir)
+    check_no_escaping_symlinks(root, app_dir, *config_dirs(root, app_dir))
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
     if len(located) > limits.MAX_OBJECTS:
@@ -154,7 +162,8 @@ def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> lis
 def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
     kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
-                       kube_version=kube_version, api_versions=api_versions)
+                       kube_version=kube_version, api_versions=api_versions,
+                       value_file_hosts=tools.value_file_hosts)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:

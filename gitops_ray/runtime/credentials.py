@@ -2,9 +2,13 @@
 
 Why here and not in ``source``: where credentials come from is a deployment concern
 (mounted files, Secrets in the control namespace, environment), while ``source`` only
-needs "credentials for this URL". Entries match by URL prefix, longest first, like Argo
-CD's credential templates. Secrets use Argo CD's repository keys (``username``,
-``password``, ``sshPrivateKey``) so existing repository Secrets can be reused.
+needs "credentials for this URL". Entries match by URL prefix on a path boundary, longest
+first, like Argo CD's credential templates (``https://git.example/team`` is not a prefix
+of ``https://git.example/team-evil``, :func:`~gitops_ray.source.in_scope`); a URL no entry
+covers gets the ``GITOPS_RAY_GIT_*`` variables only if it is on the host of a configured
+app source (``repo``, ``appSources``) or under ``GITOPS_RAY_GIT_URL``. Secrets use Argo
+CD's repository keys (``username``, ``password``, ``sshPrivateKey``) so existing
+repository Secrets can be reused.
 
 Files and Secrets are re-read at most once a minute, so a rotated token is picked up
 without a restart. Nothing read here is ever logged; a Secret that cannot be read is
@@ -24,7 +28,7 @@ import structlog
 
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.runtime.settings import RepoCredential, Settings
-from gitops_ray.source import Credentials, GitSource
+from gitops_ray.source import Credentials, GitSource, env_lookup, in_scope
 
 log = structlog.get_logger(__name__)
 REFRESH = 60.0
@@ -32,7 +36,8 @@ REFRESH = 60.0
 
 def git_source(settings: Settings, kube: Kube) -> GitSource:
     """The controller's :class:`GitSource`, with credentials from the settings."""
-    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace)
+    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace,
+                              fallback=env_lookup(s.repo for s in settings.app_sources))
     return GitSource(settings.cache_dir, credentials=lookup)
 
 
@@ -40,8 +45,10 @@ class CredentialLookup:
     """``url -> Credentials | None`` for :class:`GitSource`, cached for :data:`REFRESH` s."""
 
     def __init__(self, entries: Sequence[RepoCredential], kube: Kube, namespace: str, *,
+                 fallback: Callable[[str], Credentials | None] = lambda _url: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._entries = tuple(sorted(entries, key=lambda c: -len(c.url)))
+        self._fallback = fallback
         self._kube = kube
         self._namespace = namespace
         self._clock = clock
@@ -49,9 +56,9 @@ class CredentialLookup:
         self._lock = threading.Lock()
 
     def __call__(self, url: str) -> Credentials | None:
-        entry = next((e for e in self._entries if url.startswith(e.url)), None)
+        entry = next((e for e in self._entries if in_scope(url, e.url)), None)
         if entry is None:
-            return Credentials.from_env()
+            return self._fallback(url)
         with self._lock:
             cached = self._cache.get(entry.url)
         if cached is not None and self._clock() - cached[0] < REFRESH:
@@ -67,7 +74,7 @@ class CredentialLookup:
         token = entry.password.reveal() or _read(entry.password_file) or None
         return Credentials(username=entry.username or "git", token=token,
                            ssh_key_file=entry.ssh_key_file or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, scope=entry.url)
 
     def _from_secret(self, entry: RepoCredential) -> Credentials | None:
         try:
@@ -82,7 +89,7 @@ class CredentialLookup:
         return Credentials(username=data.get("username") or entry.username or "git",
                            token=data.get("password") or None,
                            ssh_key=data.get("sshPrivateKey") or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, scope=entry.url)
 
 
 def _read(path: str) -> str:
