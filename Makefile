@@ -15,7 +15,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
+.PHONY: test test-fast test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ lint: $(VENV)/.installed
 
 test: lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The development loop: the unit and integration tiers only (markers set from each test's
+# directory by tests/conftest.py); `make test` runs every tier.
+test-fast: tools
+	$(PY) -m pytest -m "unit or integration" $(PYTEST_ARGS)
 
 STRESS_CORES ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
 

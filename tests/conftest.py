@@ -22,6 +22,21 @@ from localcluster.build import argocd_crds as argocd_crds_file
 from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
 
+TIERS = ("unit", "integration", "e2e", "faults", "argocd")
+"""Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, from its directory: ``-m "unit or integration"``."""
+    root = Path(__file__).parent
+    for item in items:
+        try:
+            tier = item.path.relative_to(root).parts[0]
+        except ValueError:  # collected from outside tests/
+            continue
+        if tier in TIERS:
+            item.add_marker(tier)
+
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[LocalControlPlane]:

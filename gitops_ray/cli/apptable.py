@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.cli.table import Column, render
+from gitops_ray.cli.views import ago
 from gitops_ray.health import HealthStatus
 from gitops_ray.moments import rfc3339
 from gitops_ray.reconcile.argostatus import app_conditions
@@ -29,8 +30,8 @@ from gitops_ray.types import OperationPhase, SyncStatus
 
 NONE = "<none>"  # argocd app list's word for an empty cell
 SHORT_SHA = 7
-AGES = ((60, 1, "s"), (3600, 60, "m"), (86400, 3600, "h"))
-"""(below, unit size, unit) for :func:`human_time`; a day or older is a date instead."""
+DATE_AFTER = 86400.0
+"""A time this many seconds old or older is shown as a date, not as :func:`ago`."""
 Status = Mapping[str, Any]
 
 
@@ -130,11 +131,8 @@ def human_time(at: object, now: float) -> str:
     """``at`` (epoch seconds) as "12s ago", "5m ago", "3h ago", else ISO-8601 UTC."""
     if not isinstance(at, (int, float)) or not at:
         return ""
-    age = max(0, int(now - at))
-    for below, size, unit in AGES:
-        if age < below:
-            return f"{age // size}{unit} ago"
-    return rfc3339(at)
+    age = max(0.0, now - at)
+    return ago(age) if age < DATE_AFTER else rfc3339(at)
 
 
 def short_repo(url: str) -> str:

@@ -38,7 +38,7 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
-from gitops_ray.cli.views import console
+from gitops_ray.cli.views import ago, console
 from gitops_ray.errors import ConfigError
 from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
@@ -118,14 +118,6 @@ def _date(row: Mapping[str, Any], now: float) -> str:
         return ""
     seconds = datetime.datetime.fromisoformat(str(when)).timestamp()
     return f"{utc_text(seconds)} ({ago(now - seconds)})"
-
-
-def ago(seconds: float) -> str:
-    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago``."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return f"{max(int(seconds), 0)}s ago"
 
 
 def _message(row: Mapping[str, Any]) -> str:

@@ -79,6 +79,18 @@ def iso(epoch: object) -> str:
     return "" if moment is None else rfc3339(moment)
 
 
+def ago(seconds: float) -> str:
+    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago``: the CLI's one "how long ago".
+
+    One unit, rounded down (``history`` and ``status``'s table); :func:`human_time` shows
+    the exact two-unit :func:`duration` beside the date instead.
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{max(int(seconds), 0)}s ago"
+
+
 def human_time(epoch: object, now: float | None = None) -> str:
     """``2026-08-20 10:15:03 UTC (3m ago)``, ``""`` when not a time."""
     moment = _moment(epoch)

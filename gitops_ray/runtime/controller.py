@@ -137,6 +137,7 @@ from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.runtime.compared import LastComparisons
 from gitops_ray.runtime.logs import redact_url
+from gitops_ray.runtime.memory import Memories
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.queue import UrgentUntilLanded
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
@@ -259,25 +260,16 @@ class Controller:
         self._requeue = requeue
         self._fence = fence  # None: no leader election, writes are never fenced
         self._shards = shards  # None: one leader (or none) writes every app
-        self._writing: collections.Counter[str] = collections.Counter()  # by app
+        # Writes running, by app: not memory of the app (a deletion must not lose a count).
+        self._writing: collections.Counter[str] = collections.Counter()
         self._clock = clock
         self._on_refreshed = on_refreshed
         self._leading = False
         self._writes = 0
-        self._cond = threading.Condition()
-        self._last_ops: dict[str, LastOperation] = {}
-        self._running: dict[str, OperationState] = {}  # syncs waiting for a wave
-        self._written: dict[str, dict[str, Any]] = {}
-        self._gone: dict[str, Application] = {}  # removed from git, not deleted yet
+        self._cond = threading.Condition()  # reentrant: the memories' lock too
+        self._apps = Memories(self._cond)  # what is remembered of each app (runtime.memory)
         self._post_deletes: dict[str, PostDelete] = {}  # PostDelete hooks of deleted apps
-        self._unwritable: set[str] = set()  # apps whose last record write failed (logged)
         self._argocd = argocd  # None: no Applications in the cluster (git only)
-        self._statuses: dict[str, dict[str, Any]] = {}  # last record written, for Argo CD
-        self._op_attempts: dict[str, int] = {}  # requested operations retried so far
-        self._after_operation: set[str] = set()  # refreshes that resolve the revision anew
-        self._pauses: dict[str, Pause] = {}  # automated sync paused (a rollback), by app
-        self._seen_pauses: dict[str, Pause | None] = {}  # in the last record event, by app
-        self._requested: dict[str, ManualOperation] = {}  # by the web page, not run yet
         self.compared = LastComparisons()  # each app's last comparison, for the web page
         self._route = route  # None: every app is synced to our own cluster
 
@@ -291,12 +283,9 @@ class Controller:
         """Load what the previous leader recorded, then allow writes."""
         records = self._records()
         with self._cond:
-            self._last_ops = {n: op for n, r in records.items()
-                              if (op := LastOperation.from_status(r.status)) is not None}
-            self._running = {n: state for n, r in records.items()
-                             if (state := OperationState.from_status(r.status)) is not None}
-            self._written = {n: fingerprint(r.status) for n, r in records.items()}
-            self._requested.clear()
+            for _, memory in self._apps.each():
+                memory.forget_leadership()
+            self._load(records)
             self._leading = True
         self.metrics.leader.set(1)
 
@@ -309,21 +298,22 @@ class Controller:
         """
         records = self._records(owned)
         with self._cond:
-            self._after_operation.update(n for n in self.catalog.apps() if owned(n))
-            remembered = (self._last_ops, self._running, self._written, self._requested)
-            names = {n for memory in remembered for n in memory if owned(n)} | set(records)
-            for name in names:
-                for memory in remembered:
-                    memory.pop(name, None)
-                record = records.get(name)
-                if record is None:
-                    continue
-                if (op := LastOperation.from_status(record.status)) is not None:
-                    self._last_ops[name] = op
-                if (state := OperationState.from_status(record.status)) is not None:
-                    self._running[name] = state
-                self._written[name] = fingerprint(record.status)
+            for name in self.catalog.apps():
+                if owned(name):
+                    with self._apps.of(name) as memory:
+                        memory.after_operation = True
+            for _, memory in self._apps.each(owned):
+                memory.forget_leadership()
+            self._load(records)
             self._leading = True
+
+    def _load(self, records: Mapping[str, AppRecord]) -> None:
+        """Remember what the apps' ``records`` say: last and running operation, status."""
+        for name, record in records.items():
+            with self._apps.of(name) as memory:
+                memory.last_op = LastOperation.from_status(record.status)
+                memory.running = OperationState.from_status(record.status)
+                memory.written = fingerprint(record.status)
 
     def writing(self, shard: int) -> bool:
         """Whether a write of an app of ``shard`` is running (sharding only)."""
@@ -341,7 +331,8 @@ class Controller:
         deadline = time.monotonic() + timeout
         with self._cond:
             self._leading = False
-            self._requested.clear()  # the next leader never saw them: never run them later
+            for _, memory in self._apps.each():  # the next leader never saw them: never
+                memory.requested = None  # run them later
             while self._writes:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -403,26 +394,28 @@ class Controller:
         app = record_app(obj, self.store.namespace)
         if app is None:
             return None
-        seen = self._seen_pauses.get(app)
+        seen = self._apps.peek(app).seen_pause
         status = record_status(obj, quick=seen is None)
         pause = Pause.of(status) if status is not None else None
-        self._seen_pauses[app] = pause
+        with self._apps.of(app) as memory:
+            memory.seen_pause = pause
+            written = memory.written
         foreign = pause is not None and status is not None and self._leading \
-            and self.owns(app) and fingerprint(status) != self._written.get(app)
+            and self.owns(app) and fingerprint(status) != written
         return app if pause != seen or foreign else None
 
     # -- one refresh -----------------------------------------------------------------
 
     def refresh(self, name: str, reason: str) -> None:
         """Refresh one app (the work queue guarantees one refresh per app at a time)."""
-        if not self.owns(name):  # another replica's (a removed app stays in _gone for it)
+        if not self.owns(name):  # another replica's (a removed app stays `gone` for it)
             if self.successor(name):
                 self._standby(name, reason)
             return
         app = self.catalog.get(name)
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
-        with self._cond:
-            gone = self._gone.pop(name, None)
+        with self._apps.of(name) as memory:
+            gone, memory.gone = memory.gone, None
         if app is None:
             invalid = self.catalog.error(name)
             if gone is not None:
@@ -432,9 +425,8 @@ class Controller:
             return
         started, result = time.monotonic(), "success"
         error: GitOpsRayError | None = None
-        with self._cond:
-            after_operation = name in self._after_operation
-            self._after_operation.discard(name)
+        with self._apps.of(name) as memory:
+            after_operation, memory.after_operation = memory.after_operation, False
         refreshed = bool(self._argocd and self._argocd.refresh(name)) or after_operation
         max_age = 0.0 if refreshed else FOREVER if reason in CLUSTER_TRIGGERS else self.recent
         try:
@@ -543,7 +535,7 @@ class Controller:
              ) -> SyncResult | None:
         """The leader's part of a refresh: continue, execute, or decide (see module doc)."""
         observed = observe(app, comparison)
-        running = self._running.get(app.name)
+        running = self._apps.peek(app.name).running
         if running is not None and self._argocd is not None and \
                 self._argocd.terminating(app.name):
             self._end(app.name, running, "Operation terminated", Reason.TERMINATED)
@@ -557,8 +549,8 @@ class Controller:
             self._supersede(app.name, running, comparison.revision)
         requested = self._argocd.operation(app.name) if self._argocd else None
         if requested is None:
-            with self._cond:
-                requested = self._requested.pop(app.name, None)
+            with self._apps.of(app.name) as memory:
+                requested, memory.requested = memory.requested, None
         if requested is not None:
             return self._operate(app, comparison, requested, log)
         self._observe_pause(app.name)
@@ -573,9 +565,9 @@ class Controller:
         return None
 
     def _decide(self, app: Application, observed: Observed) -> Decision:
-        return decide(app.sync_policy, observed, self._last_ops.get(app.name),
-                      now=self._clock(), settings=self.autosync,
-                      pause=self._pauses.get(app.name))
+        memory = self._apps.peek(app.name)
+        return decide(app.sync_policy, observed, memory.last_op, now=self._clock(),
+                      settings=self.autosync, pause=memory.pause)
 
     def _observe_pause(self, name: str) -> None:
         """Read the app's pause from its record (watch cache); end it once its time is up.
@@ -587,25 +579,27 @@ class Controller:
         the status this controller last wrote is forgotten when the record says
         otherwise, so the paused comparison is written even if it equals that one.
         """
-        status = self.store.load_status(name, naming="" if name in self._pauses else PAUSE_KEY)
+        paused = self._apps.peek(name).pause
+        status = self.store.load_status(name, naming="" if paused is not None else PAUSE_KEY)
         pause = Pause.of(status)
-        if pause is None and name not in self._pauses:
+        if pause is None and paused is None:
             return
-        if name in self._pauses and pause != self._pauses[name]:
+        if paused is not None and pause != paused:
             status = self.store.read(name).status  # the cache may not have the pause yet
             pause = Pause.of(status)
-        if fingerprint(status) != self._written.get(name):  # the rollback wrote it
-            self._written.pop(name, None)  # so the paused status is written over it
-        recorded, known = LastOperation.from_status(status), self._last_ops.get(name)
-        if recorded is not None and (known is None or recorded.finished_at > known.finished_at):
-            self._last_ops[name] = recorded
+        recorded = LastOperation.from_status(status)
+        with self._apps.of(name) as memory:
+            if fingerprint(status) != memory.written:  # the rollback wrote it
+                memory.written = None  # so the paused status is written over it
+            known = memory.last_op
+            if recorded is not None and (known is None
+                                         or recorded.finished_at > known.finished_at):
+                memory.last_op = recorded
         if pause is not None and not pause.active(self._clock()):
             self._update(name, functools.partial(_end_pause, pause))
             pause = None
-        if pause is None:
-            self._pauses.pop(name, None)
-        else:
-            self._pauses[name] = pause
+        with self._apps.of(name) as memory:
+            memory.pause = pause
 
     def request_operation(self, name: str, op: ManualOperation) -> bool:
         """Run ``op`` on the app's next refresh, as an Argo CD ``.operation`` (leader only).
@@ -617,7 +611,8 @@ class Controller:
         with self._cond:
             if not self._leading or not self.owns(name) or self.catalog.get(name) is None:
                 return False
-            self._requested[name] = op
+            with self._apps.of(name) as memory:
+                memory.requested = op
         return True
 
     def request_rollback(self, name: str, entry_id: int, *, user: str) -> bool:
@@ -645,10 +640,10 @@ class Controller:
                 return False
             pause = pause_automation(self.store, app, Pause(
                 since=self._clock(), rollback_id=entry_id, revision=revision, by=user))
-            with self._cond:
+            with self._apps.of(name) as memory:
                 if pause is not None:
-                    self._pauses[name] = pause
-                self._requested[name] = op
+                    memory.pause = pause
+                memory.requested = op
         return True
 
     def resume(self, name: str) -> Pause | None:
@@ -661,8 +656,8 @@ class Controller:
             if not leading:
                 return None
             ended = resume(self.store, name)
-        with self._cond:
-            self._pauses.pop(name, None)
+        with self._apps.of(name) as memory:
+            memory.pause = None
         return ended
 
     def request_refresh(self, name: str) -> None:
@@ -670,8 +665,8 @@ class Controller:
 
         As Argo CD's refresh annotation: git is asked, not the recently resolved revision.
         """
-        with self._cond:
-            self._after_operation.add(name)
+        with self._apps.of(name) as memory:
+            memory.after_operation = True
 
     def _target(self, app: Application) -> tuple[Reconciler, LiveCache]:
         """The reconciler and cache of the app's destination cluster (see :data:`Route`)."""
@@ -736,13 +731,15 @@ class Controller:
         if is_requested(fields) and self._retrying(name, result, step.retry_limit):
             fields["retrying"] = True
         if result.running:
-            self._running[name] = result.continuation(**fields)  # first: as _last_ops
+            with self._apps.of(name) as memory:
+                memory.running = result.continuation(**fields)  # first: as last_op
             return _operation_note(fields, step.decision, running=True)
-        self._running.pop(name, None)
-        self._last_ops[name] = LastOperation(  # first: backoff must not need the record
-            result.revision, result.phase, result.finished_at or self._clock(),
-            step.observed.source_key, step.decision.self_heal_attempts,
-            step.decision.attempt)
+        with self._apps.of(name) as memory:
+            memory.running = None
+            memory.last_op = LastOperation(  # first: backoff must not need the record
+                result.revision, result.phase, result.finished_at or self._clock(),
+                step.observed.source_key, step.decision.self_heal_attempts,
+                step.decision.attempt)
         self._publish(name, basis)
         step.follow_up = self._decide(step.app, observe(step.app, basis))
         return _operation_note(fields, step.follow_up)
@@ -761,20 +758,20 @@ class Controller:
 
     def _recorded(self, name: str, record: AppRecord) -> None:
         """What this replica knows once it wrote the app's record."""
-        self._unwritable.discard(name)
-        self._written[name] = fingerprint(record.status)
-        if self._argocd is not None:  # what its Application's status is projected from
-            self._statuses[name] = record.status
+        with self._apps.of(name) as memory:
+            memory.unwritable = False
+            memory.written = fingerprint(record.status)
+            if self._argocd is not None:  # what its Application's status is projected from
+                memory.status = record.status
 
     def _not_written(self, name: str, error: GitOpsRayError) -> None:
         """Log a record write failure once per app, until a write succeeds again.
 
-        Backoff does not depend on it (:attr:`_last_ops` is kept in memory), so a record
+        Backoff does not depend on it (the last operation is kept in memory), so a record
         RBAC forbids costs one log line, not one per refresh.
         """
-        with self._cond:
-            first = name not in self._unwritable
-            self._unwritable.add(name)
+        with self._apps.of(name) as memory:
+            first, memory.unwritable = not memory.unwritable, True
         if first:
             _log.warning("record_not_written", app=name, error=str(error),
                          note="backing off in memory; logged once until a write succeeds")
@@ -790,10 +787,11 @@ class Controller:
               "phase": OperationPhase.FAILED.value, "message": message,
               "reason": reason.value, "startedAt": running.started_at,
               "finishedAt": self._clock(), "resources": list(running.resources)}
-        self._running.pop(name, None)
         last = LastOperation.from_status({"operation": op})
-        if last is not None:
-            self._last_ops[name] = last
+        with self._apps.of(name) as memory:
+            memory.running = None
+            if last is not None:
+                memory.last_op = last
         self._update(name, lambda r: push_history(r.status, op))
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
@@ -833,7 +831,7 @@ class Controller:
         revision = self._revision(app, max_age=0, pinned=op.revision)  # resolved when run
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
             else self._target(app)[0].pipeline.compare(app, revision=revision)
-        attempt = self._op_attempts.get(app.name, 0) + 1
+        attempt = self._apps.peek(app.name).op_attempts + 1
         decision = Decision(Action.SYNC, f"operation initiated by {op.user or 'Argo CD'}",
                             prune=op.prune, only=op.only(r.key for r in before.diff.resources),
                             attempt=attempt, requested=True)
@@ -845,8 +843,8 @@ class Controller:
             result = self._sync(app, before, observe(app, before), decision, log,
                                 extra=extra, retry_limit=op.retry_limit)
         if not result.running:  # as Argo CD's controller: a refresh follows an operation
-            with self._cond:
-                self._after_operation.add(app.name)
+            with self._apps.of(app.name) as memory:
+                memory.after_operation = True
             self._requeue(app.name, AFTER_OPERATION_SECONDS)
         return result
 
@@ -884,13 +882,14 @@ class Controller:
 
     def _retrying(self, name: str, result: SyncResult, limit: int) -> bool:
         """Whether a failed requested operation is tried again (its ``retry.limit``)."""
-        attempt = self._op_attempts.get(name, 0) + 1
-        if result.running:
-            return False
-        if result.phase != OperationPhase.FAILED or attempt > limit:
-            self._op_attempts.pop(name, None)
-            return False
-        self._op_attempts[name] = attempt
+        with self._apps.of(name) as memory:
+            attempt = memory.op_attempts + 1
+            if result.running:
+                return False
+            if result.phase != OperationPhase.FAILED or attempt > limit:
+                memory.op_attempts = 0
+                return False
+            memory.op_attempts = attempt
         self._requeue(name, self.autosync.retry.delay(attempt))
         return True
 
@@ -899,9 +898,11 @@ class Controller:
         if self._argocd is None or not self._argocd.manages(name):
             return
         try:
-            status = self._statuses.get(name)
+            status = self._apps.peek(name).status
             if status is None:
-                status = self._statuses[name] = self.store.load(name).status
+                status = self.store.load(name).status
+                with self._apps.of(name) as memory:
+                    memory.status = status
             self._argocd.publish(name, status, app, refreshed=refreshed)
         except LeaseExpired:
             raise
@@ -912,9 +913,8 @@ class Controller:
 
     def forget(self, app: Application) -> None:
         """``app`` left its app-of-apps source: delete it on its next refresh turn."""
-        with self._cond:
-            self._gone[app.name] = app
-            self._requested.pop(app.name, None)
+        with self._apps.of(app.name) as memory:
+            memory.gone, memory.requested = app, None
         self.compared.forget(app.name)
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
@@ -936,10 +936,7 @@ class Controller:
                 teardown, done = None, True
                 log.warning("app_delete_failed", error=str(e))
             if teardown is not None and teardown.ok and done:
-                self._written.pop(app.name, None)
-                self._last_ops.pop(app.name, None)
-                self._statuses.pop(app.name, None)
-                self._pauses.pop(app.name, None)
+                self._apps.forget(app.name)  # everything: a re-added app starts clean
                 if self._argocd is not None:
                     self._argocd.release(app)
                 return
@@ -987,12 +984,15 @@ class Controller:
             self._update(name, change)
             return
         said = fingerprint(fields)
-        if self._written.get(name) == said:
-            # Kept instead of the written copy: its lists are status_of's, shared with the
-            # next refresh's, so that comparison is by identity, not row by row (a record
-            # decoded after a write or a takeover held copies: 12 of 199 py-spy samples of
-            # no-op cycles at 2,000 RayClusters were this comparison).
-            self._written[name] = said
+        with self._apps.of(name) as memory:
+            kept = memory.written == said
+            if kept:
+                # Kept instead of the written copy: its lists are status_of's, shared with
+                # the next refresh's, so that comparison is by identity, not row by row (a
+                # record decoded after a write or a takeover held copies: 12 of 199 py-spy
+                # samples of no-op cycles at 2,000 RayClusters were this comparison).
+                memory.written = said
+        if kept:
             return
         self._update(name, lambda r: r.status.update(fields))
 
@@ -1026,7 +1026,7 @@ class Controller:
 
     def _save_error(self, name: str, message: str, extra: Mapping[str, Any] | None = None
                     ) -> None:
-        previous = self._written.get(name) or {}
+        previous = self._apps.peek(name).written or {}
         if previous.get("error") == message:
             return
         try:

@@ -385,7 +385,8 @@ class Runtime:
                                 advertise_url=s.webhook_advertise_url,
                                 adopt=self._adopt_shards, on_gained=self._gained_shards,
                                 on_lost=self._lost_shards,
-                                busy=self._shard_busy, on_silent=self._silent_member)
+                                busy=self._shard_busy, on_silent=self._silent_member,
+                                on_heir=self._heir_shards)
 
     def _shard_busy(self, shard: int) -> bool:
         return self.controller.writing(shard)  # the controller is built after the shards
@@ -413,6 +414,13 @@ class Runtime:
         gained = [n for n in self.catalog.apps() if self.shards.shard_of(n) in shards]
         for name in across_clusters(gained, self._destination):
             self.queue.submit(name, "shard-gained")
+
+    def _heir_shards(self, shards: frozenset[int]) -> None:
+        """Shards this replica would now take over: prepare their apps (standby work)."""
+        assert self.shards is not None
+        heir = [n for n in self.catalog.apps() if self.shards.shard_of(n) in shards]
+        for name in across_clusters(heir, self._destination):
+            self.queue.submit(name, "successor")
 
     def _destination(self, name: str) -> tuple[str, str]:
         app = self.catalog.get(name)

@@ -145,7 +145,8 @@ class ShardCoordinator:
     ``on_gained(shards)`` once they do (their apps are queued), ``on_lost(shards)`` after
     shards were released or lost. ``busy(i)``
     says whether a write of shard ``i`` is still running (a shard is released only when
-    not, or after renewDeadline).
+    not, or after renewDeadline). ``on_heir(shards)``: this replica became the successor
+    of these shards at the last step (their apps are to be prepared on standby).
     """
 
     def __init__(self, kube: Kube, lease: LeaseSettings, *, shards: int, advertise_url: str,
@@ -153,11 +154,13 @@ class ShardCoordinator:
                  on_gained: Callable[[frozenset[int]], None],
                  on_lost: Callable[[frozenset[int]], None],
                  busy: Callable[[int], bool], clock: Clock = time.monotonic,
-                 on_silent: Callable[[str], None] | None = None) -> None:
+                 on_silent: Callable[[str], None] | None = None,
+                 on_heir: Callable[[frozenset[int]], None] | None = None) -> None:
         self.kube, self.lease, self.shards = kube, lease, shards
         self.identity = lease.identity
         self._adopt, self._on_gained = adopt, on_gained
-        self._on_silent = on_silent
+        self._on_silent, self._on_heir = on_silent, on_heir
+        self._heir: frozenset[int] = frozenset()  # shards we were successor of, last step
         self._silent: frozenset[str] = frozenset()  # live members silent at the last step
         self._on_lost, self._busy = on_lost, busy
         self._clock = clock
@@ -225,10 +228,27 @@ class ShardCoordinator:
         hashing every replica computes the same one, so each of another replica's apps has
         exactly one standby replica (which prepares it ahead, see the controller).
         """
-        shard = self.shard_of(app)
-        view = self.view
+        return self._successor(self.shard_of(app), self.view)
+
+    def _successor(self, shard: int, view: View) -> bool:
         holder = view.holders.get(shard, "")
         return owner(shard, [m for m in view.members if m != holder]) == self.identity
+
+    def _report_heir(self) -> None:
+        """Tell ``on_heir`` of the shards this replica became the successor of.
+
+        Why: a standby pass is asked for by a push or a watch event and, when it runs,
+        does nothing unless this replica is the app's successor *then*. A view that
+        briefly said otherwise (our own membership renewal came late on a loaded
+        machine, a member looked expired, a shard was changing hands) dropped the pass,
+        and nothing asked again: the takeover found the app unprepared (the flake of
+        tests/integration/test_sharding.py, issue 35). A replica that joins becomes the
+        successor of apps it never prepared, too.
+        """
+        heir = frozenset(s for s in range(self.shards) if self._successor(s, self.view))
+        new, self._heir = heir - self._heir, heir
+        if new and self._on_heir is not None:
+            self._on_heir(new)
 
     def silent(self, member: str) -> bool:
         """Whether ``member`` was silent at the last step (module doc)."""
@@ -333,6 +353,7 @@ class ShardCoordinator:
         self.view = View(members, self._holders(leases))
         self._report(before)
         self._report_silent(leases, members)
+        self._report_heir()
 
     def _renew_blind(self) -> None:
         """The LIST failed: renew what we hold, at once (each fails or expires alone)."""

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
+from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION
 from localcluster import LocalControlPlane
@@ -99,6 +100,38 @@ def test_removed_applications_cascade_or_orphan_but_never_on_a_failed_load(
                     namespace=namespace) is not None  # not ours now
     assert ctl.live("rc-orphan") is not None  # no finalizer: orphaned, still running
     assert ctl.live("rc-keep") is not None
+
+
+def test_an_app_removed_while_its_sync_waits_comes_back_with_nothing_remembered(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    """The controller forgets all it knew of a deleted app, its waiting sync too.
+
+    Else the app re-added under the same name inherits that sync: continued at the old
+    revision, or recorded as superseded in the new app's fresh history.
+    """
+    waiting = config_map("cm-wave-1")
+    waiting["metadata"]["annotations"] = {"argocd.argoproj.io/sync-wave": "1"}
+    app = app_with("again", git_repo, namespace, cascade=False)
+    git_repo.commit({"apps/again.yaml": app, "again/a.yaml": [raycluster("rc-again"), waiting],
+                     "apps/keep.yaml": app_with("keep", git_repo, namespace, cascade=False),
+                     "keep/cm.yaml": config_map("cm-keep")})
+    ctl = start_controller({"appSources": [{"repo": git_repo.url, "path": "apps"}]},
+                           interval="1s")
+    # The RayCluster never reports ready (no operator): the sync waits at wave 0.
+    eventually(lambda: "trigger" in (ctl.status("again").get(OPERATION_STATE) or {}),
+               message="sync waiting for wave 0")
+    git_repo.commit({"apps/again.yaml": None})
+    eventually(lambda: "again" not in records(kube, namespace), message="record dropped")
+
+    again = git_repo.commit({"apps/again.yaml": app, "again/a.yaml": config_map("cm-again")})
+    eventually(lambda: kube.get("v1", "ConfigMap", name="cm-again", namespace=namespace),
+               message="the re-added app synced")
+    history = eventually(lambda: ctl.status("again").get("history"), message="history")
+    assert [op.get("reason") for op in history if op.get("reason")] == [], history
+    assert [op["revision"] for op in history] == [again]
+    assert history[0]["phase"] == "Succeeded"
+    assert OPERATION_STATE not in ctl.status("again")
 
 
 def test_cli_delete_cascades_or_orphans_and_forgets_the_app(

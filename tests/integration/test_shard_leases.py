@@ -49,6 +49,7 @@ class Replica:
     gained: list[frozenset[int]] = field(default_factory=list)
     lost: list[frozenset[int]] = field(default_factory=list)
     silent: list[str] = field(default_factory=list)
+    heir: list[frozenset[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         lease = LeaseSettings("shards", self.namespace, self.identity, DURATION, RENEW,
@@ -57,7 +58,7 @@ class Replica:
             self.kube, lease, shards=SHARDS, advertise_url=f"http://{self.identity}:9292/",
             adopt=lambda s: None, on_gained=self.gained.append, on_lost=self.lost.append,
             busy=lambda s: s in self.busy, clock=lambda: self.now,
-            on_silent=self.silent.append)
+            on_silent=self.silent.append, on_heir=self.heir.append)
 
     def step(self, advance: float = 0.0) -> frozenset[int]:
         self.now += advance
@@ -67,6 +68,24 @@ class Replica:
 
 def app_in(shard: int) -> str:
     return next(f"app-{i}" for i in range(1000) if shard_of(f"app-{i}", SHARDS) == shard)
+
+
+def test_a_replica_is_told_of_each_shard_it_becomes_the_successor_of(
+        kube: Kube, namespace: str) -> None:
+    """So it prepares their apps on standby even when no push or event asks (issue 35)."""
+    a, b = Replica("a", kube, namespace), Replica("b", kube, namespace)
+    a.step()
+    assert a.heir == []  # alone: nobody to take over from
+    b.step()
+    assert b.heir == [frozenset(range(SHARDS))]  # a holds every shard; b is next
+    wanted = {s for s, m in assignment(SHARDS, ["a", "b"]).items() if m == "b"}
+    eventually(lambda: a.step(RETRY) and b.step(RETRY) == frozenset(wanted),
+               message="b holds its shards")
+    a.step(RETRY)  # sees b hold them
+    assert set().union(*a.heir) == wanted  # a would take b's shards back
+    told = len(a.heir), len(b.heir)
+    a.step(RETRY), b.step(RETRY)
+    assert (len(a.heir), len(b.heir)) == told  # nothing changed: nothing told again
 
 
 def test_hand_over_takeover_pause_and_janitor(kube: Kube, namespace: str) -> None:
