@@ -72,6 +72,9 @@ class ConditionType(StrEnum):
     """gitops-ray's own: a rollback paused automated sync (Argo CD refuses such a
     rollback instead). Argo CD's UI shows a type ending neither in Error nor in Warning
     as information."""
+    SYNC_WINDOW_CLOSED = "SyncWindowClosed"
+    """gitops-ray's own: an AppProject sync window holds back an automated sync or a
+    requested operation (Argo CD only logs "Sync prevented by sync window")."""
 
     @property
     def is_error(self) -> bool:

@@ -144,6 +144,11 @@ class ManualOperation:
     def user(self) -> str:
         return str(self.initiated_by.get("username") or "")
 
+    @property
+    def automated(self) -> bool:
+        """``initiatedBy.automated``: Argo CD's sync windows treat it as an auto-sync."""
+        return self.initiated_by.get("automated") is True
+
 
 def requested_operation(raw: object) -> ManualOperation | None:
     """:func:`parse_operation`, with a malformed operation as one carrying its ``error``."""

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     SUPERSEDED = "Superseded"  # a new revision replaced a sync waiting for a wave
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
     TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
+    SYNC_WINDOW_CLOSED = "SyncWindowClosed"  # an AppProject sync window refuses a manual sync
 
 
 _BY_STAGE = {
