@@ -14,6 +14,11 @@ Manifest = dict[str, Any]
 """A Kubernetes object as decoded JSON."""
 
 
+MANAGED_ANNOTATION = "gitops-ray.io/managed"
+"""With :data:`SKIP_RECONCILE_ANNOTATION`, on an Application or on an Argo CD cluster
+Secret: gitops-ray reconciles the app (every app of the cluster) in Argo CD's place."""
+SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
+
 class SyncStatus(StrEnum):
     """Argo CD's sync status of an app or resource (``SyncStatusCode`` in Argo CD's API).
 
