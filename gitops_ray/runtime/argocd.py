@@ -245,18 +245,10 @@ class ClusterApplications:
             self._notify(name, Change.PROJECT)
 
     def _entry(self, name: str, obj: Manifest) -> _Entry:
-        body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
-        meta = dict(body.get("metadata") or {})
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                       if k not in REQUEST_ANNOTATIONS}
-        body["metadata"] = {k: v for k, v in meta.items() if k in (
-            "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
         try:
-            app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
-                                                 f"{meta.get('name')}")
+            return _Entry(obj, cluster_application(obj, name))
         except GitOpsRayError as e:
             return _Entry(obj, None, str(e))
-        return _Entry(obj, dataclasses.replace(app, name=name))
 
     def _warn(self, choice: OptIn, obj: Manifest) -> None:
         """A half opt-in: a warning and an Event, once until its annotations change.
@@ -276,6 +268,24 @@ class ClusterApplications:
                     problem=choice.value, detail=choice.warning)
         post_event(self.kube, obj, reason="GitOpsRayNotManaging", message=choice.warning,
                    warning=True)
+
+
+def cluster_application(obj: Manifest, name: str) -> Application:
+    """An in-cluster Application as gitops-ray takes it over, named ``name``.
+
+    Its status, ``.operation`` and request annotations are not part of its definition.
+    :class:`~gitops_ray.errors.ConfigError` when it is invalid; the fields it would not
+    honour are its ``warnings`` (also what ``gitops-ray diff --argocd-app`` lists).
+    """
+    body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
+    meta = dict(body.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k not in REQUEST_ANNOTATIONS}
+    body["metadata"] = {k: v for k, v in meta.items() if k in (
+        "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
+    app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
+                                         f"{meta.get('name')}")
+    return dataclasses.replace(app, name=name)
 
 
 def _destination(obj: Manifest) -> Destination:
