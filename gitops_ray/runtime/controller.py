@@ -754,7 +754,7 @@ class Controller:
         log.info("sync_finished", phase=result.phase, message=result.message,
                  reason=result.reason or "", revision=result.revision[:12],
                  kind=decision.trigger, next=follow_up.action.value)
-        if follow_up.action in (Action.WAIT, Action.SYNC):
+        if follow_up.action in (Action.WAIT, Action.SYNC, Action.WINDOW):
             self._requeue(app.name, follow_up.wait)
         return result
 
