@@ -85,7 +85,7 @@ def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> 
 
 
 def health(status: Status) -> str:
-    """The health; ``(rollout pending)`` when Pods run an older template (see README)."""
+    """The health; ``(rollout pending)`` when Pods run an older template (see docs/ray.md)."""
     value = str(status.get("health") or HealthStatus.UNKNOWN.value)
     return f"{value} (rollout pending)" if status.get("rolloutPending") else value
 

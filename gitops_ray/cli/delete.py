@@ -36,11 +36,16 @@ from gitops_ray.sync.teardown import Teardown, delete_app
               help="Delete the apps' objects too (else leave them running, orphaned).")
 @click.option("--propagation-policy", type=click.Choice(["foreground", "background"]),
               default="foreground", show_default=True,
-              help="How dependents of deleted objects go (with --cascade).")
+              help="How dependents of deleted objects go (when cascading).")
 @click.argument("apps", nargs=-1, required=True)
 def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...],
                    **opts: Any) -> None:
-    """Forget apps (and, with --cascade, delete their objects)."""
+    """Delete apps as argocd app delete does: their objects too, unless --no-cascade.
+
+    Cascading is the default: the app's objects are deleted by inventory and tracking id
+    (prune's safety), then its record. --no-cascade forgets the app and leaves its
+    objects running, orphaned.
+    """
     destinations = Destinations(opts)
     records = destinations.store.list_apps()
     check_known(apps, records)

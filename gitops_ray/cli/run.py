@@ -30,9 +30,10 @@ def _flag(option: Option) -> Any:
     """A click option for one setting; ``None`` (not given) unless set on the command line."""
     assert option.flag_name is not None
     name = option.flag_name
-    if "/" in name:
-        return click.option(name, _dest(option.key), default=None, help=option.help,
-                            allow_from_autoenv=False)
+    if "/" in name:  # a boolean: the flag alone turns it on, its --no- form off
+        default = name.split("/")[0 if option.default else 1]
+        return click.option(name, _dest(option.key), default=None, allow_from_autoenv=False,
+                            help=f"{option.help} [env: {option.env}; default: {default}]")
     return click.option(name, _dest(option.key), default=None, metavar="VALUE",
                         help=f"{option.help} [env: {option.env}; default: "
                              f"{option.default!r}]", allow_from_autoenv=False)

@@ -76,6 +76,18 @@ _HINTS = {  # why a known Argo CD field is not honoured, by field name
     "images": "kustomize image overrides are not supported; set images in kustomization.yaml",
 }
 _EMPTY: tuple[object, ...] = (None, "", [], {}, False)
+FIELDS_READ: dict[str, frozenset[str]] = {
+    "": frozenset(_QUIET_TOP), "spec": frozenset(_SPEC), "spec.source": frozenset(_SOURCE),
+    "spec.source.helm": frozenset(_HELM), "spec.source.directory": frozenset(_DIRECTORY),
+    "spec.source.kustomize": frozenset(_KUSTOMIZE),
+    "spec.destination": frozenset(_DESTINATION), "spec.syncPolicy": frozenset(_SYNC),
+    "spec.syncPolicy.automated": frozenset(_AUTOMATED),
+}
+"""The fields read at each path of an Application (``""``: the top level); any other field
+there is ignored with a warning, whose reason is ``IGNORED_BECAUSE`` (by field name) or
+"unknown or unsupported field". docs/argocd.md's preflight table is generated from these
+two tables and Argo CD's own CRD (gitops_ray/cli/reference.py)."""
+IGNORED_BECAUSE = _HINTS
 
 
 @dataclass

@@ -31,25 +31,37 @@ from gitops_ray.runtime.settings import LIST_ITEMS, OPTIONS
 
 Schema = dict[str, Any]
 
-CHART_OWNED = (
-    "controlNamespace",  # the release namespace
-    "kubeconfig", "context",  # in-cluster credentials
-    "listen",  # the container ports
-    "webhook",  # webhook.secretName mounts the secret file; never a secret in values
-    "credentials",  # top-level `credentials` (Secrets by name), not files in the pod
-    "leaderElection.enabled",  # replicaCount > 1
-    "sharding.enabled",  # replicaCount > 1 and the top-level sharding.enabled
-    "leaderElection.leaseName",  # the release's fullname
-    "leaderElection.namespace",  # the release namespace, where the chart grants Leases
-    "leaderElection.identity",  # per pod (its hostname): one fixed value breaks election
-    "ui",  # top-level `ui` (ui.actions also decides the RBAC the chart grants)
-    "podShapes",  # the chart's own instance-types and patches ConfigMaps (instanceTypes, patches)
-)
-"""Settings the chart sets itself, so ``values.config`` must not."""
+CHART_OWNED: dict[str, str] = {
+    "controlNamespace": "the release namespace (`helm install -n`)",
+    "kubeconfig": "none: the pod's ServiceAccount (in-cluster)",
+    "context": "none: the pod's ServiceAccount (in-cluster)",
+    "listen": "`service.metricsPort`, `service.webhookPort`; health `:8081`; the web page on "
+              "the metrics port",
+    "webhook": "`webhook.secretName` / `webhook.secretKey` (mounted as the secret file; never "
+               "a secret in values); `advertiseUrl`: the pod's IP when `replicaCount` > 1",
+    "credentials": "`credentials` (Secrets by name in the release namespace)",
+    "leaderElection.enabled": "`replicaCount` > 1",
+    "sharding.enabled": "`replicaCount` > 1 and `sharding.enabled`",
+    "leaderElection.leaseName": "the release's full name",
+    "leaderElection.namespace": "the release namespace, where the chart grants Leases",
+    "leaderElection.identity": "per pod (the default, hostname_random): one fixed value "
+                               "would break election",
+    "ui": "`ui.enabled`, `ui.actions.enabled` (which also decide the RBAC the chart grants)",
+    "podShapes": "`instanceTypes`, `patches` (ConfigMaps `<fullname>-instance-types`, "
+                 "`<fullname>-patches`)",
+}
+"""Settings the chart sets itself, so ``values.config`` must not: key (or prefix) -> the
+chart value or fact that decides it. docs/configuration.md is generated from it."""
 
 
 def _excluded(key: str, exclude: Iterable[str]) -> bool:
     return any(key == e or key.startswith(e + ".") for e in exclude)
+
+
+def chart_owner(key: str) -> str | None:
+    """How the chart sets ``key`` (its entry in :data:`CHART_OWNED`), or None: ``config.*``."""
+    owners = [e for e in CHART_OWNED if _excluded(key, (e,))]
+    return CHART_OWNED[max(owners, key=len)] if owners else None
 
 
 def _object() -> Schema:

@@ -328,7 +328,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("ui.actions", _bool, False, "Offer refresh, sync, rollback and resume on the web "
            "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises "
            "for the verb on the app's record ConfigMap (SubjectAccessReview).",
-           flag="--ui-actions"),
+           flag="--ui-actions/--no-ui-actions"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",
@@ -347,7 +347,7 @@ OPTIONS: tuple[Option, ...] = (
            "Retry period.",
            flag="--leader-election-retry-period"),
     Option("sharding.enabled", _bool, False, "Split the apps between the replicas by shard "
-           "Leases (README: Sharding); replaces the single leader Lease, uses the "
+           "Leases (docs/operations.md: Sharding); replaces the single leader Lease, uses the "
            "leaderElection.* name, namespace, identity and timings.",
            flag="--sharding/--no-sharding"),
     Option("sharding.shards", _shard_count, 16, "Number of shards (one Lease each); the "
@@ -387,7 +387,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("argocd.enabled", _bool, False,
            "Reconcile the Argo CD Applications in the cluster that opt in (annotations "
            "gitops-ray.io/managed and argocd.argoproj.io/skip-reconcile, both \"true\") and "
-           "write Argo CD's status back to them.", flag="--argocd"),
+           "write Argo CD's status back to them.", flag="--argocd/--no-argocd"),
     Option("argocd.namespace", _str, "argocd",
            "Argo CD's namespace: its Applications, AppProjects and argocd-cm are read there.",
            flag="--argocd-namespace"),

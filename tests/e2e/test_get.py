@@ -8,7 +8,7 @@ autoscaler as their writer, the Pods under the RayCluster with their group, and 
 counts; ``-o json`` the same as data. A RayJob shows the RayCluster the operator made for
 it, and that cluster's Pods, under it.
 
-Set ``GITOPS_RAY_CAPTURE=FILE`` to save the text ``get`` printed (the README's example).
+Set ``GITOPS_RAY_CAPTURE=FILE`` to save the text ``get`` printed (docs/ray.md's example).
 """
 
 from __future__ import annotations

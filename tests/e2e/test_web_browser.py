@@ -7,7 +7,7 @@ own KubeRay provider scales up (so its live ``replicas`` are written by
 reads the worker-group table, and submits the Sync form without a token, which must be
 refused. The browser runs with no JavaScript at all, which the page must not need.
 
-``GITOPS_RAY_SCREENSHOT=docs/app-page.png`` also saves the app page as the README's
+``GITOPS_RAY_SCREENSHOT=docs/app-page.png`` also saves the app page as docs/operations.md's
 screenshot. Chromium and chromedriver are installed by ``make tools`` (``make chromium``).
 """
 
