@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -88,8 +89,11 @@ def test_argo_cd_and_gitops_ray_agree_on_which_windows_are_active(
         argocd: ArgoCD, project: Callable[[list[dict[str, Any]]], str]) -> None:
     windows = [{"kind": "allow", "applications": ["*"], **w} for w in around_now()]
     name = project(windows)
-    listed = cli_ok(argocd, "proj", "windows", "list", name).splitlines()[1:]
-    argo = {int(line.split()[0]): line.split()[1] for line in listed if line.strip()}
+    listed = cli_ok(argocd, "proj", "windows", "list", name)
+    # v3.2.11 prints 11 values under 10 headers: Go's "%!(EXTRA string=...)" starts the
+    # next line, in front of the next window's ID
+    argo = {int(i): state for i, state in re.findall(
+        r"^(?:%!\(EXTRA [^)]*\))?(\d+)\s+(Active|Inactive)\s", listed, re.M)}
     now = time.time()
     ours = {i: "Active" if is_active(SyncWindow(i, "allow", w["schedule"], w["duration"],
                                                 time_zone=w.get("timeZone", "")), now)
