@@ -5,8 +5,9 @@
 # etcd, kube-controller-manager, helm, and for the e2e tier kube-scheduler, kwok and the
 # KubeRay operator, and Argo CD (server, CLI, application controller: one binary), built
 # side by side from the Go module proxy into ~/.cache/gitops-ray (first run only); and
-# Debian's redis-server (Argo CD's cache) and chromium + chromium-driver (the web page's
-# browser tests), apt-installed only when they are not on PATH.
+# Debian's redis-server (Argo CD's cache), chromium + chromium-driver (the web page's
+# browser tests) and docker-registry (the OCI chart tests), apt-installed only when they
+# are not on PATH.
 # `python -m localcluster --kuberay` runs that Ray stack by hand, `--argocd` Argo CD.
 
 PYTHON ?= python3
@@ -14,7 +15,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: test test-stress lint tools redis chromium dev-cluster demo bench clean
+.PHONY: test test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[test]'
 	touch $@
 
-tools: $(VENV)/.installed redis chromium
+tools: $(VENV)/.installed redis chromium docker-registry
 	$(PY) -m localcluster build
 
 # redis-server for the Argo CD tests: installed only when missing (sudo only when not root).
@@ -38,6 +39,13 @@ chromium:
 	@{ command -v chromium && command -v chromedriver; } >/dev/null \
 		|| $(APT) install -y chromium chromium-driver \
 		|| { $(APT) update && $(APT) install -y chromium chromium-driver; }
+
+# The CNCF distribution registry for the OCI chart tests (tests/chartservers.py): Debian's
+# docker-registry, installed only when missing. Its systemd unit is not needed (the tests
+# run their own registry on 127.0.0.1).
+docker-registry:
+	@command -v docker-registry >/dev/null || $(APT) install -y docker-registry \
+		|| { $(APT) update && $(APT) install -y docker-registry; }
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gitops_ray localcluster tests bench examples

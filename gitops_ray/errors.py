@@ -59,3 +59,14 @@ class LimitExceeded(RenderError):
     """
 
     stage = "render"
+
+
+class ChildTimedOut(RenderError):
+    """A child process (helm, kustomize) ran past its deadline and was killed."""
+
+
+class ChildMemoryExceeded(LimitExceeded):
+    """A child process (helm, kustomize) went over ``childMemoryLimit`` and was stopped.
+
+    Its message carries ``MemoryLimitExceeded`` (:data:`gitops_ray.childproc.REASON`).
+    """

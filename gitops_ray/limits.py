@@ -50,3 +50,19 @@ MAX_ALIAS_BYTES = 8 * MIB
 
 MAX_OBJECTS = 10_000
 """Kubernetes objects one app renders to."""
+
+MAX_CHART_INDEX_BYTES = 32 * MIB
+"""A Helm repository's ``index.yaml`` (kuberay-helm's is ~0.1 MB; the largest public
+indexes are ~20 MB); setting ``sources.maxIndexSize`` lowers or raises it."""
+
+MAX_CHART_BYTES = 16 * MIB
+"""One chart archive (``.tgz``) as fetched; setting ``sources.maxChartSize``."""
+
+MAX_CHART_UNPACKED_BYTES = 64 * MIB
+"""One chart archive unpacked (a gzip bomb stops here), and at most
+:data:`MAX_CHART_FILES` files in it."""
+
+MAX_CHART_FILES = 10_000
+
+MAX_OCI_MANIFEST_BYTES = 4 * MIB
+"""An OCI manifest or tag list page."""

@@ -38,22 +38,55 @@ def safe_path(root: Path, relative: str) -> Path:
     return resolved
 
 
-def check_no_escaping_symlinks(root: Path, directory: Path) -> None:
-    """Reject any symlink below ``directory`` that resolves outside ``root``.
+def check_no_escaping_symlinks(root: Path, *directories: Path) -> None:
+    """Reject any symlink a tool could reach from ``directories`` that resolves outside ``root``.
 
-    Raises :class:`SourceError` naming the first such link (in sorted walk order), relative
-    to the repository root.
+    Everything below each directory is walked, and so is every directory a symlink there
+    leads to (inside ``root``: one that leads outside is the error): helm loads a chart
+    by following links, so a link to ``../shared`` makes ``shared``'s own links part of
+    the chart. Each real directory is walked once, so links that loop cost nothing more.
+    Raises :class:`SourceError` naming the first such link (in sorted walk order) by its
+    path relative to the repository root, and the link it was reached through; never
+    the target (a path, or worse, what the file holds).
     """
     base = root.resolve()
-    for current, dirs, files in os.walk(directory.resolve()):
+    seen: set[Path] = set()
+    pending = [(_start(base, d), "") for d in directories]
+    while pending:
+        directory, via = pending.pop()
+        if directory in seen or not directory.is_dir():
+            continue
+        seen.add(directory)
+        pending += _walk_one(base, directory, via)
+
+
+def _start(base: Path, directory: Path) -> Path:
+    """``directory`` resolved; it must itself be inside ``base`` (it may be a link)."""
+    shown = os.path.relpath(directory, base)
+    resolved = _resolve(directory, shown)
+    if not _inside(base, resolved):
+        raise SourceError(f"symlink {_first_escaping_link(base, shown)!r} points outside "
+                          "the repository")
+    return resolved
+
+
+def _walk_one(base: Path, directory: Path, via: str) -> list[tuple[Path, str]]:
+    """The directories ``directory``'s links lead to (each with the link's name)."""
+    found: list[tuple[Path, str]] = []
+    for current, dirs, files in os.walk(directory):
         dirs.sort()
         for name in sorted([*dirs, *files]):
             path = Path(current) / name
             if not path.is_symlink():
                 continue
             link = os.path.relpath(path, base)
-            if not _inside(base, _resolve(path, link)):
-                raise SourceError(f"symlink {link!r} points outside the repository")
+            target = _resolve(path, link)
+            if not _inside(base, target):
+                through = f" (reached through {via!r})" if via else ""
+                raise SourceError(f"symlink {link!r}{through} points outside the repository")
+            if target.is_dir():
+                found.append((target, via or link))
+    return found
 
 
 def _inside(base: Path, path: Path) -> bool:

@@ -134,3 +134,21 @@ class ResourceKey:
         ns = f"{self.namespace}/" if self.namespace else ""
         return f"{self.group}/{self.kind}:{ns}{self.name}" if self.group else \
             f"{self.kind}:{ns}{self.name}"
+
+
+class SourceReason(StrEnum):
+    """Why a source could not be fetched: the machine-readable word of a ComparisonError.
+
+    Recorded as the status's ``errorReason`` next to the message, which starts with it, so
+    alerts and scripts match on the word and people read the sentence.
+    """
+
+    UNREACHABLE = "RepositoryUnreachable"  # connection refused, DNS, a 5xx, not a repository
+    TIMEOUT = "RepositoryTimeout"  # no answer within the source timeout
+    AUTH_FAILED = "AuthenticationFailed"  # 401/403, or credentials asked for and none given
+    REVISION_NOT_FOUND = "RevisionNotFound"  # no branch/tag/commit, or no chart version matches
+    CHART_NOT_FOUND = "ChartNotFound"  # the repository has no chart of that name
+    TOO_LARGE = "SourceTooLarge"  # an index, manifest or chart archive over its bound
+    DIGEST_MISMATCH = "DigestMismatch"  # a chart archive is not what the index/manifest says
+    INVALID_CHART = "InvalidChart"  # an index or archive that cannot be read as one
+    HOST_NOT_ALLOWED = "HostNotAllowed"  # the settings' allowed source hosts exclude it

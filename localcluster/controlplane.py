@@ -41,6 +41,9 @@ from localcluster.build import ensure_controlplane
 from localcluster.pki import write_pki
 
 CONTROLLERS = "namespace-controller,garbage-collector-controller"
+RAY_STACK_CONTROLLERS = "deployment-controller,replicaset-controller"
+"""With the Ray stack (a scheduler and kwok nodes), Deployments roll out too: the Helm
+chart's controller Deployment does in tests/e2e/test_docs_install.py."""
 _PR_SET_PDEATHSIG = 1
 
 
@@ -101,6 +104,10 @@ class LocalControlPlane:
         return self.workdir / "kubeconfig"
 
     @property
+    def _controllers(self) -> str:
+        return f"{CONTROLLERS},{RAY_STACK_CONTROLLERS}" if self.kuberay else CONTROLLERS
+
+    @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.processes.values()]
 
@@ -129,7 +136,7 @@ class LocalControlPlane:
             self._wait_ready(timeout)
             self.spawn("kube-controller-manager", [
                 str(bin_dir / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
-                f"--controllers={CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
+                f"--controllers={self._controllers}", "--leader-elect=false", "--secure-port=0",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 "--concurrent-gc-syncs=5", "--v=0"])
             install_ray_crds(self.kubeconfig)

@@ -66,6 +66,9 @@ FAKE_NODES: tuple[Manifest, ...] = (
 )
 
 
+APPS_CONTROLLERS = "deployment-controller,replicaset-controller"
+
+
 def start_ray_stack(cp: LocalControlPlane, *, timeout: float = 120.0) -> None:
     """Start scheduler, kwok and operator on ``cp``; return once nodes and operator are ready."""
     tools = ensure_ray_stack()
@@ -73,6 +76,12 @@ def start_ray_stack(cp: LocalControlPlane, *, timeout: float = 120.0) -> None:
     kubeconfig = f"--kubeconfig={cp.kubeconfig}"
     cp.spawn("kube-scheduler", [str(tools.scheduler), kubeconfig, "--leader-elect=false",
                                 "--secure-port=0", "--v=0"])
+    # Deployments run here (an operator installed from a chart, as the KubeRay guide does):
+    # the controllers that turn one into Pods, next to the control plane's own.
+    cp.spawn("kube-controller-manager-apps", [
+        str(tools.scheduler.parent / "kube-controller-manager"), kubeconfig,
+        f"--controllers={APPS_CONTROLLERS}", "--leader-elect=false", "--secure-port=0",
+        "--v=0"])
     cp.spawn("kwok", [
         str(tools.kwok), kubeconfig, "--manage-all-nodes=false",
         f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",

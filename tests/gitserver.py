@@ -32,7 +32,8 @@ _ServerInterface: type = paramiko.ServerInterface if paramiko is not None else o
 
 
 def _handler(root: Path, username: str, token: str,
-             hold: Callable[[], None] | None = None) -> type[BaseHTTPRequestHandler]:
+             hold: Callable[[], None] | None = None, seen: list[tuple[str, str]] | None = None,
+             redirect_to: str | None = None) -> type[BaseHTTPRequestHandler]:
     expected = "Basic " + base64.b64encode(f"{username}:{token}".encode()).decode()
 
     class Handler(BaseHTTPRequestHandler):
@@ -46,6 +47,14 @@ def _handler(root: Path, username: str, token: str,
             self._serve()
 
         def _serve(self) -> None:
+            if seen is not None:
+                seen.append((self.path, self.headers.get("Authorization") or ""))
+            if redirect_to is not None:
+                self.send_response(302)
+                self.send_header("Location", redirect_to + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if self.headers.get("Authorization") != expected:
                 self.send_response(401)
                 self.send_header("WWW-Authenticate", 'Basic realm="git"')
@@ -79,13 +88,17 @@ def _handler(root: Path, username: str, token: str,
 
 @contextmanager
 def serve_git(root: Path, *, username: str = "ci", token: str,
-              hold: Callable[[], None] | None = None) -> Iterator[str]:
+              hold: Callable[[], None] | None = None, seen: list[tuple[str, str]] | None = None,
+              redirect_to: str | None = None) -> Iterator[str]:
     """Serve the bare repos under ``root``; yields the base URL (``http://127.0.0.1:N``).
 
     ``hold``, if given, is called (in the request's thread) before each authenticated
-    request is answered, so a test can look at the client while it waits.
+    request is answered, so a test can look at the client while it waits. ``seen``, if
+    given, gets each request's path and ``Authorization`` header (who offered what).
+    ``redirect_to`` (a base URL) answers every request with a 302 to the same path there.
     """
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(root, username, token, hold))
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 _handler(root, username, token, hold, seen, redirect_to))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from gitops_ray import childproc
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError, closest
 from gitops_ray.kube import Kube, KubeError
@@ -60,7 +61,7 @@ from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
 from gitops_ray.runtime import settings
-from gitops_ray.source import GitSource
+from gitops_ray.source import GitSource, env_lookup
 from gitops_ray.sync.records import RecordStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,7 +131,27 @@ def app_options(func: F) -> F:
                           "holding .gitops-ray/ inside the git work tree, else its root)."),
         setting_option("cacheDir", type=click.Path(path_type=Path)),
         setting_option("helm", "helm_bin"),
+        setting_option("render.valueFileHosts", "value_file_hosts"),
+        setting_option("childMemoryLimit", "child_memory_limit"),
     ])
+
+
+def render_settings(opts: dict[str, Any]) -> tuple[str, ...]:
+    """Apply ``--child-memory-limit`` (to every child from now on); the valueFiles hosts.
+
+    Converted by the settings' own converters, so a bad value is the error ``run`` gives.
+    """
+    values = {}
+    for key, name in (("childMemoryLimit", "child_memory_limit"),
+                      ("render.valueFileHosts", "value_file_hosts")):
+        option = settings.option(key)
+        try:
+            values[key] = option.convert(opts.get(name) or option.default)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint=option.flag_name) from None
+    childproc.configure(values["childMemoryLimit"])
+    hosts: tuple[str, ...] = values["render.valueFileHosts"]
+    return hosts
 
 
 def argocd_options(func: F) -> F:
@@ -305,6 +326,14 @@ def _name_from_path(path: str) -> str:
     return name if name not in ("", ".") else "app"
 
 
+def cli_source(opts: dict[str, Any]) -> GitSource:
+    """The command's git, with the ``GITOPS_RAY_GIT_*`` credentials for ``--repo``'s host.
+
+    Or for ``GITOPS_RAY_GIT_URL``'s prefix; never for a repository an app names elsewhere.
+    """
+    return GitSource(opts["cache_dir"], credentials=env_lookup([str(opts.get("repo") or "")]))
+
+
 def connect(opts: dict[str, Any]) -> Kube:
     return Kube.connect(opts.get("kubeconfig"), opts.get("kube_context"))
 
@@ -315,8 +344,8 @@ PipelineFor = Callable[[Kube, ResolveCluster], Pipeline]
 
 def pipeline_factory(opts: dict[str, Any], kube: Kube, store: RecordStore) -> PipelineFor:
     """What every cluster's pipeline shares, read once from our cluster ``kube``."""
-    source = GitSource(opts["cache_dir"])
-    tools = RenderTools(helm_bin=opts["helm_bin"])
+    source = cli_source(opts)
+    tools = RenderTools(helm_bin=opts["helm_bin"], value_file_hosts=render_settings(opts))
     shapes = configmap_shapes(
         lambda namespace, name: kube.get("v1", "ConfigMap", name=name, namespace=namespace),
         namespace=opts["control_namespace"],

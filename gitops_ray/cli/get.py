@@ -46,6 +46,7 @@ from gitops_ray.cli.views import console, duration, human_time, iso, print_group
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
+from gitops_ray.render.apps import short_revision
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
@@ -105,7 +106,8 @@ def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppR
 def summary(name: str, status: Status) -> dict[str, Any]:
     """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds)."""
     return {"name": name, "repoURL": status.get("repoURL", ""),
-            "path": status.get("path", ""), "targetRevision": status.get("targetRevision", ""),
+            "path": status.get("path", ""), "chart": status.get("chart", ""),
+            "targetRevision": status.get("targetRevision", ""),
             "revision": status.get("revision", ""),
             "destinationNamespace": status.get("destinationNamespace", ""),
             "syncPolicy": status.get("syncPolicy", ""),
@@ -113,7 +115,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "sync": status.get("sync", SyncStatus.UNKNOWN.value),
             "syncReason": sync_reason(status),
             "conditions": list(status.get("conditions") or []),
-            "error": status.get("error", ""),
+            "error": status.get("error", ""), "errorReason": status.get("errorReason", ""),
             "health": status.get("health", HealthStatus.UNKNOWN.value),
             "healthMessage": status.get("healthMessage", ""),
             "rolloutPending": list(status.get("rolloutPending") or []),
@@ -158,7 +160,7 @@ def _operation_text(status: Status) -> str:
     phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
     if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:
         phase += f", waiting for wave {op['wave']}"
-    at = f" at {str(op.get('revision', ''))[:12]}" if op.get("revision") else ""
+    at = f" at {short_revision(str(op.get('revision', '')))}" if op.get("revision") else ""
     when = human_time(op.get("finishedAt") or op.get("startedAt"))
     took = _took(op)
     return (f"{phase}{at}" + (f", {when}" if when else "") + (f", took {took}" if took else "")
@@ -177,9 +179,12 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
     info = summary(name, status)
     yield "Name", name
     yield "Repo", info["repoURL"] or "-"
-    yield "Path", info["path"] or "-"
+    if info["chart"]:
+        yield "Chart", info["chart"]  # Argo CD's `argocd app get` shows it in Path's place
+    else:
+        yield "Path", info["path"] or "-"
     yield "Target", info["targetRevision"] or "-"
-    yield "Revision", info["revision"][:12] or "-"
+    yield "Revision", short_revision(info["revision"]) or "-"
     yield "Namespace", info["destinationNamespace"] or "-"
     yield "Sync Policy", (info["syncPolicy"] or "-") + (" (self-heal)" if info["selfHeal"]
                                                           else "")

@@ -43,6 +43,7 @@ from gitops_ray.errors import ConfigError
 from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
+from gitops_ray.render.apps import short_revision
 from gitops_ray.runtime.settings import parse_duration
 from gitops_ray.sync.history import entry_id
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -105,8 +106,8 @@ def _print_table(rows: list[dict[str, Any]], *, now: float) -> None:
     for row in rows:
         phase = f"{row.get('phase', '')}" + (f" ({row['reason']})" if row.get("reason") else "")
         table.add_row("-" if row["id"] is None else str(row["id"]), _date(row, now),
-                      str(row.get("revision", ""))[:12], phase, str(row.get("subject", "")),
-                      _message(row))
+                      short_revision(str(row.get("revision", ""))), phase,
+                      str(row.get("subject", "")), _message(row))
     console().print(table)
 
 
@@ -225,7 +226,7 @@ def _report(app: str, wanted: int, done: RollbackOutcome) -> None:
                                                          else ""))
     subject = f" ({done.entry['subject']})" if done.entry.get("subject") else ""
     phase = f"{result.phase} ({result.reason})" if result.reason else str(result.phase)
-    click.secho(f"app {app}: rollback to #{wanted} at {result.revision[:12]}{subject}: "
+    click.secho(f"app {app}: rollback to #{wanted} at {short_revision(result.revision)}{subject}: "
                 f"{phase}" + (f": {result.message}" if result.message else ""),
                 fg="green" if result.ok else "red", err=True)
     if done.outcome.unrecorded is not None:

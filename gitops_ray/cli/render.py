@@ -19,11 +19,12 @@ import yaml
 from gitops_ray.cli.common import (
     CliCommand,
     app_options,
+    cli_source,
     global_options,
+    render_settings,
     select_apps,
 )
 from gitops_ray.render import render_app
-from gitops_ray.source import GitSource
 
 
 @click.command("render", cls=CliCommand)
@@ -36,15 +37,17 @@ def render_command(**opts: Any) -> None:
         opts["source_path"] = os.environ.get("ARGOCD_APP_SOURCE_PATH")
         if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
             opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
-    source = GitSource(opts["cache_dir"])
+    hosts = render_settings(opts)
+    source = cli_source(opts)
     selection = select_apps(source, opts)
     docs = []
     for app in selection.apps:
         root = selection.local or source.checkout(
-            app.source.repo_url, selection.revision or app.source.target_revision).root
+            app.source.repo_url, selection.revision or app.source.target_revision,
+            chart=app.source.chart).root
         for warning in app.warnings:
             click.secho(f"warning: app {app.name}: {warning}", fg="yellow", err=True)
-        docs += render_app(app, root, helm_bin=opts["helm_bin"])
+        docs += render_app(app, root, helm_bin=opts["helm_bin"], value_file_hosts=hosts)
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 

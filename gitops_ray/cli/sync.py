@@ -68,7 +68,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import Application, short_revision
 from gitops_ray.runtime.heap import settling
 from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync.engine import SyncResult
@@ -199,7 +199,7 @@ def report_lines(result: SyncResult, *, dry_run: bool) -> list[Line]:
              for key, action, message in objects]
     suffix = " (dry run)" if dry_run else ""
     phase = f"{result.phase} ({result.reason})" if result.reason else result.phase
-    lines.append(Line(f"app {result.app}: {phase}{suffix} at {result.revision[:12]}"
+    lines.append(Line(f"app {result.app}: {phase}{suffix} at {short_revision(result.revision)}"
                       + (f": {result.message}" if result.message else ""),
                       "green" if result.ok else "red"))
     return lines

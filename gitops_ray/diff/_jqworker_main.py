@@ -92,7 +92,7 @@ def main() -> None:
         try:
             reply = answer(json.loads(line))
         except MemoryError:
-            reply = {"x": "out of memory"}
+            reply = {"x": "out of memory (MemoryLimitExceeded)"}
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -11,19 +11,20 @@ live fields git does not mention are not compared, and lists are compared by ind
 Both sides lose what the server writes (:func:`strip_server_fields`; ``status`` as
 ``argocd-cm``'s ``ignoreResourceStatusField`` says, by default always), Secrets compare
 ``stringData`` as base64 ``data`` (as Argo CD's Secret normalizer does), and the app's
-ignore rules remove the same fields from both. Ignore rules need two sides: a missing
-object is shown whole (that is what sync will create, ``replicas`` included), and so is
-an extraneous one (what prune will delete). A resource is OutOfSync when the
-normalized sides differ ("modified"), when it is in git but not live ("missing"), or
-when it is live, tracked by the app, and gone from git ("extraneous"), or "deleting"
-when such an object already carries a ``deletionTimestamp``: prune's deletion was
-accepted, but finalizers (Foreground propagation among them) still hold it, and the
-app is not in sync with git until it is gone.
+ignore rules remove the same fields from both. A Secret's values are masks from the start
+(:mod:`gitops_ray.secretmask`): no rule, and no normalized side, ever holds one. Ignore
+rules need two sides: a missing object is shown whole (that is what sync will create,
+``replicas`` included), and so is an extraneous one (what prune will delete). A
+resource is OutOfSync when the normalized sides differ ("modified"), when it is in git
+but not live ("missing"), or when it is live, tracked by the app, and gone from git
+("extraneous"), or "deleting" when such an object already carries a
+``deletionTimestamp``: prune's deletion was accepted, but finalizers (Foreground
+propagation among them) still hold it, and the app is not in sync with git until it is
+gone.
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
 from collections.abc import Iterable
@@ -33,10 +34,10 @@ from typing import Any
 from gitops_ray.diff.paths import json_copy, json_equal
 from gitops_ray.diff.rules import RuleSet, Scope, Skip
 from gitops_ray.errors import DiffError
+from gitops_ray.secretmask import LAST_APPLIED, is_secret, masked, merge_string_data
 from gitops_ray.types import Manifest, ResourceKey, SyncStatus
 
 MODIFIED, MISSING, EXTRANEOUS, DELETING = "modified", "missing", "extraneous", "deleting"
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 SERVER_METADATA = ("managedFields", "resourceVersion", "uid", "generation",
                    "creationTimestamp", "selfLink", "deletionTimestamp",
                    "deletionGracePeriodSeconds")
@@ -125,6 +126,9 @@ def compare(*, desired: Manifest | None, predicted: Manifest | None,
         raise DiffError("compare() needs a desired or a live object, got neither")
     key = ResourceKey.of(anchor)
     rules.check(key)
+    if is_secret(key):  # before any rule runs (module docstring); `predicted is live` kept
+        desired, predicted, live = masked(desired, predicted, live)
+        target = predicted if predicted is not None else desired
     skips: list[Skip] = []
     sides = (desired, predicted, live)
     if predicted is not None and live is not None and (predicted is live
@@ -172,21 +176,9 @@ def _normalized(obj: Manifest | None, scope: Scope, rules: RuleSet, *,
         doc = rules.apply(doc, scope)
     rules.normalize_known_types(doc, scope.key)
     _strip(doc, status=rules.drops_status(scope.key))
-    if scope.key.group == "" and scope.key.kind == "Secret":
-        _secret_data(doc)
+    if is_secret(scope.key):
+        merge_string_data(doc)  # masks already stand for the base64 form
     return doc
-
-
-def _secret_data(secret: Manifest) -> None:
-    """``stringData`` merged into ``data`` as base64 (what the API server stores)."""
-    string_data = secret.pop("stringData", None)
-    if isinstance(string_data, dict) and string_data:
-        data = secret.get("data")
-        data = secret["data"] = dict(data) if isinstance(data, dict) else {}
-        for name, value in string_data.items():
-            data[name] = base64.b64encode(str(value).encode()).decode()
-    if "data" in secret and not secret["data"]:
-        del secret["data"]
 
 
 def _status(want: Manifest | None, have: Manifest | None) -> tuple[SyncStatus, str]:

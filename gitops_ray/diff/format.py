@@ -3,7 +3,9 @@
 Both renderings mask Secret values. Every value under a Secret's ``data`` and
 ``stringData`` is replaced by a run of ``+`` whose length identifies the value within that
 key, as Argo CD does (``++++++++``, then ``++++++++++++``, ...): equal values get equal
-masks, so the diff still shows *whether* a value changed, never *what* it is.
+masks, so the diff still shows *whether* a value changed, never *what* it is. (The
+comparison masked them already, before any ignore rule ran: :mod:`gitops_ray.secretmask`;
+masking here again keeps any side handed in, from anywhere, masked.)
 
 The YAML is dumped with sorted keys, so key order (which differs between git, the dry-run
 prediction and the watch cache) never shows up as a change.
@@ -19,17 +21,18 @@ import yaml
 from gitops_ray.diff.compare import AppDiff, ResourceDiff
 from gitops_ray.diff.groups import has_worker_groups, worker_group_changes
 from gitops_ray.diff.patch import make_patch
+from gitops_ray.secretmask import MASK, MASK_STEP, is_secret
+from gitops_ray.secretmask import SECTIONS as SECRET_SECTIONS
 from gitops_ray.types import Manifest
 
-MASK, MASK_STEP = "+" * 8, "+" * 4
-SECRET_SECTIONS = ("data", "stringData")
+__all__ = ["MASK", "mask_secret_values", "masked", "patch", "to_json", "to_yaml", "unified"]
 _RED, _GREEN, _CYAN, _BOLD, _RESET = "\x1b[31m", "\x1b[32m", "\x1b[36m", "\x1b[1m", "\x1b[0m"
 _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def masked(rd: ResourceDiff) -> tuple[Manifest | None, Manifest | None]:
     """The (desired, live) sides to show, with Secret values masked."""
-    if rd.key.group != "" or rd.key.kind != "Secret":
+    if not is_secret(rd.key):
         return rd.desired_normalized, rd.live_normalized
     return mask_secret_values(rd.desired_normalized, rd.live_normalized)
 

@@ -10,8 +10,9 @@ worker (about 50 ms) does not count against it.
 Workers are reused (a pool, one per concurrent caller, a few kept idle), die with this
 process even when stuck (``PR_SET_PDEATHSIG``), start with an empty environment (jq's
 ``$ENV`` must not expose the controller's credentials; gojq in Argo CD sees no
-environment either) and cap their memory. Only expressions outside the pure-Python fast
-path (:mod:`gitops_ray.diff.jqfast`) come here.
+environment either) and cap their memory (``childMemoryLimit``, set by
+:mod:`gitops_ray.childproc` as for every child; the worker adds its own 2 GiB cap).
+Only expressions outside the pure-Python fast path (:mod:`gitops_ray.diff.jqfast`) come here.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ import json
 import os
 import queue
 import select
+import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from gitops_ray import childproc
 
 WORKER_SCRIPT = Path(__file__).with_name("_jqworker_main.py")
 STARTUP_TIMEOUT = 30.0
@@ -45,7 +49,8 @@ def _start_process() -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
     return subprocess.Popen(
         [sys.executable, "-P", str(WORKER_SCRIPT), str(os.getpid())], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0, close_fds=True)
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0, close_fds=True,
+        **childproc.popen_options(env))
 
 
 class _Spawner:
@@ -124,6 +129,8 @@ class _Worker:
 
     def _exit_reason(self) -> str:
         code = self.proc.wait(timeout=5)
+        if code == -signal.SIGABRT:  # libjq aborts when an allocation fails
+            return f"jq worker ran out of memory ({childproc.REASON})"
         return f"jq worker exited with code {code}"
 
     def kill(self) -> None:

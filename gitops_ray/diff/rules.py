@@ -14,7 +14,9 @@ Matching (``util/argo/normalizers``): ``group`` and ``kind`` are globs, ``name``
 
 Both ``normalize`` and ``ignored_paths`` run the same deletions; ``ignored_paths`` also
 records where each deleted value sat in the original object, so sync keeps the live
-value at exactly the paths the diff ignored.
+value at exactly the paths the diff ignored. Rules see a Secret with its values masked,
+in both (:mod:`gitops_ray.secretmask`): a rule cannot move a value, and the paths it
+picks are the same in the real object, from which sync takes what it writes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from gitops_ray.diff.ray import BUILTIN_RULES
 from gitops_ray.diff.system import AGGREGATED_ROLES_SPEC, SystemDiff, aggregated_role
 from gitops_ray.errors import ConfigError, DiffError
 from gitops_ray.globs import GlobError, compile_glob
+from gitops_ray.secretmask import is_secret, masked
 from gitops_ray.types import Manifest, ResourceKey
 
 RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpressions",
@@ -131,14 +134,25 @@ class RuleSet:
             raise DiffError(f"{key}: cannot compare: argocd-cm {broken}")
 
     def normalize(self, obj: Manifest, *, live: Manifest | None = None) -> NormalizeResult:
-        """A copy of ``obj`` without the fields the matching rules ignore."""
-        scope = Scope(ResourceKey.of(obj), "object", (obj, live), live, skips=[])
+        """A copy of ``obj`` without the fields the matching rules ignore.
+
+        A Secret's values are masks in it (they were before any rule ran).
+        """
+        key = ResourceKey.of(obj)
+        obj, live = _masked_if_secret(key, obj, live)
+        scope = Scope(key, "object", (obj, live), live, skips=[])
         doc = self.apply(json_copy(obj), scope)
         return NormalizeResult(doc, [str(s) for s in scope.skips or ()])
 
     def ignored_paths(self, obj: Manifest, *, live: Manifest | None = None) -> list[Path]:
-        """The concrete paths of ``obj`` that :meth:`normalize` removes, in order."""
-        scope = Scope(ResourceKey.of(obj), "object", (obj, live), live, tracker=Tracker())
+        """The concrete paths of ``obj`` that :meth:`normalize` removes, in order.
+
+        Found on masked copies of a Secret (so the same as the comparison's); they name
+        the same places in ``obj``.
+        """
+        key = ResourceKey.of(obj)
+        obj, live = _masked_if_secret(key, obj, live)
+        scope = Scope(key, "object", (obj, live), live, tracker=Tracker())
         rules = self.matching(scope)
         if not rules:
             return []
@@ -201,6 +215,15 @@ class RuleSet:
     def _skip(scope: Scope, rule: str, reason: str) -> None:
         if scope.skips is not None:
             scope.skips.append(Skip(rule, scope.key, scope.side, reason))
+
+
+def _masked_if_secret(key: ResourceKey, obj: Manifest,
+                      live: Manifest | None) -> tuple[Manifest, Manifest | None]:
+    if not is_secret(key):
+        return obj, live
+    doc, other = masked(obj, live)
+    assert doc is not None
+    return doc, other
 
 
 def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,

@@ -6,7 +6,8 @@ object being deleted is Progressing whatever its kind, then a custom Lua check o
 kind from ``argocd-cm`` (:mod:`gitops_ray.health.lua`), and only then the kind's own
 check. A kind without a check yields ``None``: it is live but does not count towards the
 app's health. Checks are total functions (see ``fields``), so there is no error path; a
-failing Lua check is Unknown.
+failing Lua check is Unknown. A Lua check of a Secret sees its values masked
+(:mod:`gitops_ray.secretmask`): its message is shown everywhere health is.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from gitops_ray.health.fields import dig, mapping
 from gitops_ray.health.lua import NO_CHECKS, LuaChecks, run_lua_health
 from gitops_ray.health.ray import raycluster_health, rayjob_health, rayservice_health
 from gitops_ray.health.status import Health, HealthStatus
-from gitops_ray.types import Manifest, split_api_version
+from gitops_ray.secretmask import is_secret, masked
+from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
 IGNORE_HEALTHCHECK = "argocd.argoproj.io/ignore-healthcheck"
 
@@ -46,7 +48,8 @@ def assess(obj: Manifest | None, *, events: Sequence[Manifest] = (),
         return Health(HealthStatus.PROGRESSING, "Pending deletion")
     script = custom.for_object(obj) if custom else None
     if script is not None:  # even without a verdict: Argo does not run the built-in then
-        return run_lua_health(script, obj)
+        shown = masked(obj)[0] if is_secret(ResourceKey.of(obj)) else obj
+        return run_lua_health(script, shown or obj)
     check = check_for(obj, events=events, pods=pods)
     return check(obj) if check else None
 

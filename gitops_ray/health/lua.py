@@ -19,67 +19,53 @@ The sandbox is Argo's (``runLua``): the base functions without ``load``/``dofile
 ``require`` of files, ``table``, ``string``, ``math``, and an ``os`` with only ``time``
 and ``date``; ``require("os")`` returns that. The script is text only (no bytecode).
 ``useOpenLibs`` (Argo's switch to open every library) is refused: the script runs in the
-sandbox regardless, with a warning. Where Argo stops a script after one second, ours
-stops after :data:`MAX_INSTRUCTIONS` Lua instructions (a count, so a busy machine does
-not change a verdict) and fails when it allocates more than :data:`MAX_MEMORY`; a script
-that catches the budget error with ``pcall`` is stopped at its next instruction.
+sandbox regardless, with a warning.
+
+Where it runs: in a worker process (:mod:`gitops_ray.health._luaworker_main`, a
+:class:`gitops_ray.childpool.Pool`), never in the controller. Lua can run where no
+instruction hook fires (one ``string.find`` whose pattern backtracks for hours, a
+``__gc`` finaliser) and holds the GIL meanwhile: in-process, one such check froze the
+whole controller. So a check has a wall-clock deadline (:data:`TIMEOUT`, Argo's one
+second); one that overruns is Unknown with :data:`TIMEOUT_ERROR`, the worker is killed
+and the next check gets a new one. Inside, a check also stops after
+:data:`MAX_INSTRUCTIONS` Lua instructions (a count, so a busy machine does not change a
+verdict: a plain endless loop ends the same way every time), and fails when it allocates
+more than its memory budget (:data:`gitops_ray.health._luaworker_main.MAX_MEMORY`, 32
+MiB); a script that catches the budget error with ``pcall`` is stopped at its next
+instruction. At most :data:`WORKERS` workers run at once (a check waits for a free one),
+so Lua can hold at most that many budgets of the pod's memory. Only strings come back:
+the verdict's ``status`` and ``message`` are read with ``rawget`` inside the sandbox, so
+no metamethod of what a script returns (``__index``, ``__tostring``) runs, there or
+here, and ``setmetatable`` refuses ``__gc``. Workers are reused (compiled scripts are
+kept there), so a check costs a round trip, not a process.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-import lupa.lua54 as lupa
-
+from gitops_ray.childpool import Pool, WorkerError, WorkerTimeout
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.health.status import Health, HealthStatus
 from gitops_ray.types import Manifest, split_api_version
 
 MAX_INSTRUCTIONS = 10_000_000
 """Lua VM instructions one health check may run (a busy loop takes ~0.1 s to reach it)."""
-MAX_MEMORY = 64 * 1024 * 1024
-"""Bytes the Lua state of one worker thread may hold, the object given to a script included."""
 MAX_MESSAGE = 1000
 """Characters of a script's message or error kept in the verdict."""
+TIMEOUT = 1.0
+"""Seconds one check may take, wall clock, as Argo CD's Lua VM (then the worker is killed)."""
 BUDGET_ERROR = "health check stopped: it ran more than the instruction budget"
+MEMORY_ERROR = "health check stopped: it used more than its memory budget"
+TIMEOUT_ERROR = "health check stopped: it ran longer than {timeout:g}s"
 INVALID_STATUS = "Lua returned an invalid health status"
-
-_SANDBOX = """
-local sethook, load, pcall, error, pairs, type = debug.sethook, load, pcall, error, pairs, type
-local table, string, math, os = table, string, math, os
-getmetatable("").__metatable = false  -- scripts cannot reach the shared string table
-local function copy(t) local c = {} for k, v in pairs(t) do c[k] = v end return c end
-return function(script, obj, limit, budget_error)
-  local safe_os = {time = os.time, date = os.date}
-  local str = copy(string)
-  str.dump = nil
-  local env = {
-    assert = assert, error = error, ipairs = ipairs, next = next, pairs = pairs,
-    pcall = pcall, select = select, tonumber = tonumber, tostring = tostring,
-    type = type, unpack = table.unpack, xpcall = xpcall, rawequal = rawequal,
-    rawget = rawget, rawset = rawset, rawlen = rawlen, setmetatable = setmetatable,
-    getmetatable = getmetatable, print = function() end, _VERSION = _VERSION,
-    table = copy(table), string = str, math = copy(math), os = safe_os, obj = obj,
-  }
-  env.require = function(name)
-    if name == "os" then return safe_os end
-    error("module '" .. tostring(name) .. "' is not available (only os)", 2)
-  end
-  env._G = env
-  local fn, err = load(script, "=health.lua", "t", env)
-  if not fn then return false, err end
-  sethook(function()
-    sethook(function() error(budget_error, 0) end, "", 1)
-    error(budget_error, 0)
-  end, "", limit)
-  local ok, result = pcall(fn)
-  sethook()  -- past the budget, this raises (the caller clears the hook from outside)
-  return ok, result
-end
-"""
+WORKERS = 4
+"""Lua worker processes at most (each holds at most its memory budget)."""
+POOL = Pool(Path(__file__).with_name("_luaworker_main.py"), "Lua health",
+            max_idle=WORKERS, max_workers=WORKERS)
 
 
 @dataclass(frozen=True)
@@ -137,54 +123,41 @@ def lua_checks(scripts: Mapping[str, tuple[str, object]],
     return LuaChecks(exact, tuple(wildcards), tuple(warnings))
 
 
-_local = threading.local()
+def run_lua_health(check: LuaCheck, obj: Manifest, *, timeout: float = TIMEOUT
+                   ) -> Health | None:
+    """The script's verdict on ``obj`` (None: the script gave no status).
 
-
-def _runner() -> Any:
-    """The Lua state of this thread and its sandbox function (a state is not shared by threads)."""
-    runner = getattr(_local, "runner", None)
-    if runner is None:
-        runtime = lupa.LuaRuntime(register_eval=False, register_builtins=False,
-                                  unpack_returned_tuples=True, max_memory=MAX_MEMORY)
-        sethook = runtime.globals().debug.sethook
-        runner = _local.runner = (runtime, runtime.execute(_SANDBOX), sethook)
-    return runner
-
-
-def run_lua_health(check: LuaCheck, obj: Manifest) -> Health | None:
-    """The script's verdict on ``obj`` (None: the script gave no status)."""
-    runtime, sandbox, sethook = _runner()
+    ``timeout``: the wall-clock deadline (tests on a busy machine give the instruction
+    budget room to be what stops a loop).
+    """
+    request = {"s": check.script, "o": obj, "n": MAX_INSTRUCTIONS, "b": BUDGET_ERROR,
+               "m": MAX_MESSAGE}
     try:
-        ok, result = sandbox(check.script, runtime.table_from(obj, recursive=True),
-                             MAX_INSTRUCTIONS, BUDGET_ERROR)
-    except lupa.LuaMemoryError:  # e.g. while converting the object: start afresh
-        _local.runner = None
-        return _unknown("health check stopped: it used more than its memory budget")
-    except lupa.LuaError as e:  # the budget, past the script's own pcall
-        return _unknown(BUDGET_ERROR if BUDGET_ERROR in str(e) else str(e))
-    finally:
-        sethook()  # a C call from outside: runs no Lua instruction, so no hook fires
-    if not ok:
-        return _unknown(str(result) if result is not None else "the check failed")
-    return _verdict(result)
+        reply = POOL.run(request, timeout)
+    except WorkerTimeout:
+        return _unknown(TIMEOUT_ERROR.format(timeout=timeout))
+    except WorkerError as e:  # it crashed (its memory cap), or could not start
+        return _unknown(f"health check failed: {e}")
+    if "x" in reply:
+        return _unknown(MEMORY_ERROR if reply["x"] == "memory" else BUDGET_ERROR)
+    return _verdict(reply.get("v"))
 
 
-def _verdict(result: Any) -> Health | None:
-    if result is None:
+def _verdict(reply: Any) -> Health | None:
+    what, status, message = reply if isinstance(reply, list) and len(reply) == 3 else \
+        ("error", None, "the check failed")
+    if what == "none":
         return None
-    kind = lupa.lua_type(result) or _LUA_TYPES.get(type(result), "userdata")
-    if kind != "table":
-        return _unknown(f"expect table output from Lua script, not {kind}")
-    status, message = result["status"], result["message"]
+    if what == "type":
+        return _unknown(f"expect table output from Lua script, not {message}")
+    if what != "table":
+        return _unknown(str(message) if message else "the check failed")
     if status is None or status == "":
         return None
     if not isinstance(status, str) or status not in set(HealthStatus):
         return Health(HealthStatus.UNKNOWN, INVALID_STATUS)
     text = "" if message is None else str(message)
     return Health(HealthStatus(status), text[:MAX_MESSAGE])
-
-
-_LUA_TYPES = {bool: "boolean", int: "number", float: "number", str: "string", bytes: "string"}
 
 
 def _unknown(message: str) -> Health:

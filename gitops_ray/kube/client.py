@@ -466,13 +466,17 @@ class Kube:
 
     # -- reviews (who is asking, and may they) -----------------------------------------
 
-    def token_review(self, token: str) -> Manifest:
-        """The ``status`` of a TokenReview of ``token`` (``authenticated``, ``user``, ``error``).
+    def token_review(self, token: str, audiences: Sequence[str] = ()) -> Manifest:
+        """The ``status`` of a TokenReview of ``token`` (``authenticated``, ``user``, ...).
 
-        The token goes in the request body only; it is never logged or kept.
+        For ``audiences`` if given (the API server's own when empty); ``status.audiences``
+        then says which of them the token is for. The token goes in the request body only;
+        it is never logged or kept.
         """
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                "spec": {"token": token}}
+        spec: Manifest = {"token": token}
+        if audiences:
+            spec["audiences"] = list(audiences)
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
         result = self.call("POST", "/apis/authentication.k8s.io/v1/tokenreviews", body=body,
                            verb="create", resource="tokenreviews", fenced=False)
         return dict((result or {}).get("status") or {})

@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.moments import rfc3339
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application
 from gitops_ray.sync.history import entry_id, is_deployment
 from gitops_ray.types import (
     MANAGED_ANNOTATION,
@@ -182,10 +182,12 @@ def parse_operation(raw: object) -> ManualOperation | None:
     initiated = raw.get("initiatedBy") or {}
     retry = raw.get("retry") or {}
     return ManualOperation(
-        raw=dict(raw), revision=_text(sync, "revision"), prune=_flag(sync, "prune"),
+        raw=dict(raw), revision=_text(sync, "revision") or _joined(sync.get("revisions")),
+        prune=_flag(sync, "prune"),
         dry_run=_flag(sync, "dryRun"), selectors=_selectors(sync.get("resources")),
         sync_options=tuple(str(o) for o in _items(sync, "syncOptions")),
-        retry_limit=_limit(retry), rollback=sync.get("source") is not None,
+        retry_limit=_limit(retry),
+        rollback=sync.get("source") is not None or sync.get("sources") is not None,
         initiated_by=dict(initiated) if isinstance(initiated, Mapping) else {})
 
 
@@ -278,13 +280,38 @@ def application_status(p: Projection) -> dict[str, Any]:
 def _sync(record: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     sync: dict[str, Any] = {"status": str(record.get("sync") or "Unknown"),
                             "comparedTo": {"destination": dict(spec.get("destination") or {})}}
-    if spec.get("source") is not None:
-        sync["comparedTo"]["source"] = spec["source"]
+    sync["comparedTo"].update(_sources(spec))
     if spec.get("ignoreDifferences"):
         sync["comparedTo"]["ignoreDifferences"] = spec["ignoreDifferences"]
     if record.get("revision"):
-        sync["revision"] = str(record["revision"])
+        sync.update(revision_fields(str(record["revision"]), spec))
     return sync
+
+
+def _multi(spec: Mapping[str, Any]) -> bool:
+    sources = spec.get("sources")
+    return isinstance(sources, list) and len(sources) > 1
+
+
+def _sources(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``source``, or ``sources`` for a multi-source app (as Argo CD records them)."""
+    if _multi(spec):
+        return {"sources": spec["sources"]}
+    return {"source": spec["source"]} if spec.get("source") is not None else {}
+
+
+def revision_fields(revision: str, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """``revision``, or ``revisions`` (one per source) for a multi-source app."""
+    if _multi(spec):
+        return {"revisions": revision.split(REVISIONS_SEPARATOR) if revision else []}
+    return {"revision": revision}
+
+
+def _joined(revisions: object) -> str:
+    """``operation.sync.revisions`` (a multi-source rollback) as the app's one revision."""
+    if not isinstance(revisions, list) or not all(isinstance(r, str) for r in revisions):
+        return ""
+    return REVISIONS_SEPARATOR.join(revisions)
 
 
 def _health(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -344,13 +371,13 @@ def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
     if not isinstance(op, Mapping) or not op.get("startedAt"):
         return None
     state: dict[str, Any] = {
-        "operation": _operation_of(op),
+        "operation": _operation_of(op, spec),
         "phase": str(op.get("phase") or OperationPhase.SUCCEEDED.value),
         "message": str(op.get("message") or _default_message(op))[:MAX_MESSAGE],
         "startedAt": rfc3339(float(op["startedAt"])),
-        "syncResult": {"revision": str(op.get("revision") or ""),
-                       "resources": _results(op, record),
-                       **({"source": spec["source"]} if spec.get("source") else {})},
+        "syncResult": {"revision": "",  # required by the CRD; "" when multi-source
+                       **revision_fields(str(op.get("revision") or ""), spec),
+                       "resources": _results(op, record), **_sources(spec)},
     }
     if op.get("attempt"):
         state["retryCount"] = max(int(op["attempt"]) - 1, 0)
@@ -369,12 +396,12 @@ def _default_message(op: Mapping[str, Any]) -> str:
     return ""
 
 
-def _operation_of(op: Mapping[str, Any]) -> dict[str, Any]:
+def _operation_of(op: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
     """The operation as requested: the Application's own, or an automated one's."""
     requested = op.get("argocdOperation")
     if isinstance(requested, Mapping):
         return dict(requested)
-    sync: dict[str, Any] = {"revision": str(op.get("revision") or "")}
+    sync: dict[str, Any] = revision_fields(str(op.get("revision") or ""), spec)
     if op.get("prune"):
         sync["prune"] = True
     automated = bool(op.get("automated"))
@@ -428,17 +455,19 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
         return entries[-limit:] if limit else []
     assert isinstance(op, Mapping)
     requested = op.get("argocdOperation") or {}
-    source = (requested.get("sync") or {}).get("source") or spec.get("source") or {}
+    asked = requested.get("sync") or {}
+    sources = {"sources": asked["sources"]} if asked.get("sources") else \
+        {"source": asked["source"]} if asked.get("source") else _sources(spec) or {"source": {}}
     newest = max((int(e.get("id") or 0) for e in entries), default=-1)
     recorded = entry_id(op)
     entry = {"id": recorded if recorded is not None and recorded > newest else newest + 1,
-             "revision": str(op.get("revision") or ""),
+             **revision_fields(str(op.get("revision") or ""), spec),
              "deployStartedAt": rfc3339(float(op["startedAt"])),
              "deployedAt": rfc3339(float(op.get("finishedAt") or op["startedAt"])),
-             "source": source,
+             **sources,
              "initiatedBy": _initiator(requested)}
     if deployed == float(op["startedAt"]) or (deployed is None and any(
-            all(e.get(k) == entry[k] for k in _SAME_DEPLOY) for e in entries)):
+            all(e.get(k) == entry.get(k) for k in _SAME_DEPLOY) for e in entries)):
         return entries[-limit:] if limit else []
     return [*entries, entry][-limit:] if limit else []
 
@@ -451,5 +480,5 @@ def _initiator(requested: Mapping[str, Any]) -> dict[str, Any]:
     return dict(requested.get("initiatedBy") or {}) if requested else {"automated": True}
 
 
-_SAME_DEPLOY = ("revision", "deployStartedAt", "deployedAt")
+_SAME_DEPLOY = ("revision", "revisions", "deployStartedAt", "deployedAt")
 """An entry with these equal is the same operation (times are whole seconds, as Argo's)."""

@@ -44,7 +44,7 @@ from enum import StrEnum
 from typing import Any
 
 from gitops_ray.reconcile.pause import Pause
-from gitops_ray.render.apps import Application, SyncPolicy
+from gitops_ray.render.apps import Application, SyncPolicy, short_revision
 from gitops_ray.types import OperationPhase, ResourceKey, SyncStatus
 
 _MAX_STEPS = 64
@@ -181,12 +181,12 @@ def decide(policy: SyncPolicy, observed: Observed, last: LastOperation | None, *
     if skip is not None:
         return skip
     if last is None or not _same_target(last, observed):
-        return Decision(Action.SYNC, f"new revision {observed.revision[:12]}",
+        return Decision(Action.SYNC, f"new revision {short_revision(observed.revision)}",
                         prune=policy.prune)
     if not last.succeeded:
         return _retry(policy, last, now, settings)
     if not policy.self_heal:
-        return Decision(Action.NONE, f"already synced to {observed.revision[:12]}; "
+        return Decision(Action.NONE, f"already synced to {short_revision(observed.revision)}; "
                                      "selfHeal is off")
     return _self_heal(policy, observed, last, now, settings.self_heal)
 
@@ -214,7 +214,7 @@ def _same_target(last: LastOperation, observed: Observed) -> bool:
 def _retry(policy: SyncPolicy, last: LastOperation, now: float,
            settings: AutoSyncSettings) -> Decision:
     if last.attempt > settings.retry_limit:
-        return Decision(Action.BLOCKED, f"sync to {last.revision[:12]} failed "
+        return Decision(Action.BLOCKED, f"sync to {short_revision(last.revision)} failed "
                                         f"{last.attempt} times; waiting for a new revision")
     wait = settings.retry.delay(last.attempt) - (now - last.finished_at)
     if wait > 0:

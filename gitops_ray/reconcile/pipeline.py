@@ -84,7 +84,7 @@ from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rul
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
-from gitops_ray.errors import DiffError
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.kube import Capabilities, Kube, KubeError, UnknownKind
 from gitops_ray.packed import SHELF, Piece
@@ -103,17 +103,17 @@ from gitops_ray.reconcile.project import (
     stops_sync,
 )
 from gitops_ray.render import render_app, render_inputs, touches
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
-from gitops_ray.source import GitSource
+from gitops_ray.source import Checkout, GitSource
 from gitops_ray.sync.engine import Landed, prepare
 from gitops_ray.sync.order import WAVE_ANNOTATION
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore, applied_mark, markable
 from gitops_ray.sync.takeover import predicted_after_takeover
-from gitops_ray.sync.tracking import is_tracked_by, with_tracking
-from gitops_ray.types import AppCondition, Manifest, ResourceKey, SyncStatus
+from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
+from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey, SyncStatus
 
 log = structlog.get_logger(__name__)
 
@@ -131,6 +131,10 @@ SystemSource = Callable[[], SystemSettings]
 """Argo CD's ``argocd-cm`` settings as they are now (see :mod:`gitops_ray.reconcile.argocdcm`)."""
 
 CAPABILITIES_TTL = 300.0
+EXHAUSTED_BACKOFF = (10.0, 2.0, 600.0)
+"""(first wait, factor, cap) before a render that ran out of memory or time is tried again
+at the same commit: each try costs a child process its whole memory limit, or a worker
+for the whole deadline."""
 LIST_AT_LEAST = 2
 """Objects of one kind and namespace from which a comparison LISTs them rather than GETs."""
 LIST_BOUND = 500
@@ -310,6 +314,10 @@ class Comparison:
     """Of :attr:`applied`: those a no-op dry run proved and the record has no mark for
     yet (module doc): a refresh records their marks (:func:`~gitops_ray.reconcile.status.
     proven_marks`)."""
+    shared: dict[ResourceKey, str] = field(default_factory=dict)
+    """Git's objects whose live tracking id names another app, and that app: each is a
+    ``SharedResourceWarning`` condition and a warning (``FailOnSharedResource=true``
+    refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -349,6 +357,7 @@ class RenderTools:
 
     helm_bin: str = HELM_BIN
     kubectl_bin: str = KUBECTL_BIN
+    value_file_hosts: tuple[str, ...] = ()  # setting render.valueFileHosts
 
 
 @dataclass(frozen=True)
@@ -364,6 +373,21 @@ class _Render:
 
 
 @dataclass(frozen=True)
+class _Exhausted:
+    """An app's render at ``sha`` ran out of memory or time; not tried again before ``until``."""
+
+    sha: str
+    error: ChildMemoryExceeded | ChildTimedOut
+    until: float  # time.monotonic()
+    wait: float
+
+
+def _next_wait(last: float) -> float:
+    first, factor, cap = EXHAUSTED_BACKOFF
+    return min(cap, last * factor) if last else first
+
+
+@dataclass(frozen=True)
 class _Memo:
     version: tuple[str, str]  # (desired content + rules, live resourceVersion): the diff's
     signals: str  # and with what health read besides the object (Events, Pods): health's
@@ -371,6 +395,7 @@ class _Memo:
     health: Health | None
     written: bool = False  # version's live object is what our apply of this content left
     proven: bool = False  # written, known by a no-op dry run; the record has no mark yet
+    shared: str = ""  # the other app the live object's tracking id names, if any
 
     @property
     def settled(self) -> bool:
@@ -415,6 +440,7 @@ class Pipeline:
         self._reused: dict[str, _Reuse] = {}  # per app name (see "A pass that changed nothing")
         self._lock = threading.Lock()
         self._capabilities: tuple[float, Capabilities, str] | None = None
+        self._exhausted: dict[str, _Exhausted] = {}  # per app spec: its last memory failure
         self._discovering = threading.Lock()  # one refresh of the capabilities at a time
 
     # -- stages ----------------------------------------------------------------------
@@ -460,8 +486,11 @@ class Pipeline:
             cached = None  # the cluster's APIs (a chart's) or pod shapes changed: render again
         if cached is not None and revision == cached.sha:
             return cached.sha, cached.objects  # a known commit SHA: no git call at all
+        if app.sources:
+            return self._desired_sources(app, spec, cached, revision, cluster)
         checkout = self.source.checkout(app.source.repo_url,
-                                        revision or app.source.target_revision)
+                                        revision or app.source.target_revision,
+                                        chart=app.source.chart)
         if cached is None or cached.sha != checkout.sha:
             if cached is not None and self._untouched(app, cached, checkout.sha):
                 cached = dataclasses.replace(cached, sha=checkout.sha)  # nothing read
@@ -477,9 +506,45 @@ class Pipeline:
                 self._renders[spec] = cached
         return cached.sha, cached.objects
 
+    def _desired_sources(self, app: Application, spec: str, cached: _Render | None,
+                         revision: str | None, cluster: ClusterShapes
+                         ) -> tuple[str, list[DesiredObject]]:
+        """A multi-source app: each source at its revision, rendered, merged in order.
+
+        The app's revision is its sources' joined (:data:`REVISIONS_SEPARATOR`); a pinned
+        one (a rollback's) checks every source out at its own part.
+        """
+        pinned = split_revisions(revision or "", len(app.sources))
+        checkouts = [self.source.checkout(s.repo_url, pinned[i] if pinned else s.target_revision,
+                                          chart=s.chart) for i, s in enumerate(app.sources)]
+        joined = REVISIONS_SEPARATOR.join(c.sha for c in checkouts)
+        if cached is None or cached.sha != joined:
+            cached = self._render_sources(app, checkouts, joined, cluster)
+            with self._lock:
+                self._renders[spec] = cached
+        return cached.sha, cached.objects
+
+    def _render_sources(self, app: Application, checkouts: Sequence[Checkout], joined: str,
+                        cluster: ClusterShapes) -> _Render:
+        """Render every source that is not ``ref:`` only; a later source's object wins."""
+        refs = {s.ref: c.root for s, c in zip(app.sources, checkouts, strict=True) if s.ref}
+        parts = [self._render(dataclasses.replace(app, source=s, sources=()), c.root, joined,
+                              None, cluster, refs=refs)
+                 for s, c in zip(app.sources, checkouts, strict=True) if not s.ref_only]
+        merged: dict[ResourceKey, DesiredObject] = {}
+        problems = [p for part in parts for p in part.problems]
+        for obj in (o for part in parts for o in part.objects):
+            if obj.key in merged:  # Argo CD: RepeatedResourceWarning, the last one is used
+                problems.append(f"{obj.key} is rendered by more than one source; the last "
+                                "source's is used")
+            merged[obj.key] = obj
+        return _Render(joined, None, list(merged.values()), tuple(problems),
+                       next((p.facts for p in parts if p.facts), ""), cluster.version,
+                       next((p.shapes for p in parts if p.shapes), ""))
+
     def _untouched(self, app: Application, cached: _Render, sha: str) -> bool:
         """Whether git says commit ``sha`` changed nothing where ``cached``'s inputs live."""
-        if cached.scope is None or cached.inputs is None:
+        if cached.scope is None or cached.inputs is None or app.source.chart:
             return False
         changed = self.source.changed_paths(app.source.repo_url, cached.sha, sha)
         return changed is not None and not touches(changed, cached.scope)
@@ -495,12 +560,41 @@ class Pipeline:
             return self._renders.get(key)
 
     def _render(self, app: Application, root: Path, sha: str, inputs: str | None,
-                cluster: ClusterShapes) -> _Render:
+                cluster: ClusterShapes, *, refs: Mapping[str, Path] | None = None) -> _Render:
+        """The render of ``app`` at ``sha``, or its last memory failure at ``sha``.
+
+        A render that ran out of memory (or time) is not tried again at the same commit
+        before its backoff (:data:`EXHAUSTED_BACKOFF`) ends: the error is raised again,
+        so every watch event does not start another child.
+        """
+        spec, now = _spec_key(app), time.monotonic()
+        with self._lock:
+            last = self._exhausted.get(spec)
+        if last is not None and last.sha == sha and now < last.until:
+            raise type(last.error)(str(last.error))  # a new one: a traceback per raise
+        try:
+            rendered = self._rendered(app, root, sha, inputs, cluster, refs=refs)
+        except (ChildMemoryExceeded, ChildTimedOut) as e:
+            wait = _next_wait(last.wait if last is not None and last.sha == sha else 0.0)
+            with self._lock:
+                self._exhausted[spec] = _Exhausted(sha, e, now + wait, wait)
+            event = "render_out_of_memory" if isinstance(e, ChildMemoryExceeded) \
+                else "render_timed_out"
+            log.warning(event, app=app.name, retry_s=wait)
+            raise
+        with self._lock:
+            self._exhausted.pop(spec, None)
+        return rendered
+
+    def _rendered(self, app: Application, root: Path, sha: str, inputs: str | None,
+                  cluster: ClusterShapes, *, refs: Mapping[str, Path] | None = None
+                  ) -> _Render:
         asked = _AskedFacts(self._cluster_facts)
         with collecting() as problems:
             rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
                                   kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
-                                  is_namespaced=self._namespaced, cluster_shapes=cluster)
+                                  is_namespaced=self._namespaced, cluster_shapes=cluster,
+                                  value_file_hosts=self.tools.value_file_hosts, refs=refs)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in rendered]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""
         return _Render(sha, inputs, objects, tuple(problems), asked.digest, cluster.version,
@@ -641,7 +735,11 @@ class Pipeline:
         rollouts = tuple(f"{obj.key}: {pending_part(h.message)}"
                          for obj, h in zip(desired, healths, strict=True)
                          if h is not None and pending_part(h.message))
-        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings]
+        shared = {o.key: m.shared for o, m in zip(desired, memos, strict=True) if m.shared}
+        said = [shared_message(key, app.name, other) for key, other in shared.items()]
+        warnings = [*app.warnings, *rules.warnings, *system.warnings, *app_diff.warnings,
+                    *said]
+        conditions += tuple(AppCondition(ConditionType.SHARED_RESOURCE, m) for m in said)
         comparison = Comparison(app, sha, desired, app_diff, aggregate(healths),
                                 warnings + list(problems),
                                 problems, rendered.shapes if rendered is not None else "",
@@ -649,7 +747,7 @@ class Pipeline:
                                 {o.key: h for o, h in zip(desired, healths, strict=True)
                                  if h is not None},
                                 read,
-                                frozenset(settled), applied, frozenset(proven))
+                                frozenset(settled), applied, frozenset(proven), shared)
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -712,6 +810,14 @@ class Pipeline:
     def project(self, app: Application) -> Project | None:
         """The app's AppProject (``None``: projects are not enforced, or it is unreadable)."""
         return self._project(app, False)[0]
+
+    def refuses(self, app: Application) -> bool:
+        """Whether the app's project (or destination) stops it before its source is read.
+
+        The controller asks before resolving the revision, so a repository, Helm index or
+        registry the AppProject's ``sourceRepos`` does not allow is never contacted.
+        """
+        return bool(stops_sync(self._project(app, False)[1]))
 
     def _project(self, app: Application, local: bool
                  ) -> tuple[Project | None, tuple[AppCondition, ...]]:
@@ -802,7 +908,7 @@ class Pipeline:
         # reused, and at 1,000 RayClusters two extra copies of each are ~100s of MB.
         slim = result if result.out_of_sync else dataclasses.replace(
             result, desired_normalized=None, live_normalized=None)
-        kept = _Memo(version, signals, slim, health, written, proven)
+        kept = _Memo(version, signals, slim, health, written, proven, shared_with(obj, live))
         with self._lock:
             self._memo[desired.key] = kept
             self._memo_writes += 1
@@ -1008,7 +1114,7 @@ def _reads_events(key: ResourceKey) -> bool:
 
 
 def _spec_key(app: Application) -> str:
-    return repr(app.source) + app.destination.namespace + app.name
+    return repr(app.all_sources) + app.destination.namespace + app.name
 
 
 def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> None:

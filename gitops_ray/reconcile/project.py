@@ -219,9 +219,10 @@ def app_conditions(app: Application, project: Project | None, *, argocd_namespac
         return (_unknown(f"application '{app.name}' in namespace '{app.namespace}' is not "
                          f"permitted to use project '{project.name}'"),)
     out = []
-    if check_source and not source_permitted(project, app.source.repo_url):
-        out.append(_invalid(f"application repo {redact(app.source.repo_url)} is not "
-                            f"permitted in project '{project.name}'"))
+    for source in app.all_sources if check_source else ():  # every source, any kind
+        if not source_permitted(project, source.repo_url):
+            out.append(_invalid(f"application repo {redact(source.repo_url)} is not "
+                                f"permitted in project '{project.name}'"))
     return (*out, *_destination_conditions(app, project, resolve))
 
 

@@ -37,6 +37,12 @@ refuse (:mod:`gitops_ray.reconcile.windows`, judged as a manual sync: the contro
 holds its automated ones back before they get here) fails ``SyncWindowClosed`` and is
 not recorded, as argocd-server refuses ``argocd app sync``.
 
+**Shared resources.** With ``FailOnSharedResource=true`` an app whose comparison found
+one of git's objects live under another app's tracking id (a ``SharedResourceWarning``)
+is refused the same way, as Argo CD refuses it (``controller/sync.go``): ``Failed``,
+reason ``SharedResource``, "Shared resource found: <the condition's message>". Without
+the option the sync applies it and says so (:mod:`gitops_ray.sync.engine`).
+
 **Sync waves.** A sync whose wave is not healthy yet returns ``Running``
 (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
 ``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
@@ -71,6 +77,7 @@ from gitops_ray.reconcile.status import (
 from gitops_ray.reconcile.windows import for_app, verdict
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import (
+    FAIL_ON_SHARED,
     ResourceResult,
     Syncer,
     SyncProgress,
@@ -80,7 +87,7 @@ from gitops_ray.sync.engine import (
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.sync.records import AppRecord
-from gitops_ray.types import ResourceAction, ResourceKey
+from gitops_ray.types import ConditionType, ResourceAction, ResourceKey
 
 
 @dataclass(frozen=True)
@@ -282,7 +289,7 @@ def _outlined(before: Comparison, only: frozenset[ResourceKey] | None,
 
 
 def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncResult | None:
-    """The failed result of a sync the AppProject refuses, or ``None`` (see module doc).
+    """The failed result of a sync refused before it starts, or ``None`` (see module doc).
 
     Argo CD's messages: its conditions formatted as ``Type: message`` (``;``-joined),
     or, per forbidden object, its sync's "resource g:K is not permitted in project p".
@@ -292,6 +299,10 @@ def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncRes
     stopping = stops_sync(before.conditions)
     if stopping:
         return result.fail(format_conditions(stopping), Reason.PROJECT_FORBIDDEN)
+    shared = [c for c in before.conditions if c.type is ConditionType.SHARED_RESOURCE]
+    if shared and before.app.sync_policy.has_option(FAIL_ON_SHARED):
+        return result.fail(f"Shared resource found: {shared[0].message}",
+                           Reason.SHARED_RESOURCE)
     forbidden = sorted((key, why) for key, why in before.forbidden.items()
                        if only is None or key in only)
     if not forbidden:

@@ -109,6 +109,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
+        "chart": comparison.app.source.chart,
         "targetRevision": comparison.app.source.target_revision,
         "syncPolicy": comparison.app.sync_policy.summary,
         "selfHeal": comparison.app.sync_policy.self_heal,
@@ -116,6 +117,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         **destination_of(comparison.app.destination),
         "comparedAt": time.time(),
         "error": "",
+        "errorReason": "",
         "renderWarnings": list(comparison.render_problems),
     }
 

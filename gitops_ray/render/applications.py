@@ -5,8 +5,8 @@ The parser is strict about what it honours and loud about what it does not:
 * a field we act on with the wrong type, a missing ``repoURL``, or two source types at
   once is a :class:`ConfigError` naming the file and the field path, because Argo CD (or
   the API server's schema) would reject the same Application;
-* a field we do not act on (multi-source ``spec.sources``, ``source.plugin``, charts from
-  Helm repositories, ``helm.fileParameters``, most ``kustomize`` options,
+* a field we do not act on (multi-source ``spec.sources``, ``source.plugin``,
+  ``helm.fileParameters``, most ``kustomize`` options,
   ``syncPolicy.retry``, a remote ``destination``, unknown keys) becomes a warning in
   ``Application.warnings``, never silence;
 * fields that only matter to Argo CD's UI or bookkeeping (``status``, ``spec.info``,
@@ -179,9 +179,9 @@ def parse_application(doc: Mapping[str, Any], *, origin: str = "") -> Applicatio
     spec = _mapping(doc.get("spec"), "spec", ctx)
     _warn_unknown(doc, _QUIET_TOP, "", ctx)
     _warn_unknown(spec, _SPEC, "spec", ctx)
-    raw_source, source_path = _pick_source(spec, ctx)
+    sources = _pick_sources(spec, ctx)
     return Application(
-        name=name, source=_source(raw_source, source_path, ctx),
+        name=name, source=sources[0], sources=sources if len(sources) > 1 else (),
         destination=_destination(spec.get("destination"), ctx),
         namespace=_string(meta, "namespace", "metadata", ctx),
         project=_string(spec, "project", "spec", ctx, default="default") or "default",
@@ -209,36 +209,49 @@ def _annotations(meta: Mapping[str, Any], ctx: _Context) -> dict[str, str]:
     return dict(annotations)
 
 
-def _pick_source(spec: Mapping[str, Any], ctx: _Context) -> tuple[object, str]:
-    """``spec.source``; a one-entry ``spec.sources`` is the same thing."""
+def _pick_sources(spec: Mapping[str, Any], ctx: _Context) -> tuple[AppSource, ...]:
+    """``spec.source``, or every entry of ``spec.sources`` (which wins, as in Argo CD)."""
     sources = _list(spec, "sources", "spec", ctx)
-    if "sources" in spec and spec.get("source") is None:
-        if len(sources) == 1:
-            return sources[0], "spec.sources[0]"
-        if sources:
-            raise ctx.error(f"spec.sources: multi-source Applications ({len(sources)} "
-                            "sources) are not supported; use a single spec.source")
-    elif sources:
-        ctx.warn("spec.sources is ignored (multi-source Applications are not supported); "
-                 "rendering spec.source, whereas Argo CD would render spec.sources")
+    if sources:
+        if spec.get("source") is not None:
+            ctx.warn("spec.source is ignored because spec.sources is set (as in Argo CD)")
+        parsed = tuple(_source(raw, f"spec.sources[{i}]", ctx, multi=len(sources) > 1)
+                       for i, raw in enumerate(sources))
+        _check_refs(parsed, ctx)
+        return parsed
     if spec.get("source") is None:
         raise ctx.error("spec.source is required")
-    return spec["source"], "spec.source"
+    return (_source(spec["source"], "spec.source", ctx),)
 
 
-def _source(raw: object, path: str, ctx: _Context) -> AppSource:
+def _check_refs(sources: tuple[AppSource, ...], ctx: _Context) -> None:
+    names = [s.ref for s in sources if s.ref]
+    if len(names) != len(set(names)):
+        raise ctx.error("spec.sources: two sources have the same ref")
+    if all(s.ref_only for s in sources):
+        raise ctx.error("spec.sources: every source is a ref: source, none is rendered")
+
+
+def _source(raw: object, path: str, ctx: _Context, *, multi: bool = False) -> AppSource:
     data = _mapping(raw, path, ctx)
+    ref = _string(data, "ref", path, ctx)
+    if ref and not re.match(r"^[A-Za-z0-9_-]+$", ref):
+        raise ctx.error(f"{path}.ref {ref!r} must be letters, digits, '-' or '_'")
     _warn_unknown(data, _SOURCE, path, ctx)
     repo_url = _string(data, "repoURL", path, ctx)
     if not repo_url:
         raise ctx.error(f"{path}.repoURL is required")
     chart = _string(data, "chart", path, ctx)
-    if chart:
-        ctx.warn(f"{path}.chart: charts from a Helm repository are not supported (the app "
-                 f"will fail to render); vendor the chart into the repo and set {path}.path")
+    if chart and (".." in chart.split("/") or chart.startswith("/") or "\\" in chart):
+        raise ctx.error(f"{path}.chart {chart!r} must be a chart name")
+    if chart and (data.get("kustomize") is not None or data.get("directory") is not None):
+        raise ctx.error(f"{path}.chart is a Helm chart: {path}.kustomize and "
+                        f"{path}.directory do not apply")
     _plugin(data.get("plugin"), path, ctx)
+    ref_only = multi and bool(ref) and not data.get("path") and not chart
     source = AppSource(
-        repo_url=repo_url, path=_source_path(data, path, ctx),
+        repo_url=repo_url, path="" if ref_only else _source_path(data, path, ctx),
+        ref=ref if multi else "",
         target_revision=_string(data, "targetRevision", path, ctx) or "HEAD", chart=chart,
         helm=_helm(data.get("helm"), f"{path}.helm", ctx),
         directory=_directory(data.get("directory"), f"{path}.directory", ctx),

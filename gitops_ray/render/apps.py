@@ -56,10 +56,41 @@ class AppSource:
     repo_url: str
     path: str = "."
     target_revision: str = "HEAD"
-    chart: str = ""  # a chart from a Helm repository: recorded, not rendered
+    chart: str = ""  # a chart of a Helm repository / OCI registry (repo_url); path unused
     helm: HelmSource | None = None
     directory: DirectorySource | None = None
     kustomize: KustomizeSource | None = None
+    ref: str = ""  # multi-source: other sources' ``$ref/...`` value files read this one
+
+    @property
+    def ref_only(self) -> bool:
+        """A ``ref:`` source with neither ``path`` nor ``chart``: read, never rendered."""
+        return bool(self.ref) and not self.path and not self.chart
+
+
+REVISIONS_SEPARATOR = ","
+"""Joins a multi-source app's revisions (one per source, in order) into its one revision:
+what records, history and rollback keep; Argo CD's ``revisions`` lists are its parts."""
+
+
+def short_revision(revision: str, width: int = 12) -> str:
+    """A revision as shown: commit SHAs (and digests) cut to ``width``, versions whole.
+
+    Each part of a multi-source app's joined revision is cut on its own.
+    """
+    def cut(part: str) -> str:
+        digest = part.startswith("sha256:")
+        body = part.removeprefix("sha256:")
+        if len(body) >= 32 and all(c in "0123456789abcdef" for c in body.lower()):
+            return ("sha256:" if digest else "") + body[:width]
+        return part
+    return REVISIONS_SEPARATOR.join(cut(p) for p in revision.split(REVISIONS_SEPARATOR))
+
+
+def split_revisions(revision: str, count: int) -> tuple[str, ...] | None:
+    """A multi-source app's joined revision as one per source; ``None`` if it is not one."""
+    parts = tuple(revision.split(REVISIONS_SEPARATOR)) if revision else ()
+    return parts if len(parts) == count and all(parts) else None
 
 
 @dataclass(frozen=True)
@@ -106,3 +137,9 @@ class Application:
     annotations: dict[str, str] = field(default_factory=dict)
     finalizers: tuple[str, ...] = ()  # resources-finalizer.argocd.argoproj.io: cascade delete
     warnings: tuple[str, ...] = ()
+    sources: tuple[AppSource, ...] = ()  # ``spec.sources`` of two or more; source is [0]
+
+    @property
+    def all_sources(self) -> tuple[AppSource, ...]:
+        """Every source: ``spec.sources``, or ``spec.source`` alone."""
+        return self.sources or (self.source,)

@@ -11,16 +11,23 @@ objects under both tools:
 * release = ``helm.releaseName`` or the app name; namespace = ``helm.namespace`` or
   ``destination.namespace`` (Helm only uses it for ``.Release.Namespace``; the render
   stage sets the default namespace on objects afterwards, like Argo CD's controller);
-* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root),
-  may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; http(s) URLs
-  are passed to helm unchanged, except that one with credentials (``user:token@``) is
-  refused: helm would get the token on its command line, readable by anyone in ``ps``;
+* ``valueFiles`` are relative to the chart directory (absolute ones to the repo root;
+  ``$ref/path`` ones to the multi-source app's source with that ``ref``),
+  may not leave the repo, and must exist unless ``ignoreMissingValueFiles``; an http(s)
+  URL is refused unless the setting ``render.valueFileHosts`` names its host (helm would
+  fetch it from the controller's pod: a cloud metadata endpoint, an internal service),
+  and so is one with credentials (``user:token@``): helm would get the token on its
+  command line, readable by anyone in ``ps``;
 * ``valuesObject`` wins over ``values``; either is written to a private temp file;
 * parameter values get unescaped commas escaped (``a,b`` stays one value) unless they
   look like a Helm list ``{a,b}``, exactly as Argo CD's ``cleanSetParameters``;
 * CRDs from ``crds/`` are included unless ``skipCrds``;
 * a "missing in charts/ directory" failure triggers ``helm dependency build`` in a scratch
-  copy of the checkout and one more try, as Argo CD does for ``file://`` dependencies.
+  copy of the checkout and one more try, as Argo CD does for ``file://`` dependencies;
+  such a dependency must be a directory inside the repository, and its symlinks (like
+  the chart's own, see :func:`gitops_ray.safepath.check_no_escaping_symlinks`) must stay
+  inside it, checked before helm runs: helm follows links when it loads a chart, and
+  ``.Files.Get`` (or ``fail``) would put what they point to in a manifest or an error.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from __future__ import annotations
 import posixpath
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
@@ -39,9 +46,9 @@ from gitops_ray import limits
 from gitops_ray.errors import RenderError, SourceError
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, HelmSource
-from gitops_ray.render.documents import Doc, parse_yaml
+from gitops_ray.render.documents import Doc, parse_yaml, read_text
 from gitops_ray.render.tools import ToolResult, run_tool, scratch_copy, tool_error
-from gitops_ray.safepath import safe_path
+from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 
 MISSING_DEPENDENCY = ("found in Chart.yaml, but missing in charts/ directory",
                       "found in requirements.yaml, but missing in charts")
@@ -95,13 +102,25 @@ def escape_set_value(value: str) -> str:
 
 
 def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
-                       ignore_missing: bool) -> str | None:
-    """Absolute path (or URL) of a value file; ``None`` if missing and ignored."""
+                       ignore_missing: bool, hosts: Sequence[str] = (),
+                       refs: Mapping[str, Path] | None = None) -> str | None:
+    """Absolute path (or URL) of a value file; ``None`` if missing and ignored.
+
+    A URL must name one of ``hosts`` (``host`` for any port, ``host:port`` for one).
+    ``$name/path`` is ``path`` in the multi-source app's source with ``ref: name``
+    (``refs``: each ref's checkout), kept inside that checkout.
+    """
+    if value_file.startswith("$"):
+        return _ref_value_file(value_file, refs or {}, ignore_missing=ignore_missing)
     url = urlparse(value_file)
     if url.scheme in ("http", "https"):
         if "@" in url.netloc:
             raise RenderError(f"helm value file {redact(value_file)!r}: credentials in a URL "
                               "are not passed to helm (they would show in its command line)")
+        if not url_allowed(value_file, hosts):
+            raise RenderError(f"helm value file {redact(value_file)!r}: its host is not in "
+                              "the setting render.valueFileHosts (remote value files are "
+                              "off unless that setting names their host)")
         return value_file
     joined = value_file.lstrip("/") if value_file.startswith("/") else \
         posixpath.join(app_path, value_file)
@@ -119,28 +138,118 @@ def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
     raise RenderError(f"helm value file {value_file!r} ({relative}) does not exist")
 
 
+def url_allowed(value_file: str, hosts: Sequence[str]) -> bool:
+    """Whether the http(s) URL ``value_file`` names one of ``hosts`` (lower-case names)."""
+    url = urlparse(value_file)
+    try:
+        host, port = (url.hostname or "").lower(), url.port
+    except ValueError:  # a port that is not a number
+        return False
+    default = 443 if url.scheme == "https" else 80
+    return bool(host) and (host in hosts or f"{host}:{port or default}" in hosts)
+
+
+def check_dependencies(repo_root: Path, chart_dir: Path) -> None:
+    """Refuse ``file://`` dependencies that leave the repository or link outside it.
+
+    Read from ``Chart.yaml`` and ``requirements.yaml``, and followed into each one.
+    """
+    seen: set[Path] = set()
+    pending = [chart_dir]
+    while pending:
+        directory = pending.pop()
+        if directory in seen:
+            continue
+        seen.add(directory)
+        for name, repository in _dependencies(repo_root, directory):
+            target = _local_dependency(repo_root, directory, name, repository)
+            check_no_escaping_symlinks(repo_root, target)
+            pending.append(target)
+
+
+def _dependencies(repo_root: Path, directory: Path) -> list[tuple[str, str]]:
+    """(name, repository) of each dependency the chart at ``directory`` declares."""
+    found = []
+    for file in ("Chart.yaml", "requirements.yaml"):
+        path = directory / file
+        if not path.is_file():
+            continue
+        origin = path.relative_to(repo_root).as_posix() if path.is_relative_to(repo_root) \
+            else file
+        docs = parse_yaml(read_text(path, origin=origin), origin=origin)
+        body = docs[0].body if docs else None
+        deps = body.get("dependencies") if isinstance(body, dict) else None
+        for dep in deps if isinstance(deps, list) else []:
+            if isinstance(dep, dict) and isinstance(dep.get("repository"), str):
+                found.append((str(dep.get("name", "")), dep["repository"]))
+    return found
+
+
+def _local_dependency(repo_root: Path, chart_dir: Path, name: str, repository: str) -> Path:
+    """The directory of a ``file://`` dependency (the chart itself for any other kind)."""
+    if not repository.startswith("file://"):
+        return chart_dir
+    shown = f"chart dependency {name!r} ({repository})"
+    location = repository[len("file://"):]
+    if not location or posixpath.isabs(location):
+        raise RenderError(f"{shown}: a file:// dependency must be a path relative to the "
+                          "chart, inside the repository")
+    relative = posixpath.normpath(posixpath.join(
+        chart_dir.relative_to(repo_root).as_posix(), location))
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"{shown} resolves outside the repository")
+    try:
+        target = safe_path(repo_root, relative)
+    except SourceError as e:
+        raise RenderError(f"{shown}: {e}") from e
+    if not target.is_dir():
+        raise RenderError(f"{shown}: {relative} is not a directory of the repository")
+    return target
+def _ref_value_file(value_file: str, refs: Mapping[str, Path], *,
+                    ignore_missing: bool) -> str | None:
+    name, _, rest = value_file[1:].partition("/")
+    if name not in refs:
+        raise RenderError(f"helm value file {value_file!r}: no source has ref {name!r}")
+    relative = posixpath.normpath(rest or ".")
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"helm value file {value_file!r} resolves outside source ${name}")
+    try:
+        path = safe_path(refs[name], relative)
+    except SourceError as e:
+        raise RenderError(f"helm value file {value_file!r}: {e}") from e
+    if path.is_file():
+        return str(path)
+    if ignore_missing:
+        return None
+    raise RenderError(f"helm value file {value_file!r} does not exist in source ${name}")
+
+
 def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: str | Path,
-                kube_version: str, api_versions: Sequence[str]) -> list[Doc]:
+                kube_version: str, api_versions: Sequence[str],
+                value_file_hosts: Sequence[str] = (),
+                refs: Mapping[str, Path] | None = None) -> list[Doc]:
     """Run ``helm template`` for ``app``'s chart at ``app_dir`` and decode its output."""
     helm = app.source.helm or HelmSource()
     chart = app_dir.relative_to(repo_root).as_posix()
     what = f"helm template {chart}"
+    check_dependencies(repo_root, app_dir)
     with tempfile.TemporaryDirectory(prefix="gitops-ray-values-") as tmp:
         run = HelmRun(
             release=helm.release_name or app.name,
             namespace=helm.namespace or app.destination.namespace,
             kube_version=helm.kube_version or kube_version,
             api_versions=helm.api_versions or tuple(api_versions),
-            value_files=_value_files(repo_root, chart, helm),
+            value_files=_value_files(repo_root, chart, helm, value_file_hosts, refs or {}),
             extra_values=_write_extra_values(helm, Path(tmp)), helm=helm)
         replace = {run.extra_values: "spec.source.helm.values"} if run.extra_values else {}
         out = _template(str(helm_bin), repo_root, chart, run, what=what, replace=replace)
     return parse_yaml(out, origin=what, helm_sources=True, limit=limits.MAX_RENDER_BYTES)
 
 
-def _value_files(repo_root: Path, chart: str, helm: HelmSource) -> tuple[str, ...]:
-    resolved = (resolve_value_file(repo_root, chart, f,
-                                   ignore_missing=helm.ignore_missing_value_files)
+def _value_files(repo_root: Path, chart: str, helm: HelmSource,
+                 hosts: Sequence[str], refs: Mapping[str, Path]) -> tuple[str, ...]:
+    resolved = (resolve_value_file(repo_root, chart, f, hosts=hosts,
+                                   ignore_missing=helm.ignore_missing_value_files, refs=refs)
                 for f in helm.value_files)
     return tuple(f for f in resolved if f is not None)
 

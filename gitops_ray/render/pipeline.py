@@ -3,7 +3,10 @@
 The steps, each a small function so they can be read (and tested) on their own:
 
 1. resolve ``spec.source.path`` inside the checkout (``safepath``), refusing paths and
-   symlinks that escape it;
+   symlinks that escape it, and every symlink the render can reach that does (the
+   renderers add what else they reach: a chart's ``file://`` dependencies, the bases
+   of a kustomization); a ``chart`` from a Helm repository or OCI registry is the
+   checkout itself (the source stage fetched and unpacked it);
 2. pick the source type as Argo CD does (``ExplicitType`` then discovery): the one of
    ``helm``/``kustomize``/``directory`` that is set, else a kustomization file means
    Kustomize, else ``Chart.yaml`` means Helm, else a plain directory;
@@ -22,12 +25,12 @@ prefixed with ``app <name>:``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gitops_ray import limits
-from gitops_ray.errors import ConfigError, LimitExceeded, RenderError, SourceError
+from gitops_ray.errors import ChildTimedOut, ConfigError, LimitExceeded, RenderError, SourceError
 from gitops_ray.render.apps import Application, AppSource
 from gitops_ray.render.bounds import app_budget
 from gitops_ray.render.documents import Doc, located_manifests
@@ -36,6 +39,7 @@ from gitops_ray.render.kustomize import find_kustomization, render_kustomize
 from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
 from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
+from gitops_ray.render.shapes.settings import config_dirs
 from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
@@ -60,13 +64,17 @@ class Tools:
     helm_bin: str | Path
     kubectl_bin: str
     facts: ClusterFacts
+    value_file_hosts: tuple[str, ...] = ()
+    refs: Mapping[str, Path] = field(default_factory=dict)  # multi-source ``ref:`` checkouts
 
 
 def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
                kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
-               cluster_shapes: ClusterShapes | None = None) -> list[Manifest]:
+               cluster_shapes: ClusterShapes | None = None,
+               value_file_hosts: Sequence[str] = (),
+               refs: Mapping[str, Path] | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
     ``cluster_shapes`` are the in-cluster instance-types and patches ConfigMaps, which
@@ -76,15 +84,18 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
     ``api_versions`` are what Helm's ``.Capabilities`` report, or ``cluster_facts``
     (asked only if the app is a chart); the controller and the cluster-backed commands
-    take them from the target cluster, as Argo CD does.
+    take them from the target cluster, as Argo CD does. ``value_file_hosts`` are the
+    hosts a Helm ``valueFiles`` URL may name (setting ``render.valueFileHosts``).
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts)
+    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts), dict(refs or {}))
     try:
         with app_budget():
             return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
-        raise LimitExceeded(f"app {app.name}: {e}") from e
+        raise type(e)(f"app {app.name}: {e}") from e
+    except ChildTimedOut as e:
+        raise ChildTimedOut(f"app {app.name}: {e}") from e
     except (SourceError, RenderError) as e:
         raise RenderError(f"app {app.name}: {e}") from e
     except ConfigError as e:
@@ -93,12 +104,9 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
 
 def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespaced | None,
             cluster_shapes: ClusterShapes | None) -> list[Manifest]:
-    if app.source.chart:
-        raise RenderError(f"spec.source.chart {app.source.chart!r} comes from a Helm "
-                          "repository, which is not supported; vendor the chart into the "
-                          "config repo and point spec.source.path at it")
-    app_dir = app_directory(root, app.source.path)
-    check_no_escaping_symlinks(root, app_dir)
+    # A chart from a Helm repository or registry: the source stage hands over its directory.
+    app_dir = root if app.source.chart else app_directory(root, app.source.path)
+    check_no_escaping_symlinks(root, app_dir, *config_dirs(root, app_dir))
     docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
     located = located_manifests(docs)
     if len(located) > limits.MAX_OBJECTS:
@@ -124,7 +132,9 @@ def app_directory(root: Path, path: str) -> Path:
 
 
 def source_type(source: AppSource, app_dir: Path) -> str:
-    """Helm, Kustomize or Directory, decided as Argo CD decides it."""
+    """Helm, Kustomize or Directory, decided as Argo CD decides it (a ``chart`` is Helm)."""
+    if source.chart:
+        return HELM
     explicit = [kind for kind, options in ((KUSTOMIZE, source.kustomize), (HELM, source.helm),
                                            (DIRECTORY, source.directory)) if options is not None]
     if len(explicit) > 1:
@@ -154,7 +164,8 @@ def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> lis
 def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
     kube_version, api_versions = tools.facts()
     return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
-                       kube_version=kube_version, api_versions=api_versions)
+                       kube_version=kube_version, api_versions=api_versions,
+                       value_file_hosts=tools.value_file_hosts, refs=tools.refs)
 
 
 def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:

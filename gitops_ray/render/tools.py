@@ -9,6 +9,10 @@
   that loops over ``until 10000000``) is killed and its app fails, instead of the whole
   output landing in the controller's memory; stderr keeps only its last ``MAX_STDERR``
   characters for the same reason.
+* Memory is bounded too (:mod:`gitops_ray.childproc`, as for every child): a run that
+  goes over ``childMemoryLimit`` dies alone and raises :class:`ChildMemoryExceeded`
+  (``MemoryLimitExceeded``), instead of the kernel killing the whole container; runs
+  at once reserve at most 3/4 of the container's memory between them (``slot``).
 * A run that fails raises :class:`RenderError` with the tool's stderr (trimmed), because
   that is where helm and kustomize say which template or patch is wrong. Never its
   stdout, which is the rendered objects (their values); values Go's YAML decoder quotes
@@ -31,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from gitops_ray import limits
-from gitops_ray.errors import LimitExceeded, RenderError
+from gitops_ray import childproc, limits
+from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, LimitExceeded, RenderError
 from gitops_ray.redact import redact
 
 HELM_BIN = "helm"
@@ -54,32 +58,39 @@ class ToolResult:
     stderr: str
 
 
-def sandbox_env(home: Path) -> dict[str, str]:
+def sandbox_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for a tool run whose every home directory lives under ``home``."""
     env = {k: os.environ[k] for k in _INHERITED if k in os.environ}
     env.update(HOME=str(home), KUBECONFIG=str(home / "no-kubeconfig"))
     for name in ("CONFIG", "CACHE", "DATA"):
         env[f"XDG_{name}_HOME"] = str(home / name.lower())
         env[f"HELM_{name}_HOME"] = str(home / "helm" / name.lower())
-    return env
+    return {**env, **(extra or {})}
 
 
 def run_tool(argv: Sequence[str], *, what: str, hint: str = "",
-             cwd: Path | None = None, max_output: int = limits.MAX_RENDER_BYTES) -> ToolResult:
-    """Run ``argv`` sandboxed; raise if it cannot run, times out or prints too much."""
+             cwd: Path | None = None, max_output: int = limits.MAX_RENDER_BYTES,
+             env: Mapping[str, str] | None = None) -> ToolResult:
+    """Run ``argv`` sandboxed; raise if it cannot run, times out, prints too much or OOMs.
+
+    ``env`` adds variables to the sandbox's environment.
+    """
     with tempfile.TemporaryDirectory(prefix="gitops-ray-home-") as home, \
-            tempfile.TemporaryFile() as stderr:
+            tempfile.TemporaryFile() as stderr, childproc.slot():
         try:
-            proc = subprocess.Popen(list(argv), cwd=cwd, env=sandbox_env(Path(home)),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=stderr)
+            proc = subprocess.Popen(list(argv), cwd=cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=stderr,
+                                    **childproc.popen_options(sandbox_env(Path(home), env)))
         except FileNotFoundError as e:
             raise RenderError(f"{what}: {argv[0]} not found{'; ' + hint if hint else ''}") \
                 from e
         except PermissionError as e:
             raise RenderError(f"{what}: {argv[0]} is not executable") from e
         stdout = _bounded_output(proc, what, max_output)
-        return ToolResult(proc.returncode, stdout, _tail(stderr))
+        result = ToolResult(proc.returncode, stdout, _tail(stderr))
+    if childproc.out_of_memory(result.returncode, result.stderr):
+        raise ChildMemoryExceeded(childproc.explain(what))
+    return result
 
 
 def _bounded_output(proc: subprocess.Popen[bytes], what: str, max_output: int) -> str:
@@ -102,7 +113,7 @@ def _bounded_output(proc: subprocess.Popen[bytes], what: str, max_output: int) -
         timer.cancel()
         proc.stdout.close()
     if timed_out.is_set():
-        raise RenderError(f"{what}: timed out after {TIMEOUT_SECONDS}s")
+        raise ChildTimedOut(f"{what}: timed out after {TIMEOUT_SECONDS}s")
     if len(data) > max_output:
         raise LimitExceeded(f"{what}: printed more than {max_output // limits.MIB} MiB "
                             "(gitops_ray.limits.MAX_RENDER_BYTES); stopped")

@@ -132,7 +132,7 @@ from gitops_ray.reconcile.status import (
     status_of,
 )
 from gitops_ray.reconcile.windows import for_app, opens_at, verdict
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.clusters import ClusterUnavailable
@@ -163,7 +163,7 @@ from gitops_ray.types import (
 _log = structlog.get_logger(__name__)
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "destinationName",
-               "destinationServer", "error", "autoSync", "warnings",
+               "destinationServer", "error", "errorReason", "chart", "autoSync", "warnings",
                "renderWarnings", "rolloutPending", "conditions", "images")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
@@ -478,8 +478,7 @@ class Controller:
         log: FilteringBoundLogger = _log.bind(app=name, trigger=reason)
         started = time.monotonic()
         try:
-            sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                         max_age=self.recent)
+            sha = self._revision(app, max_age=self.recent)
             pipeline = self._target(app)[0].pipeline
             thorough = self._shards.silent(self._shards.owner_of(name)[0])
             known, left = pipeline.prepare_standby(app, revision=sha, thorough=thorough)
@@ -493,15 +492,32 @@ class Controller:
         log.debug("app_prepared", result="success", known=known, left=left,
                   thorough=thorough, seconds=round(time.monotonic() - started, 4))
 
+    def _revision(self, app: Application, *, max_age: float, pinned: str = "") -> str:
+        """The app's revision now: a commit SHA, a chart version, or every source's.
+
+        A multi-source app's is its sources' joined
+        (:data:`~gitops_ray.render.apps.REVISIONS_SEPARATOR`). ``pinned``: an operation's
+        revision (a rollback's is the joined one of its history entry).
+        """
+        if not app.sources:
+            return self.revisions.resolve(app.source.repo_url,
+                                          pinned or app.source.target_revision,
+                                          max_age=max_age, chart=app.source.chart)
+        parts = split_revisions(pinned, len(app.sources)) or \
+            tuple(s.target_revision for s in app.sources)
+        return REVISIONS_SEPARATOR.join(
+            self.revisions.resolve(s.repo_url, part, max_age=max_age, chart=s.chart)
+            for s, part in zip(app.sources, parts, strict=True))
+
     def _refresh(self, app: Application, log: FilteringBoundLogger,
                  max_age: float, *, refreshed: bool = False) -> SyncResult | None:
         """Compare, then (leader only) decide and maybe sync; the sync's result, if any.
 
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
         """
-        sha = self.revisions.resolve(app.source.repo_url, app.source.target_revision,
-                                     max_age=max_age)
-        comparison = self._target(app)[0].pipeline.compare(app, revision=sha)
+        pipeline = self._target(app)[0].pipeline
+        sha = "" if pipeline.refuses(app) else self._revision(app, max_age=max_age)
+        comparison = pipeline.compare(app, revision=sha or None)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
@@ -858,8 +874,7 @@ class Controller:
             self._refuse(app.name, comparison.revision, op)
             return None
         app = with_sync_options(app, op.sync_options)
-        revision = self.revisions.resolve(  # as Argo CD: resolved when it runs
-            app.source.repo_url, op.revision or app.source.target_revision, max_age=0)
+        revision = self._revision(app, max_age=0, pinned=op.revision)  # resolved when run
         before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
             else self._target(app)[0].pipeline.compare(app, revision=revision)
         attempt = self._op_attempts.get(app.name, 0) + 1
@@ -1013,7 +1028,8 @@ class Controller:
         with self._write_guard(app.name) as leading:
             if leading:
                 self._save_error(app.name, f"{error.stage}: {error}",
-                                 {"health": health} if unreachable else {})
+                                 {"errorReason": str(getattr(error, "reason", "")),
+                                  **({"health": health} if unreachable else {})})
                 self._mirror(app.name, app)
 
     def _invalid(self, name: str, error: str, log: FilteringBoundLogger) -> None:

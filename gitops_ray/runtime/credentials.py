@@ -2,9 +2,13 @@
 
 Why here and not in ``source``: where credentials come from is a deployment concern
 (mounted files, Secrets in the control namespace, environment), while ``source`` only
-needs "credentials for this URL". Entries match by URL prefix, longest first, like Argo
-CD's credential templates. Secrets use Argo CD's repository keys (``username``,
-``password``, ``sshPrivateKey``) so existing repository Secrets can be reused.
+needs "credentials for this URL". Entries match by URL prefix on a path boundary, longest
+first, like Argo CD's credential templates (``https://git.example/team`` is not a prefix
+of ``https://git.example/team-evil``, :func:`~gitops_ray.source.in_scope`); a URL no entry
+covers gets the ``GITOPS_RAY_GIT_*`` variables only if it is on the host of a configured
+app source (``repo``, ``appSources``) or under ``GITOPS_RAY_GIT_URL``. Secrets use Argo
+CD's repository keys (``username``, ``password``, ``sshPrivateKey``) so existing
+repository Secrets can be reused.
 
 Files and Secrets are re-read at most once a minute, so a rotated token is picked up
 without a restart. Nothing read here is ever logged; a Secret that cannot be read is
@@ -23,25 +27,56 @@ from pathlib import Path
 import structlog
 
 from gitops_ray.kube import Kube, KubeError
-from gitops_ray.runtime.settings import RepoCredential, Settings
-from gitops_ray.source import Credentials, GitSource
+from gitops_ray.runtime.argorepos import ArgoRepositories
+from gitops_ray.runtime.settings import RepoCredential, Settings, Sources
+from gitops_ray.source import Credentials, GitSource, env_lookup, in_scope
+from gitops_ray.source.charts import ChartSource
+from gitops_ray.source.chartstore import ChartLimits
+from gitops_ray.source.http import Http
 
 log = structlog.get_logger(__name__)
 REFRESH = 60.0
 
 
 def git_source(settings: Settings, kube: Kube) -> GitSource:
-    """The controller's :class:`GitSource`, with credentials from the settings."""
-    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace)
-    return GitSource(settings.cache_dir, credentials=lookup)
+    """The controller's :class:`GitSource`, with credentials and bounds from the settings.
+
+    Git, Helm repositories and OCI registries alike. A URL no entry covers gets Argo CD's
+    repository Secrets (``--argocd``), else the ``GITOPS_RAY_GIT_*`` variables for the
+    hosts of the configured app sources.
+    """
+    env = env_lookup(s.repo for s in settings.app_sources)
+    argo = (ArgoRepositories(kube, settings.argocd.namespace, settings.cache_dir / ".secrets")
+            if settings.argocd.enabled else None)
+
+    def fallback(url: str) -> Credentials | None:
+        return (argo(url) if argo is not None else None) or env(url)
+
+    lookup = CredentialLookup(settings.credentials, kube, settings.control_namespace,
+                              fallback=fallback)
+    return sources_for(settings.cache_dir, settings.sources, lookup)
+
+
+def sources_for(cache_dir: Path, sources: Sources,
+                lookup: Callable[[str], Credentials | None] | None = None) -> GitSource:
+    """A :class:`GitSource` (with its charts) under the ``sources.*`` settings."""
+    lookup = lookup or (lambda _url: None)
+    http = Http(timeout=sources.timeout, allowed_hosts=sources.allowed_hosts)
+    charts = ChartSource(cache_dir, credentials=lookup, http=http,
+                         budget=ChartLimits(index_bytes=sources.max_index_bytes,
+                                            chart_bytes=sources.max_chart_bytes))
+    return GitSource(cache_dir, credentials=lookup, charts=charts,
+                     allowed_hosts=sources.allowed_hosts)
 
 
 class CredentialLookup:
     """``url -> Credentials | None`` for :class:`GitSource`, cached for :data:`REFRESH` s."""
 
     def __init__(self, entries: Sequence[RepoCredential], kube: Kube, namespace: str, *,
+                 fallback: Callable[[str], Credentials | None] = lambda _url: None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._entries = tuple(sorted(entries, key=lambda c: -len(c.url)))
+        self._fallback = fallback
         self._kube = kube
         self._namespace = namespace
         self._clock = clock
@@ -49,9 +84,9 @@ class CredentialLookup:
         self._lock = threading.Lock()
 
     def __call__(self, url: str) -> Credentials | None:
-        entry = next((e for e in self._entries if url.startswith(e.url)), None)
+        entry = next((e for e in self._entries if in_scope(url, e.url)), None)
         if entry is None:
-            return Credentials.from_env()
+            return self._fallback(url)
         with self._lock:
             cached = self._cache.get(entry.url)
         if cached is not None and self._clock() - cached[0] < REFRESH:
@@ -67,7 +102,8 @@ class CredentialLookup:
         token = entry.password.reveal() or _read(entry.password_file) or None
         return Credentials(username=entry.username or "git", token=token,
                            ssh_key_file=entry.ssh_key_file or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, scope=entry.url,
+                           **_tls(entry))
 
     def _from_secret(self, entry: RepoCredential) -> Credentials | None:
         try:
@@ -82,7 +118,13 @@ class CredentialLookup:
         return Credentials(username=data.get("username") or entry.username or "git",
                            token=data.get("password") or None,
                            ssh_key=data.get("sshPrivateKey") or None,
-                           known_hosts_file=entry.known_hosts_file or None)
+                           known_hosts_file=entry.known_hosts_file or None, scope=entry.url,
+                           **_tls(entry))
+
+
+def _tls(entry: RepoCredential) -> dict[str, str | None]:
+    return {"ca_file": entry.ca_file or None, "cert_file": entry.cert_file or None,
+            "key_file": entry.key_file or None}
 
 
 def _read(path: str) -> str:

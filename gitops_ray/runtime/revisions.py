@@ -31,7 +31,8 @@ from gitops_ray.errors import SourceError
 from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.webhook import normalize_repo_url
 
-Resolve = Callable[[str, str], str]
+Resolve = Callable[..., str]
+"""``GitSource.resolve``: ``(repo, revision)``, and ``chart=`` for a chart's version."""
 FOREVER = math.inf
 RECENT = 5.0  # seconds: how old an answer a poll or a webhook-triggered refresh accepts
 WAIT = 10.0  # seconds a refresh waits for another one's call to a slow git server
@@ -42,7 +43,7 @@ class _Entry:
     lock: threading.Lock
     sha: str = ""
     at: float = -math.inf
-    error: str = ""
+    error: SourceError | None = None  # the last failure, raised again (its reason kept)
     failed_at: float = -math.inf
     stale: bool = False  # a push invalidated it: ask git, whatever age is accepted
 
@@ -56,49 +57,55 @@ class Revisions:
         self._clock = clock
         self._wait = wait
         self._retry_after = retry_after
-        self._entries: dict[tuple[str, str], _Entry] = {}
+        self._entries: dict[tuple[str, str, str], _Entry] = {}
         self._lock = threading.Lock()
 
-    def resolve(self, repo: str, revision: str, *, max_age: float) -> str:
+    def resolve(self, repo: str, revision: str, *, max_age: float, chart: str = "") -> str:
         """The commit of ``revision``, resolved at most ``max_age`` seconds ago.
+
+        With ``chart``, the version of that chart ``revision`` names (its repository's
+        index or tags read at most ``max_age`` seconds ago: a hard refresh reads them).
 
         Raises :class:`~gitops_ray.errors.SourceError` when git fails, and again without
         asking for ``retry_after`` seconds; waits at most ``wait`` seconds for a call
         already in flight (then answers with the last known commit, if any).
         """
-        entry = self._entry(repo, revision)
+        entry = self._entry(repo, revision, chart)
         if not entry.lock.acquire(timeout=self._wait):
             if entry.sha:
                 return entry.sha
             raise SourceError(f"{redact_url(repo)}: git has not answered yet; another "
                               "refresh is still waiting for it")
         try:
-            return self._answer(entry, repo, revision, max_age)
+            return self._answer(entry, repo, revision, max_age, chart)
         finally:
             entry.lock.release()
 
-    def _answer(self, entry: _Entry, repo: str, revision: str, max_age: float) -> str:
+    def _answer(self, entry: _Entry, repo: str, revision: str, max_age: float,
+                chart: str) -> str:
         now = self._clock()
         if entry.sha and not entry.stale and now - entry.at <= max_age:
             return entry.sha
         if entry.error and now - entry.failed_at < self._retry_after:
-            raise SourceError(entry.error)
+            raise entry.error.with_traceback(None)
         try:
-            sha = self._resolve(repo, revision)
+            sha = self._resolve(repo, revision, chart=chart) if chart else \
+                self._resolve(repo, revision)
         except SourceError as e:
-            entry.error, entry.failed_at = str(e), self._clock()
+            entry.error, entry.failed_at = e, self._clock()
             raise
-        entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), "", False
+        entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), None, False
         return sha
 
     def invalidate(self, repos: Collection[str]) -> None:
         """Forget what is known about these repositories (normalised URLs, as in a push)."""
         with self._lock:
-            entries = [e for (r, _), e in self._entries.items() if normalize_repo_url(r) in repos]
+            entries = [e for (r, _, _), e in self._entries.items()
+                       if normalize_repo_url(r) in repos]
         for entry in entries:
             with entry.lock:
                 entry.stale, entry.failed_at = True, -math.inf
 
-    def _entry(self, repo: str, revision: str) -> _Entry:
+    def _entry(self, repo: str, revision: str, chart: str) -> _Entry:
         with self._lock:
-            return self._entries.setdefault((repo, revision), _Entry(threading.Lock()))
+            return self._entries.setdefault((repo, revision, chart), _Entry(threading.Lock()))

@@ -62,6 +62,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gitops_ray import childproc
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
@@ -141,6 +142,7 @@ class Runtime:
 
     def __init__(self, settings: Settings, *, kube: Kube | None = None) -> None:
         self.settings = settings
+        childproc.configure(settings.child_memory_limit)  # every helm, kustomize, git, jq
         self.metrics = Metrics()
         self.kube = kube or Kube.connect(settings.kubeconfig or None, settings.context or None)
         self.kube.keep_connections(settings.connections)
@@ -189,7 +191,8 @@ class Runtime:
 
         def reconciler(kube: Kube, cache: LiveCache) -> Reconciler:
             """The pipeline and syncer of one cluster; the records always in ours."""
-            pipeline = Pipeline(kube, source, store, tools=RenderTools(helm_bin=s.helm_bin),
+            pipeline = Pipeline(kube, source, store, tools=RenderTools(
+                                helm_bin=s.helm_bin, value_file_hosts=s.value_file_hosts),
                                 live=cache.get, live_version=cache.version,
                                 events=cache.ray, shapes=shapes, projects=projects,
                                 system=system, clusters=self._resolve,
@@ -578,7 +581,8 @@ class Runtime:
     def _web_site(self) -> WebSite:
         """The read-only page; with ``ui.actions``, its buttons (see runtime.web.auth)."""
         namespace = self.settings.control_namespace
-        actions = Actions(Reviewer(self.kube, namespace), FormTokens(),
+        reviewer = Reviewer(self.kube, namespace, audience=self.settings.ui_token_audience)
+        actions = Actions(reviewer, FormTokens(),
                           lambda app, reason: self.queue.submit(app, reason, urgent=True)
                           ) if self.settings.ui_actions else None
         return WebSite(controller=self.controller, cache=self.cache, namespace=namespace,
@@ -656,7 +660,8 @@ class Runtime:
         if specs:
             self.queue.submit(CATALOG, "webhook")
         matching = {n: a for n, a in self.catalog.apps().items()
-                    if push.matches(a.source.repo_url, a.source.target_revision)}
+                    if any(not s.chart and push.matches(s.repo_url, s.target_revision)
+                           for s in a.all_sources)}  # a push to any of its git sources
         apps = sorted(n for n in matching if self.controller.owns(n))
         for name, urgent in push.refresh_order({n: matching[n].source.path for n in apps}):
             self.queue.submit(name, "webhook", urgent=urgent)  # what the push changed first

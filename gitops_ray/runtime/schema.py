@@ -46,7 +46,8 @@ CHART_OWNED: dict[str, str] = {
     "leaderElection.namespace": "the release namespace, where the chart grants Leases",
     "leaderElection.identity": "per pod (the default, hostname_random): one fixed value "
                                "would break election",
-    "ui": "`ui.enabled`, `ui.actions.enabled` (which also decide the RBAC the chart grants)",
+    "ui": "`ui.enabled`, `ui.actions.enabled` (which also decide the RBAC the chart grants), "
+          "`ui.actions.audience` (`tokenAudience`)",
     "podShapes": "`instanceTypes`, `patches` (ConfigMaps `<fullname>-instance-types`, "
                  "`<fullname>-patches`)",
 }

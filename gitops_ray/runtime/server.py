@@ -13,18 +13,25 @@ Why the limits (:class:`HttpLimits`): the webhook port faces the internet and an
 can reach it *without* the secret. Everything a client can make us spend before it has
 proven it knows the secret is bounded:
 
-* **threads**: at most ``max_connections`` connections are served at once; the next one
-  gets ``503`` from the accepting thread and is closed;
-* **time**: the request line and headers must arrive within ``header_timeout``, the
-  whole body within ``body_timeout`` (a total deadline, so a client dripping one byte at
-  a time cannot hold a thread either); after a refusal the connection is closed within
-  ``linger_timeout`` (:func:`linger`);
+* **threads**: a connection gets a thread only once its request line and headers have
+  all arrived (:mod:`gitops_ray.runtime.intake`: until then it is a buffer in one
+  selector loop, at most ``max_pending`` of them, the longest waiting dropped first when
+  full); at most ``max_connections`` requests are served at once, the next one gets
+  ``503`` and is closed; a kept-alive connection goes back to the selector loop after each
+  response, so an idle one holds no thread;
+* **time**: the request line and headers must arrive within ``header_timeout`` in all
+  (a total deadline, not one per read: a client dripping one byte at a time is dropped
+  when it is up), a kept-alive connection's next request must begin within
+  ``idle_timeout``, the whole body must arrive within ``body_timeout`` (a total deadline
+  too); after a refusal the connection is closed within ``linger_timeout``
+  (:func:`linger`);
 * **memory**: the body is only read after the route's *admission* check has passed on
   the headers alone (the webhook's signature or token header), only when it announces a
   valid ``Content-Length`` of at most ``max_body`` (chunked, missing, negative or
   garbage lengths are 4xx), and at most ``max_body_reads`` bodies are read and handled
   at once (each into an anonymous ``mmap``, see :func:`read_body`), so the peak is about
-  ``max_body_reads * max_body`` plus the parsing of authenticated ones;
+  ``max_body_reads * max_body`` plus the parsing of authenticated ones; a head is at
+  most ``max_head`` bytes (more is ``431``);
 * **errors**: a malformed request gets a 4xx, a handler bug a bare ``500``; the log gets
   one structured line with the exception's class, never a traceback or request content.
 """
@@ -47,6 +54,7 @@ from typing import Any
 import structlog
 
 from gitops_ray.errors import ConfigError
+from gitops_ray.runtime.intake import HeadReader, Intake, IntakeLimits, SocketWriter
 
 log = structlog.get_logger(__name__)
 MIB = 1024 * 1024
@@ -61,9 +69,12 @@ class HttpLimits:
     """Every bound of the HTTP layer, in one place (see the module docstring)."""
 
     max_body: int = 25 * MIB  # GitHub caps webhook payloads at 25 MB
-    max_connections: int = 64  # connections served at once, per listen address
+    max_connections: int = 64  # requests served at once (a thread each), per listen address
     max_body_reads: int = 4  # bodies read and handled at once, per listen address
-    header_timeout: float = 10.0  # request line + headers (slowloris)
+    header_timeout: float = 10.0  # request line + headers, in all (slowloris)
+    idle_timeout: float = 15.0  # a kept-alive connection's wait for its next request
+    max_pending: int = 512  # connections whose head is still arriving, per listen address
+    max_head: int = 64 * 1024  # request line + headers
     body_timeout: float = 10.0  # the whole body; GitHub gives up after 10 s anyway
     linger_bytes: int = 64 * 1024  # after a refusal, unread bytes discarded before closing
     linger_timeout: float = 1.0  # ... for at most this long
@@ -76,6 +87,9 @@ class Refusal(StrEnum):
     """Why the HTTP layer answered instead of the route's handler (a metric label)."""
 
     BUSY = "busy"  # too many connections, or no body slot within the body deadline
+    HEAD_TIMEOUT = "head_timeout"  # request line + headers not in within header_timeout
+    HEAD_TOO_LARGE = "head_too_large"  # request line + headers above max_head
+    EVICTED = "evicted"  # dropped while its head arrived, to make room (max_pending)
     BAD_LENGTH = "bad_length"  # Content-Length missing, negative, not a number, or chunked
     TOO_LARGE = "too_large"  # Content-Length above max_body
     TIMEOUT = "timeout"  # the body did not arrive within body_timeout
@@ -91,6 +105,7 @@ class Request:
     headers: Mapping[str, str]  # lower-case names
     body: bytes | memoryview = b""  # memoryview: read-only use, copy to keep it
     query: str = ""  # after the ``?``, undecoded
+    client: str = ""  # the peer's address (a proxy's, behind one)
 
 
 @dataclass(frozen=True)
@@ -246,7 +261,12 @@ def linger(sock: socket.socket, limits: HttpLimits) -> None:
 
 
 class _Server(ThreadingHTTPServer):
-    """A threaded server that bounds its connections and logs errors in one line."""
+    """A threaded server that bounds its connections and logs errors in one line.
+
+    Accepted connections go to the :class:`~gitops_ray.runtime.intake.Intake`; one whose
+    head is complete gets a connection slot and a thread for one request, then goes back
+    to the intake if it is kept alive (its unread bytes with it).
+    """
 
     daemon_threads = True
     request_queue_size = 128  # listen backlog: a burst waits in the kernel, not in threads
@@ -254,26 +274,53 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  limits: HttpLimits, on_refused: OnRefused) -> None:
         super().__init__(address, handler)
+        self._handler_type = handler
         self.limits = limits
         self.on_refused = on_refused
         self.body_slots = threading.BoundedSemaphore(limits.max_body_reads)
         self._connections = threading.BoundedSemaphore(limits.max_connections)
+        self._heads: dict[int, bytes] = {}
+        self._heads_lock = threading.Lock()
+        self.intake = Intake(IntakeLimits(limits.header_timeout, limits.idle_timeout,
+                                          limits.max_head, limits.max_pending),
+                             self._head_arrived,
+                             on_dropped=lambda reason: on_refused(Refusal(reason)))
 
     def process_request(self, request: Any, client_address: Any) -> None:
+        self.intake.add(request, client_address)
+
+    def _head_arrived(self, sock: socket.socket, client_address: Any, head: bytes) -> None:
         if not self._connections.acquire(blocking=False):
-            self._refuse_busy(request)
+            self._refuse_busy(sock)
             return
+        with self._heads_lock:
+            self._heads[id(sock)] = head
         try:
-            super().process_request(request, client_address)
+            threading.Thread(target=self._serve_one, args=(sock, client_address),
+                             name="http", daemon=True).start()
         except BaseException:
             self._connections.release()
+            self.shutdown_request(sock)
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def take_head(self, sock: socket.socket) -> bytes:
+        with self._heads_lock:
+            return self._heads.pop(id(sock), b"")
+
+    def _serve_one(self, sock: socket.socket, client_address: Any) -> None:
+        """One request of ``sock`` in this thread; then back to the intake, or closed."""
+        leftover: bytes | None = None
         try:
-            super().process_request_thread(request, client_address)
+            handler = self._handler_type(sock, client_address, self)
+            leftover = getattr(handler, "kept", None)
+        except Exception:
+            self.handle_error(sock, client_address)
         finally:
             self._connections.release()
+        if leftover is None:
+            self.shutdown_request(sock)
+        else:
+            self.intake.add(sock, client_address, leftover, idle=True)
 
     def _refuse_busy(self, request: socket.socket) -> None:
         """Answer 503 without a thread (the send buffer of a new socket is empty)."""
@@ -304,8 +351,24 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
         server_version = "gitops-ray"
         protocol_version = "HTTP/1.1"
         default_request_version = "HTTP/1.0"  # a garbage request line gets a status line too
-        timeout = limits.header_timeout  # applied to the socket by StreamRequestHandler
         server: _Server
+        kept: bytes | None = None  # kept alive: the bytes read past this request
+
+        def setup(self) -> None:
+            self.connection = self.request
+            self.connection.settimeout(limits.header_timeout)
+            self.reader = HeadReader(self.connection, self.server.take_head(self.connection))
+            self.rfile, self.wfile = self.reader, SocketWriter(self.connection)
+
+        def handle(self) -> None:
+            """One request; a kept-alive connection's next one is the intake's to wait for."""
+            self.close_connection = True
+            self.handle_one_request()
+            if not self.close_connection:
+                self.kept = self.reader.leftover()
+
+        def finish(self) -> None:
+            pass
 
         def do_GET(self) -> None:
             self._dispatch("GET")
@@ -331,7 +394,8 @@ def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHa
                     allowed = any(find_route(table, m, path) for m, _ in table)
                     raise _Refused(Refusal.NOT_FOUND,
                                    Response(405 if allowed else 404, b"not found\n"))
-                self._send(self._serve(route, Request(method, path, headers, query=query)))
+                self._send(self._serve(route, Request(method, path, headers, query=query,
+                                                      client=str(self.client_address[0]))))
             except _Refused as refused:
                 self.server.on_refused(refused.reason)
                 self.close_connection = True  # an unread body may follow
@@ -402,12 +466,17 @@ class HttpServers:
                 raise ConfigError(f"cannot listen on {address}: {e.strerror}") from e
             self._servers.append(server)
 
+    def pending(self) -> int:
+        """Connections whose request head is still arriving, on every address."""
+        return sum(server.intake.pending() for server in self._servers)
+
     @property
     def ports(self) -> list[int]:
         return [int(s.server_address[1]) for s in self._servers]
 
     def start(self) -> None:
         for server in self._servers:
+            server.intake.start()
             threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
             host, port = server.server_address[:2]
             log.info("http_listening", host=str(host), port=int(port))
@@ -415,6 +484,7 @@ class HttpServers:
     def stop(self) -> None:
         for server in self._servers:
             server.shutdown()
+            server.intake.stop()
             server.server_close()
 
 

@@ -21,7 +21,7 @@ The file looks like this (every key optional; durations as ``90``, ``90s``, ``3m
     appSources:             # app-of-apps directories of Argo CD Applications
       - {repo: https://github.com/org/config.git, revision: main, path: apps}
     applications: []        # inline Argo CD Application manifests
-    credentials:            # matched by URL prefix, longest first
+    credentials:            # matched by URL prefix (on a path boundary), longest first
       - {url: https://github.com/org/, username: x-access-token, passwordFile: /creds/token}
       - {url: git@github.com:org/, sshKeyFile: /creds/id_ed25519}
       - {url: https://gitlab.example.com/, secret: gitlab-creds}   # Secret in controlNamespace
@@ -54,9 +54,11 @@ from typing import Any
 
 import yaml
 
+from gitops_ray import childproc, limits
 from gitops_ray.errors import ConfigError, LimitExceeded
 from gitops_ray.kube.leader import LeaseSettings
 from gitops_ray.limits import MAX_FILE_BYTES
+from gitops_ray.quantity import parse_quantity
 from gitops_ray.reconcile.autosync import (
     RETRY_BACKOFF,
     RETRY_LIMIT,
@@ -64,9 +66,11 @@ from gitops_ray.reconcile.autosync import (
     AutoSyncSettings,
     Backoff,
 )
+from gitops_ray.redact import redact
 from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.tools import HELM_BIN
 from gitops_ray.runtime.shards import MAX_SHARDS
+from gitops_ray.source.auth import host_scope
 from gitops_ray.types import Manifest
 
 ENV_PREFIX = "GITOPS_RAY_"
@@ -77,9 +81,11 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_HOST_PATTERN = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?$")
 _APP_SOURCE_FIELDS = ("repo", "revision", "path")
+_HOST = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:\d{1,5})?$")
 _CREDENTIAL_FIELDS = ("url", "username", "password", "passwordFile", "tokenFile", "sshKeyFile",
-                      "knownHostsFile", "secret")
+                      "knownHostsFile", "secret", "caFile", "certFile", "keyFile")
 
 
 def _fields(names: tuple[str, ...], required: str) -> dict[str, Any]:
@@ -220,6 +226,35 @@ def _str(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def _audience(value: object) -> str:
+    """A token audience: one word, never empty (an empty one would accept any API token)."""
+    text = _str(value).strip()
+    if not re.match(r"^\S{1,253}$", text):
+        raise ValueError(f"expected one audience (no spaces, not empty), got {text!r}")
+    return text
+
+
+def _memory(value: object) -> int:
+    """``auto`` (or empty): derived from the container's limit; 0: none; else a quantity."""
+    text = _str(value).strip()
+    if text.lower() in ("", "auto"):
+        return childproc.AUTO
+    amount = parse_quantity(text)
+    if amount < 0:
+        raise ValueError("cannot be negative")
+    return int(amount)
+
+
+def _hosts(value: object) -> tuple[str, ...]:
+    """A comma-separated list of host names (``host`` or ``host:port``), lower-cased."""
+    items = value if isinstance(value, list | tuple) else _str(value).split(",")
+    hosts = tuple(dict.fromkeys(str(h).strip().lower() for h in items if str(h).strip()))
+    for host in hosts:
+        if not _HOST.match(host):
+            raise ValueError(f"{host!r} is not a host name (host or host:port, no scheme)")
+    return hosts
+
+
 def _namespaces(value: object) -> tuple[str, ...]:
     """A comma-separated list of namespace names (Argo CD's ``application.namespaces``)."""
     items = value if isinstance(value, list | tuple) else _str(value).split(",")
@@ -228,6 +263,26 @@ def _namespaces(value: object) -> tuple[str, ...]:
         if not _DNS_LABEL.match(name):
             raise ValueError(f"{name!r} is not a valid namespace name")
     return names
+
+
+def _host_patterns(value: object) -> tuple[str, ...]:
+    """A comma-separated list of host names (``host``, ``host:port`` or ``*.domain``)."""
+    items = value if isinstance(value, list | tuple) else _str(value).split(",")
+    hosts = tuple(dict.fromkeys(str(h).strip().lower() for h in items if str(h).strip()))
+    for host in hosts:
+        if not _HOST_PATTERN.match(host):
+            raise ValueError(f"{host!r} is not a host name (host, host:port or *.domain)")
+    return hosts
+
+
+def _bytes(value: object) -> int:
+    """A size in bytes, or with a unit: ``512Ki``, ``32Mi``, ``1Gi``."""
+    text = _str(value).strip()
+    m = re.match(r"^(\d+)\s*(Ki|Mi|Gi)?$", text)
+    if m is None or int(m.group(1)) <= 0:
+        raise ValueError(f"expected a positive size (bytes, or with Ki/Mi/Gi), got {text!r}")
+    return int(m.group(1)) * {"Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3}.get(
+        m.group(2) or "", 1)
 
 
 def _configmap_name(value: object) -> str:
@@ -253,7 +308,13 @@ _SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     _address: {"type": "string", "pattern": r"^([\w.\-\[\]:]*:\d{1,5})?$"},
     _url: {"type": "string", "pattern": r"^(https?://[^/\s]+(/\S*)?)?$"},
     _str: {"type": "string"},
+    _audience: {"type": "string", "pattern": r"^\S{1,253}$"},
+    _memory: {"type": ["integer", "string"], "minimum": 0,
+              "pattern": r"^(auto|[0-9]+(\.[0-9]+)?([EPTGMk]i?|[mun])?)?$"},
+    _hosts: {"type": "string", "pattern": r"^[a-z0-9,.:\s-]*$"},
     _namespaces: {"type": "string", "pattern": r"^[a-z0-9,\s-]*$"},
+    _host_patterns: {"type": "string", "pattern": r"^[a-z0-9*.:,\s-]*$"},
+    _bytes: {"type": ["integer", "string"], "minimum": 1, "pattern": r"^\d+\s*(Ki|Mi|Gi)?$"},
     _configmap_name: {"type": "string", "maxLength": 253,
                       "pattern": r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$"},
 }
@@ -306,6 +367,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("debounce", parse_duration, 0.2, "Coalesce watch events of an app this long."),
     Option("cacheDir", _str, str(DEFAULT_CACHE), "Where git mirrors are kept."),
     Option("helm", _str, HELM_BIN, "helm v3 binary."),
+    Option("render.valueFileHosts", _hosts, "", "Hosts a Helm valueFiles URL may name "
+           "(comma-separated host or host:port); empty: valueFiles URLs are refused."),
+    Option("childMemoryLimit", _memory, "auto", "Memory each child process (helm, kubectl "
+           "kustomize, git, jq) may allocate: auto (half the container's limit), 0 (none) "
+           "or a quantity such as 256Mi."),
     Option("repo", _str, "", "Config repository URL (of an app-of-apps source)."),
     Option("revision", _str, "HEAD", "Revision of --repo."),
     Option("apps", _str, "", "Directory of Argo CD Applications in --repo."),
@@ -329,6 +395,10 @@ OPTIONS: tuple[Option, ...] = (
            "page, to a bearer token Kubernetes authenticates (TokenReview) and authorises "
            "for the verb on the app's record ConfigMap (SubjectAccessReview).",
            flag="--ui-actions/--no-ui-actions"),
+    Option("ui.tokenAudience", _audience, "gitops-ray", "The audience an action's bearer "
+           "token must be issued for (TokenReview spec.audiences), e.g. `kubectl create "
+           "token SA --audience gitops-ray`; tokens for other audiences, such as a Pod's "
+           "API token, are refused.", flag="--ui-token-audience"),
     Option("leaderElection.enabled", _bool, True, "Elect a leader (only it writes).",
            flag="--leader-elect/--no-leader-elect"),
     Option("leaderElection.leaseName", _str, "gitops-ray", "Lease name.",
@@ -384,6 +454,16 @@ OPTIONS: tuple[Option, ...] = (
            "ConfigMap in the control namespace with pod-shape patches (data key "
            "patches.yaml), applied before the repo's. Empty: none.",
            flag="--patches-configmap"),
+    Option("sources.allowedHosts", _host_patterns, "",
+           "The only hosts git, Helm repositories and OCI registries are fetched from "
+           "(comma-separated host, host:port or *.domain; empty: any). A chart archive or "
+           "redirect on another host fails its app.", flag="--allowed-source-hosts"),
+    Option("sources.timeout", parse_duration, 30.0, "Timeout of one HTTP request to a Helm "
+           "repository or OCI registry.", flag="--source-timeout"),
+    Option("sources.maxIndexSize", _bytes, limits.MAX_CHART_INDEX_BYTES,
+           "Largest Helm repository index.yaml read (bytes, or 16Mi).", flag="--max-index-size"),
+    Option("sources.maxChartSize", _bytes, limits.MAX_CHART_BYTES,
+           "Largest chart archive fetched (bytes, or 4Mi).", flag="--max-chart-size"),
     Option("argocd.enabled", _bool, False,
            "Reconcile the Argo CD Applications in the cluster that opt in (annotations "
            "gitops-ray.io/managed and argocd.argoproj.io/skip-reconcile, both \"true\") and "
@@ -430,6 +510,9 @@ class RepoCredential:
     ssh_key_file: str = ""
     known_hosts_file: str = ""
     secret: str = ""  # Secret name in controlNamespace (keys username/password/sshPrivateKey)
+    ca_file: str = ""  # Helm repositories and registries over TLS: the CA bundle to trust
+    cert_file: str = ""  # TLS client certificate and key (PEM files)
+    key_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -456,6 +539,16 @@ class Sharding:
 
     enabled: bool = False
     shards: int = 16
+
+
+@dataclass(frozen=True)
+class Sources:
+    """``sources.*``: which hosts sources come from, and how much of a chart is read."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    timeout: float = 30.0
+    max_index_bytes: int = limits.MAX_CHART_INDEX_BYTES
+    max_chart_bytes: int = limits.MAX_CHART_BYTES
 
 
 @dataclass(frozen=True)
@@ -490,6 +583,8 @@ class Settings:
     debounce: float
     cache_dir: Path
     helm_bin: str
+    value_file_hosts: tuple[str, ...]
+    child_memory_limit: int
     app_sources: tuple[AppSourceSpec, ...]
     applications: tuple[Manifest, ...]
     credentials: tuple[RepoCredential, ...]
@@ -497,6 +592,7 @@ class Settings:
     webhook_advertise_url: str
     listen: Listen
     ui_actions: bool
+    ui_token_audience: str
     leader_election: bool
     lease: LeaseSettings
     autosync: AutoSyncSettings
@@ -506,6 +602,7 @@ class Settings:
     pod_shapes: PodShapes
     argocd: ArgoCD
     sharding: Sharding
+    sources: Sources = Sources()
 
     @property
     def connections(self) -> int:
@@ -601,14 +698,16 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         interval=s["interval"], jitter=s["jitter"], workers=s["workers"],
         sync_parallelism=s["sync.parallelism"],
         debounce=s["debounce"], cache_dir=Path(s["cacheDir"]).expanduser(),
-        helm_bin=s["helm"], app_sources=_app_sources(s, lists.get("appSources"), where),
+        helm_bin=s["helm"], value_file_hosts=s["render.valueFileHosts"],
+        child_memory_limit=s["childMemoryLimit"],
+        app_sources=_app_sources(s, lists.get("appSources"), where),
         applications=_applications(lists.get("applications"), where),
         credentials=_credentials(lists.get("credentials"), where),
         webhook_secret=_webhook_secret(s, where),
         webhook_advertise_url=s["webhook.advertiseUrl"],
         listen=Listen(s["listen.metrics"], s["listen.health"], s["listen.webhook"],
                       (s["listen.ui"] or s["listen.metrics"]) if s["ui.enabled"] else ""),
-        ui_actions=s["ui.actions"],
+        ui_actions=s["ui.actions"], ui_token_audience=s["ui.tokenAudience"],
         leader_election=s["leaderElection.enabled"], lease=_lease(s, namespace, where),
         autosync=_autosync(s), log_format=s["log.format"], log_level=s["log.level"],
         shutdown_timeout=s["shutdownTimeout"],
@@ -617,7 +716,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
         argocd=ArgoCD(s["argocd.enabled"],
                       _namespace(s["argocd.namespace"], "argocd.namespace", where),
                       s["argocd.applicationNamespaces"]),
-        sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]))
+        sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]),
+        sources=Sources(s["sources.allowedHosts"], s["sources.timeout"],
+                        s["sources.maxIndexSize"], s["sources.maxChartSize"]))
 
 
 def _namespace(value: str, key: str, where: str) -> str:
@@ -664,17 +765,23 @@ def _credentials(items: object, where: str) -> tuple[RepoCredential, ...]:
 def _credential(fields: dict[str, Any], at: str) -> RepoCredential:
     if not fields.get("url"):
         raise ConfigError(f"{at}: url (a repository URL prefix) is required")
+    if not host_scope(str(fields["url"])):
+        raise ConfigError(f"{at}: url {redact(str(fields['url']))!r} is not a repository URL "
+                          "prefix (https://host/path, ssh://host/path or git@host:path)")
     password_file = str(fields.get("passwordFile") or fields.get("tokenFile") or "")
-    for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile")):
+    tls = tuple(str(fields.get(k) or "") for k in ("caFile", "certFile", "keyFile"))
+    for path in (password_file, fields.get("sshKeyFile"), fields.get("knownHostsFile"), *tls):
         _read_secret(path, at)  # fail at start-up, not at the first fetch
     if not (fields.get("password") or password_file or fields.get("sshKeyFile")
-            or fields.get("secret")):
-        raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile or secret")
+            or fields.get("secret") or any(tls)):
+        raise ConfigError(f"{at}: give passwordFile, tokenFile, sshKeyFile, secret or caFile")
+    if bool(tls[1]) != bool(tls[2]):
+        raise ConfigError(f"{at}: certFile and keyFile go together")
     return RepoCredential(
         str(fields["url"]), str(fields.get("username") or ""),
         Secret(str(fields.get("password") or "")), password_file,
         str(fields.get("sshKeyFile") or ""), str(fields.get("knownHostsFile") or ""),
-        str(fields.get("secret") or ""))
+        str(fields.get("secret") or ""), *tls)
 
 
 def _webhook_secret(s: dict[str, Any], where: str) -> Secret:

@@ -5,7 +5,7 @@ hands later stages a checkout they can read but never escape.
 """
 
 from gitops_ray.redact import redact
-from gitops_ray.source.auth import Credentials
+from gitops_ray.source.auth import Credentials, env_lookup, in_scope
 from gitops_ray.source.git import (
     Checkout,
     GitSource,
@@ -16,4 +16,4 @@ from gitops_ray.source.git import (
 )
 
 __all__ = ["Checkout", "Credentials", "GitSource", "SourceAuthError", "SourceTimeout",
-           "UnknownRevision", "UnreachableRemote", "redact"]
+           "UnknownRevision", "UnreachableRemote", "env_lookup", "in_scope", "redact"]

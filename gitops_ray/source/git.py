@@ -15,28 +15,40 @@ through a credential helper that reads the git process's environment. The mirror
 keyed and fetched by the URL without userinfo and has no remote configured, so neither
 its directory name, its ``config`` nor its ``FETCH_HEAD`` holds a token.
 
-Layout under ``cache_dir``: ``repos/<sha256(url)[:16]>/mirror.git`` (bare mirror) and
+Layout under ``cache_dir``: ``repos/<hmac(key, url)[:16]>/mirror.git`` (bare mirror) and
 ``repos/<...>/trees/<commit>/`` (one directory per commit), ``.secrets/`` (SSH keys
-given as text, known hosts learnt on first use; mode 0700).
+given as text, known hosts learnt on first use, and ``mirror-key``; mode 0700). The
+directory of a repository is keyed by a random key made on first use, not by a plain
+hash of its URL: a config repo that knew another repository's cache path could name it
+(a kustomize ``file://`` base, a chart's ``file://`` dependency) and read it without
+that repository's credentials or ``sourceRepos``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
+import os
 import re
+import secrets
+import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from gitops_ray import childproc
 from gitops_ray.errors import SourceError
 from gitops_ray.redact import redact
 from gitops_ray.source.auth import Credentials, git_env, split_credentials
+from gitops_ray.source.charts import ChartSource
+from gitops_ray.source.http import HostNotAllowed, Http, host_allowed
 from gitops_ray.source.trees import changes, existing_tree, tree
+from gitops_ray.types import SourceReason
 
 _FULL_SHA = re.compile(r"^[0-9a-fA-F]{40}$")
 _SHORT_SHA = re.compile(r"^[0-9a-fA-F]{4,39}$")
@@ -58,17 +70,25 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 class SourceAuthError(SourceError):
     """The remote rejected our credentials (or asked for some and we had none)."""
 
+    reason = SourceReason.AUTH_FAILED
+
 
 class UnreachableRemote(SourceError):
     """The remote could not be reached or is not a git repository."""
+
+    reason = SourceReason.UNREACHABLE
 
 
 class SourceTimeout(UnreachableRemote):
     """The remote did not answer within :attr:`GitSource.timeout` seconds."""
 
+    reason = SourceReason.TIMEOUT
+
 
 class UnknownRevision(SourceError):
     """The revision names no branch, tag or commit of the repository (or is ambiguous)."""
+
+    reason = SourceReason.REVISION_NOT_FOUND
 
 
 @dataclass(frozen=True)
@@ -115,24 +135,33 @@ class GitSource:
     """
 
     def __init__(self, cache_dir: Path, *, credentials: CredentialLookup | None = None,
-                 timeout: float = 60.0) -> None:
+                 timeout: float = 60.0, charts: ChartSource | None = None,
+                 allowed_hosts: Sequence[str] = ()) -> None:
         self.cache_dir = Path(cache_dir)
         self.timeout = timeout
-        self._credentials = credentials or (lambda _url: Credentials.from_env())
+        self.allowed_hosts = tuple(allowed_hosts)
+        self._credentials = credentials or (lambda _url: None)
+        self.charts = charts or ChartSource(self.cache_dir, credentials=self._credentials,
+                                            http=Http(allowed_hosts=allowed_hosts))
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._key: bytes | None = None
         self.fetches: Counter[str] = Counter()
         self._subjects: dict[tuple[str, str], str] = {}
         self._subjects_guard = threading.Lock()
 
     # -- public ----------------------------------------------------------------------
 
-    def resolve(self, repo_url: str, revision: str) -> str:
+    def resolve(self, repo_url: str, revision: str, *, chart: str = "") -> str:
         """The commit ``revision`` points to now (a full SHA), without downloading objects.
 
         A full SHA is returned as is; a short SHA is looked up in the local mirror
-        (fetching only if it is not there) and must be unambiguous.
+        (fetching only if it is not there) and must be unambiguous. With ``chart``, the
+        repository is a Helm repository or OCI registry and the answer is the chart
+        version (:mod:`gitops_ray.source.charts`).
         """
+        if chart:
+            return self.charts.resolve(repo_url, chart, revision)
         revision = revision.strip() or "HEAD"
         if _FULL_SHA.match(revision):
             return revision.lower()
@@ -146,8 +175,15 @@ class GitSource:
             return self._resolve_short(repo_url, revision.lower())
         raise UnknownRevision(f"revision {revision!r} not found in {redact(repo_url)}")
 
-    def checkout(self, repo_url: str, revision: str) -> Checkout:
-        """The tree of ``revision`` (fetched only if the commit is not local yet)."""
+    def checkout(self, repo_url: str, revision: str, *, chart: str = "") -> Checkout:
+        """The tree of ``revision`` (fetched only if the commit is not local yet).
+
+        With ``chart``: the chart's directory at the version ``revision`` names, whose
+        ``sha`` is that version.
+        """
+        if chart:
+            version, chart_dir = self.charts.checkout(repo_url, chart, revision)
+            return Checkout(repo_url, revision, version, chart_dir)
         sha = self.resolve(repo_url, revision)
         with self._lock(repo_url):
             mirror = self._mirror(repo_url)
@@ -203,9 +239,21 @@ class GitSource:
         return one_line(summary if isinstance(summary, str) else summary.decode(errors="replace"))
 
     def repo_dir(self, repo_url: str) -> Path:
-        """Where the mirror and trees of ``repo_url`` live (keyed without credentials)."""
+        """Where the mirror and trees of ``repo_url`` live (keyed without credentials).
+
+        Not derivable from the URL alone: keyed with :meth:`_mirror_key`.
+        """
         bare, _ = split_credentials(repo_url, None)
-        return self.cache_dir / "repos" / hashlib.sha256(bare.encode()).hexdigest()[:16]
+        digest = hmac.new(self._mirror_key(), bare.encode(), hashlib.sha256).hexdigest()
+        return self.cache_dir / "repos" / digest[:16]
+
+    def _mirror_key(self) -> bytes:
+        """The random key of the cache's directory names (``.secrets/mirror-key``, 0600)."""
+        if self._key is None:
+            with self._locks_guard:
+                if self._key is None:
+                    self._key = _read_or_make_key(self.cache_dir / ".secrets" / "mirror-key")
+        return self._key
 
     # -- git plumbing ----------------------------------------------------------------
 
@@ -225,15 +273,27 @@ class GitSource:
         Every argument equal to ``repo_url`` is replaced by the URL without userinfo.
         """
         url, credentials = self._remote(repo_url)
-        env = git_env(credentials, self.cache_dir / ".secrets")
+        self._check_host(url)
+        env = git_env(credentials, self.cache_dir / ".secrets", url)
         try:
             out = git.Git(str(cwd) if cwd else None).execute(
                 ["git", *(url if a == repo_url else a for a in args)], env=env,
-                kill_after_timeout=self.timeout, stdout_as_string=True)
+                kill_after_timeout=self.timeout, stdout_as_string=True,
+                **childproc.popen_options())
         except git.GitCommandError as e:
             error = _classify(repo_url, str(e.stderr or e), args[0], self.timeout)
             raise type(error)(_scrub(str(error), credentials)) from None
         return str(out)
+
+    def _check_host(self, url: str) -> None:
+        """Refuse a remote whose host the settings do not allow (a local path has none)."""
+        if not self.allowed_hosts or url.startswith(("file://", "/", ".")):
+            return
+        scp = "://" not in url and ":" in url  # git@host:org/repo
+        target = "ssh://" + url.replace(":", "/", 1) if scp else url
+        if "://" in target and not host_allowed(target, self.allowed_hosts):
+            raise HostNotAllowed(f"{redact(url)}: its host is not among the allowed source "
+                                 "hosts (setting sources.allowedHosts)")
 
     def _ls_remote(self, repo_url: str, revision: str | None) -> dict[str, str]:
         """Refs of the remote: HEAD alone, branches and tags, or (``None``) every ref."""
@@ -279,6 +339,23 @@ class GitSource:
         return sha
 
 
+def _read_or_make_key(path: Path) -> bytes:
+    """The key in ``path``, made (32 random bytes, mode 0600) if there is none yet.
+
+    Written to a private file first and linked into place, so two processes sharing a
+    cache agree on one key and neither reads a half-written one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".mirror-key-")  # mode 0600
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(secrets.token_bytes(32))
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+        os.unlink(tmp)
+    return path.read_bytes()
+
+
 def one_line(text: str, limit: int = SUBJECT_LIMIT) -> str:
     """``text``'s first line without control characters, cut to ``limit`` (with an ellipsis)."""
     line = _CONTROL.sub(" ", text.strip().splitlines()[0] if text.strip() else "").strip()
@@ -287,7 +364,8 @@ def one_line(text: str, limit: int = SUBJECT_LIMIT) -> str:
 
 def _has_commit(mirror: Path, sha: str) -> bool:
     try:
-        git.Git(str(mirror)).execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"])
+        git.Git(str(mirror)).execute(["git", "cat-file", "-e", f"{sha}^{{commit}}"],
+                                     **childproc.popen_options())
     except git.GitCommandError:
         return False
     return True
@@ -298,7 +376,7 @@ def _local_commit(mirror: Path, prefix: str, repo_url: str) -> str | None:
     try:
         out = git.Git(str(mirror)).execute(
             ["git", "rev-parse", "--verify", f"{prefix}^{{commit}}"],
-            stdout_as_string=True)
+            stdout_as_string=True, **childproc.popen_options())
     except git.GitCommandError as e:
         if "ambiguous" in str(e.stderr):
             raise UnknownRevision(f"short SHA {prefix!r} is ambiguous in {redact(repo_url)}; "
@@ -312,6 +390,8 @@ def _classify(repo_url: str, stderr: str, command: str, timeout: float) -> Sourc
     where = redact(repo_url)
     if _KILLED in stderr:
         return SourceTimeout(f"{where} did not answer within {timeout:g} s (git {command})")
+    if childproc.out_of_memory(1, stderr):
+        return SourceError(childproc.explain(f"git {command} of {where}"))
     lines = _stderr_lines(stderr, repo_url)
     if auth := _first_with(lines, _AUTH_FAILED):
         return SourceAuthError(f"authentication to {where} failed: {auth}")

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import git
 
+from gitops_ray import childproc
+
 KEEP_TREES = 16
 LINK_COPY = ("cp", "-al", "--")  # GNU and BusyBox cp: hard links, symlinks kept as links
 LINK_COPY_TIMEOUT_S = 300
@@ -113,7 +115,7 @@ def _link_copy(base: Path, made: Path) -> None:
     """
     try:
         subprocess.run([*LINK_COPY, str(base), str(made)], check=True, capture_output=True,
-                       timeout=LINK_COPY_TIMEOUT_S)
+                       timeout=LINK_COPY_TIMEOUT_S, **childproc.popen_options())
         return
     except (OSError, subprocess.SubprocessError):
         shutil.rmtree(made, ignore_errors=True)
@@ -154,7 +156,7 @@ def _changes(mirror: Path, old: str, new: str) -> tuple[tuple[str, str], ...] | 
     try:
         out = git.Git(str(mirror)).execute(
             ["git", "diff", "--raw", "-z", "--no-renames", "--no-abbrev", old, new],
-            stdout_as_string=True)
+            stdout_as_string=True, **childproc.popen_options())
     except git.GitCommandError:
         return None
     fields = str(out).split("\0")
@@ -191,13 +193,14 @@ def _extract(mirror: Path, sha: str, paths: list[str], dest: Path, scratch: Path
     if paths:
         args += ["--", *(f":(literal){p}" for p in paths)]
     with open(archive, "wb") as handle:
-        git.Git(str(mirror)).execute(args, output_stream=handle)
+        git.Git(str(mirror)).execute(args, output_stream=handle, **childproc.popen_options())
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive) as tar:
             tar.extractall(dest, filter="tar")  # keeps symlinks for safepath to judge
     except tarfile.ReadError:
         # A commit without files archives as a lone header that tarfile rejects.
-        if git.Git(str(mirror)).execute(["git", "ls-tree", sha], stdout_as_string=True):
+        if git.Git(str(mirror)).execute(["git", "ls-tree", sha], stdout_as_string=True,
+                                        **childproc.popen_options()):
             raise
     archive.unlink()

@@ -14,6 +14,16 @@ The three promises, and where they are kept:
   the same, and says so: we have no confirmation flow), never after a failed apply, and
   with a ``uid`` precondition so a re-created object is left alone.
 
+**Another app's object** (:mod:`gitops_ray.sync.tracking`): an object whose live
+tracking id names another app is applied, as Argo CD applies it, and its result and the
+operation's message say so (``SharedResourceWarning: ...``); with
+``FailOnSharedResource=true`` it is not: the step fails, reason ``SharedResource`` (the
+reconciler refuses such a sync before it starts; this is the same check on the object
+as the apply finds it, so one that became shared since is refused too). Prune deletes
+only an object whose tracking id names this app, with its ``uid`` *and*
+``resourceVersion`` as preconditions: one that another app took (or anyone changed)
+since prune read it is read again and decided again, never deleted unseen.
+
 **Taking over** (:mod:`gitops_ray.sync.takeover`): before the first apply of an object
 that ``kubectl apply`` or Argo CD applied, their managers' fields are moved to ours (as
 client-go's ``csaupgrade``), so the apply removes what git dropped. ``status`` is never
@@ -123,11 +133,12 @@ from gitops_ray.sync.takeover import (
     predicted_after_takeover,
     take_over,
 )
-from gitops_ray.sync.tracking import is_tracked_by, with_tracking
+from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
 
 MAX_CONFLICT_RETRIES = 5
+FAIL_ON_SHARED = "FailOnSharedResource=true"
 ABSENT_VERSION = "1"
 """The write precondition of an object believed absent: a version no object has.
 
@@ -514,6 +525,7 @@ class Syncer:
         live = self._known(request, obj)
         replace = request.option("Replace=true") or "Replace=true" in sync_options(obj)
         for _ in range(MAX_CONFLICT_RETRIES):
+            shared = _shared(request, obj, live)
             try:
                 live = self._take_over(live, replace=replace, dry_run=request.dry_run)
                 body = prepare(obj, live, rules)
@@ -532,7 +544,7 @@ class Syncer:
                      dry_run=request.dry_run)
             landed = None if request.dry_run or replace else \
                 Landed(written, action == ResourceAction.CREATED)
-            return ResourceResult(key, action), landed
+            return ResourceResult(key, action, shared), landed
         raise SyncError(f"{key}: still conflicting after {MAX_CONFLICT_RETRIES} attempts")
 
     def _take_over(self, live: Manifest | None, *, replace: bool,
@@ -614,34 +626,44 @@ class Syncer:
         return kept
 
     def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        try:
-            live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
-                                 namespace=entry.namespace or None)
-        except LeaseExpired:
-            raise
-        except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours, keep it
-            return ResourceResult(entry.key, ResourceAction.FAILED,
-                                  f"prune failed: cannot read it: {e}")
-        if live is None:
-            return ResourceResult(entry.key, ResourceAction.GONE)
-        return _protected(request, entry) or _not_pruned(request, live, entry) \
-            or self._delete(request, live, entry)
+        """Read, decide, delete; again when it changed in between (module docstring)."""
+        for _ in range(MAX_CONFLICT_RETRIES):
+            try:
+                live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
+                                     namespace=entry.namespace or None)
+            except LeaseExpired:
+                raise
+            except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours
+                return ResourceResult(entry.key, ResourceAction.FAILED,
+                                      f"prune failed: cannot read it: {e}")
+            if live is None:
+                return ResourceResult(entry.key, ResourceAction.GONE)
+            outcome = _protected(request, entry) or _not_pruned(request, live, entry) \
+                or self._delete(request, live, entry)
+            if outcome is not None:
+                return outcome
+        return ResourceResult(entry.key, ResourceAction.FAILED, "prune failed: it kept "
+                              f"changing; still there after {MAX_CONFLICT_RETRIES} attempts")
 
     def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
-                ) -> ResourceResult:
+                ) -> ResourceResult | None:
+        """Delete ``live`` as read; ``None`` when it changed since (read it again)."""
         policy = _propagation(request)
         try:
-            if not request.dry_run:
-                post_event(self.kube, live, reason="ResourcePruned",
-                           message=f"pruned by app {request.app.name}: no longer in git")
             self.kube.delete(entry.api_version, entry.kind, name=entry.name,
                              namespace=entry.namespace or None,
                              propagation_policy=policy, uid=live["metadata"]["uid"],
+                             resource_version=live["metadata"]["resourceVersion"],
                              dry_run=request.dry_run)
+            if not request.dry_run:
+                post_event(self.kube, live, reason="ResourcePruned",
+                           message=f"pruned by app {request.app.name}: no longer in git")
             if not request.dry_run and still_there(self.kube, entry, live["metadata"]["uid"]):
                 return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
         except LeaseExpired:
             raise
+        except Conflict:
+            return None
         except KubeError as e:
             return ResourceResult(entry.key, ResourceAction.FAILED, f"prune failed: {e}")
         return ResourceResult(entry.key, ResourceAction.PRUNED)
@@ -724,8 +746,25 @@ def _settle(outcome: _Outcome, result: SyncResult) -> None:
     if outcome.landed is not None:
         result.landed[outcome.resource.key] = outcome.landed
     if outcome.error is not None:
-        result.fail(f"{outcome.resource.key}: {outcome.error}", Reason.APPLY_FAILED,
-                    cause=outcome.error)
+        reason = outcome.error.reason if isinstance(outcome.error, StepFailed) \
+            else Reason.APPLY_FAILED
+        result.fail(f"{outcome.resource.key}: {outcome.error}", reason, cause=outcome.error)
+    elif outcome.resource.message.startswith(SHARED_WARNING):
+        result.note(outcome.resource.message)
+
+
+SHARED_WARNING = "SharedResourceWarning: "
+
+
+def _shared(request: SyncRequest, obj: Manifest, live: Manifest | None) -> str:
+    """``""``, or the warning that ``live`` is another app's; refused with the option."""
+    other = shared_with(obj, live)
+    if not other:
+        return ""
+    message = shared_message(ResourceKey.of(obj), request.app.name, other)
+    if request.option(FAIL_ON_SHARED):
+        raise StepFailed(Reason.SHARED_RESOURCE, f"Shared resource found: {message}")
+    return SHARED_WARNING + message
 
 
 def _changed_first(request: SyncRequest, objs: list[Manifest], *,

@@ -27,7 +27,7 @@ import contextlib
 from collections.abc import Iterator
 from enum import StrEnum
 
-from gitops_ray.errors import GitOpsRayError
+from gitops_ray.errors import ChildMemoryExceeded, GitOpsRayError
 from gitops_ray.kube import LeaseExpired
 
 
@@ -51,6 +51,9 @@ class Reason(StrEnum):
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
     TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
     SYNC_WINDOW_CLOSED = "SyncWindowClosed"  # an AppProject sync window refuses a manual sync
+    SHARED_RESOURCE = "SharedResource"  # FailOnSharedResource=true: another app's object
+    MEMORY_LIMIT_EXCEEDED = "MemoryLimitExceeded"  # a child (helm, kustomize) went over
+    # childMemoryLimit (gitops_ray.childproc) and was stopped; its app alone failed
 
 
 _BY_STAGE = {
@@ -69,6 +72,8 @@ def reason_of(error: GitOpsRayError, default: Reason = Reason.COMPARE_FAILED) ->
     """
     if isinstance(error, StepFailed):
         return error.reason
+    if isinstance(error, ChildMemoryExceeded):
+        return Reason.MEMORY_LIMIT_EXCEEDED
     return _BY_STAGE.get(error.stage, default)
 
 

@@ -9,10 +9,11 @@ app nobody manages; a cascade that could not delete everything keeps the record 
 is left (and the error), so nothing is lost track of and the deletion can be retried.
 
 Cascade deletion is prune with the same safety: only objects in the app's inventory
-*and* carrying a tracking id that names this app and themselves, with a ``uid``
-precondition; ``argocd.argoproj.io/sync-options: Delete=false`` keeps an object, as in
-Argo CD, and so does the app's AppProject when it forbids the object's kind or namespace
-(Argo CD's finalizer deletes only what the project permits).
+*and* carrying a tracking id that names this app and themselves, with ``uid`` and
+``resourceVersion`` preconditions (one that changed since it was read, say another app
+took it, is left and retried); ``argocd.argoproj.io/sync-options: Delete=false`` keeps
+an object, as in Argo CD, and so does the app's AppProject when it forbids the object's
+kind or namespace (Argo CD's finalizer deletes only what the project permits).
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> Res
                    message=f"deleted with app {app}: its Application was deleted")
         kube.delete(entry.api_version, entry.kind, name=entry.name,
                     namespace=entry.namespace or None,
-                    propagation_policy=policy, uid=live["metadata"]["uid"])
+                    propagation_policy=policy, uid=live["metadata"]["uid"],
+                    resource_version=live["metadata"]["resourceVersion"])
         if still_there(kube, entry, live["metadata"]["uid"]):  # finalizers: accepted, not gone
             return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
     except KubeError as e:

@@ -5,6 +5,10 @@ Every object we apply carries ``gitops-ray.io/tracking-id: <app>:<group>/<kind>:
 coexist) and a label for listing. Prune trusts an object only when its tracking id names
 this app *and* the object itself (Argo's ``isSelfReferencedObj``): a copied annotation or
 another app's object is never deleted.
+
+An object of git's whose live tracking id names another app is *shared*
+(:func:`claimed_by`, :func:`shared_message`): Argo CD's ``SharedResourceWarning``, whose
+check reads only the app name in the id (``GetAppName``), as ours does.
 """
 
 from __future__ import annotations
@@ -82,3 +86,24 @@ def is_tracked_by(app: str, live: Manifest) -> bool:
     same_ns = not key.namespace or parsed.key.namespace == key.namespace
     return (parsed.key.group, parsed.key.kind, parsed.key.name) == (
         key.group, key.kind, key.name) and same_ns
+
+
+def claimed_by(obj: Manifest | None) -> str:
+    """The app ``obj``'s tracking id names (``""``: none, or not a tracking id)."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    parsed = parse_tracking_id(str(annotations.get(TRACKING_ANNOTATION, "")))
+    return parsed.app if parsed is not None else ""
+
+
+def shared_with(desired: Manifest, live: Manifest | None) -> str:
+    """The other app whose object ``live`` is, by its tracking id, or ``""``.
+
+    ``desired`` is git's object as we apply it (its tracking id names our app).
+    """
+    other = claimed_by(live)
+    return other if other and other != claimed_by(desired) else ""
+
+
+def shared_message(key: ResourceKey, app: str, other: str) -> str:
+    """Argo CD's ``SharedResourceWarning`` message."""
+    return f"{key.kind}/{key.name} is part of applications {app} and {other}"

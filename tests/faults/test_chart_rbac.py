@@ -31,7 +31,7 @@ import pytest
 import requests
 import yaml
 
-from gitops_ray.kube import Forbidden, Kube
+from gitops_ray.kube import Forbidden, Invalid, Kube
 from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.runtime.shards import GROUP_LABEL
 from gitops_ray.sync.records import record_name
@@ -49,7 +49,8 @@ from tests.samples import raycluster
 
 RC_API = "ray.io/v1"
 APPLIED_KINDS = {"ServiceAccount", "ConfigMap", "Role", "RoleBinding", "ClusterRole",
-                 "ClusterRoleBinding"}
+                 "ClusterRoleBinding",
+                 "NetworkPolicy"}  # validated by the API server (no network plugin enforces it)
 CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
 REPLACED_KINDS = {"Deployment", "Service",  # the local process stands in for the pod
                   "PodDisruptionBudget"}  # so there is no pod for a budget to guard
@@ -102,7 +103,7 @@ def _as_chart(helm_bin: Path, tmp: Path, kube: Kube, control_plane: LocalControl
     kubeconfig = service_account_kubeconfig(kube, control_plane, namespace=namespace,
                                             name=sa_name, path=tmp / "sa.kubeconfig")
     config = next(d for d in docs if d["kind"] == "ConfigMap"
-                  and d["metadata"]["name"] == sa_name)["data"]["config.yaml"]
+                  and "config.yaml" in d["data"])["data"]["config.yaml"]
     return sa_name, kubeconfig, yaml.safe_load(config)
 
 
@@ -140,8 +141,10 @@ def test_chart_service_account_syncs_heals_and_prunes(
         control_plane: LocalControlPlane, namespace: str, team: str, git_repo: GitRepo,
         rendered: Callable[..., list[dict[str, Any]]],
         controller_process: StartController) -> None:
-    # cluster-wide runs as the chart's HA setup (leader election on, so the Lease too)
-    rbac = (["--set", "replicaCount=2"] if variant == "cluster-wide" else
+    # cluster-wide runs as the chart's HA setup (leader election on, so the Lease too), its
+    # Pods read in the apps' namespace only (rbac.namespaces)
+    rbac = (["--set", "replicaCount=2", "--set", f"rbac.namespaces={{{team}}}"]
+            if variant == "cluster-wide" else
             ["--set", "rbac.clusterWide=false", "--set", f"rbac.namespaces={{{team}}}"])
     sa_name, kubeconfig, config = _as_chart(
         helm_bin, tmp_path, kube, control_plane, namespace, rendered, *rbac,
@@ -192,6 +195,15 @@ def test_chart_service_account_syncs_heals_and_prunes(
         as_sa.create({"apiVersion": "v1", "kind": "ConfigMap",
                       "metadata": {"name": f"{sa_name}-probe", "namespace": "kube-system"}},
                      field_manager="tests")
+    # Pods are read in the apps' namespace only; its own settings it cannot rewrite
+    assert _can(kube, sa, "watch", "pods", namespace=team)
+    assert not _can(kube, sa, "watch", "pods", namespace="kube-system")
+    settings = next(cm for cm in kube.list("v1", "ConfigMap", namespace)[0]
+                    if "config.yaml" in (cm.get("data") or {}))
+    assert settings["immutable"] is True
+    with pytest.raises(Invalid, match="immutable"):  # update, the verb its records need
+        as_sa.replace({**settings, "data": {"config.yaml": "interval: 1s\n"}},
+                      field_manager="tests")
 
 
 @pytest.mark.usefixtures("argocd_crds")

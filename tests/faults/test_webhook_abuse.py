@@ -1,4 +1,4 @@
-"""The webhook cannot be exhausted without the secret (issue 13, item 3).
+"""The webhook cannot be exhausted without the secret (issue 13, item 3; issue 36, item 9).
 
 Against the real controller process: malformed framing is a 4xx and never a traceback,
 unsigned bodies are refused on their headers without being read, and floods of big
@@ -199,6 +199,43 @@ def test_floods_are_bounded_and_a_signed_push_still_gets_through(
     print(f"peak RSS (VmHWM) over the whole flood: {peak:.0f} MiB (chart limit 512 MiB)")
     assert peak < 256  # half the chart limit; measured ~160 (4 body slots x 24 MiB + ~65)
     assert "gitops_ray_http_refused_total" in hooked.metrics()
+    assert_clean_log(hooked)
+
+
+def test_heads_dripping_a_byte_at_a_time_do_not_keep_a_delivery_out(
+        hooked: ControllerProcess, git_repo: GitRepo) -> None:
+    """Slowloris (issue 36, item 9): more dripping connections than there are slots, each
+    sending a byte of its headers again and again; a signed push still gets 202 at once,
+    and every dripping one is cut off when its head's total deadline is up (408)."""
+    baseline = threads(hooked)
+    dripping = [connect(hooked) for _ in range(LIMITS.max_connections * 2)]
+    stop = threading.Event()
+
+    def drip() -> None:
+        while not stop.is_set():
+            for sock in dripping:
+                with contextlib.suppress(OSError):
+                    sock.send(b"x")
+            stop.wait(0.5)
+    for sock in dripping:
+        sock.sendall(b"POST /webhook HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+    dripper = threading.Thread(target=drip, daemon=True)
+    dripper.start()
+    try:
+        held = threads(hooked)
+        response = push(hooked, git_repo)
+        assert response.status_code == 202, response.text
+        assert response.json()["refreshed"] == ["hooked"]
+        print(f"{len(dripping)} dripping connections: threads {baseline} -> {held}, "
+              f"header deadline {LIMITS.header_timeout:g} s")
+        assert held <= baseline + 8  # they hold no thread each
+        assert sorted({read_status(sock) for sock in dripping}) == [408]
+    finally:
+        stop.set()
+        dripper.join(10)
+        for sock in dripping:
+            sock.close()
+    assert 'reason="head_timeout"' in hooked.metrics()
     assert_clean_log(hooked)
 
 

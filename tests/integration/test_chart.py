@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Invalid, Kube
 from localcluster import LocalControlPlane
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray"
@@ -89,6 +89,10 @@ def test_lint_and_render(helm_bin: Path, tmp_path: Path, values: Path | None) ->
                                  and "config.yaml" in d["data"])["data"]["config.yaml"])
     assert config["controlNamespace"] == "gitops-ray"
     assert config["leaderElection"]["enabled"] is (deployment["spec"]["replicas"] > 1)
+    volumes = deployment["spec"]["template"]["spec"]["volumes"]
+    scratch = [v for v in volumes if "emptyDir" in v]
+    assert scratch and all(v["emptyDir"].get("sizeLimit") for v in scratch)
+    assert "NetworkPolicy" in kinds
 
 
 @pytest.mark.parametrize(("setting", "named"), [
@@ -197,13 +201,19 @@ def test_two_releases_in_one_namespace(install: Install, kube: Kube, namespace: 
     notes = install(second, "--set", "instanceTypes[0].name=8CPU-32GB")
     cms = {d["metadata"]["name"] for d in kube.list("v1", "ConfigMap", namespace)[0]}
     for release in (first, second):
-        assert {f"{release}-gitops-ray", f"{release}-gitops-ray-instance-types",
-                f"{release}-gitops-ray-patches"} <= cms
+        assert {f"{release}-gitops-ray-instance-types", f"{release}-gitops-ray-patches"} <= cms
+        assert [cm for cm in cms if cm.startswith(f"{release}-gitops-ray-config-")]
     assert "instance-types" not in cms and "patches" not in cms
     # NOTES promise nothing that is not true yet, and say which command shows what
     assert "is running" not in notes and "rollout status" in notes
     assert f"gitops-ray status --control-namespace {namespace}" in notes
     assert "/metrics" in notes
+
+
+def settings_configmap(kube: Kube, namespace: str, release: str) -> dict[str, Any]:
+    """The release's settings ConfigMap (named after its content)."""
+    return next(cm for cm in kube.list("v1", "ConfigMap", namespace)[0]
+                if cm["metadata"]["name"].startswith(f"{release}-gitops-ray-config-"))
 
 
 def _can(kube: Kube, sa: str, verb: str, resource: str, *, group: str = "",
@@ -256,7 +266,8 @@ def test_install_and_rbac_cluster_wide(install: Install, kube: Kube, namespace: 
     for verb in ("create", "update", "patch", "delete"):
         assert not _can(kube, sa, verb, "configmaps", namespace="kube-system")
         assert not _can(kube, sa, verb, "configmaps", namespace=other)
-    assert not _can(kube, sa, "delete", "configmaps", namespace=namespace)
+    # its own records: an app that left git (or Argo CD) has its record deleted
+    assert _can(kube, sa, "delete", "configmaps", namespace=namespace)
     kube.delete("v1", "Namespace", name=other)
 
 
@@ -301,7 +312,11 @@ def test_argocd_enabled_grants_what_argo_cd_integration_needs_there_only(
         {"apiGroups": ["argoproj.io"], "resources": ["appprojects"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["argocd-cm"],
-         "verbs": ["get", "list", "watch"]}]
+         "verbs": ["get", "list", "watch"]},
+        # Argo CD's repository Secrets (credentials of every source kind) and repos' CAs
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "resourceNames": ["argocd-tls-certs-cm"], "verbs": ["get"]}]
     bindings = [d for d in docs if d["kind"] == "RoleBinding"
                 and d["metadata"]["name"].endswith("-argocd")]
     assert len(bindings) == 2
@@ -324,9 +339,9 @@ def test_web_page_actions_grant_the_reviews_only_when_enabled(install: Install, 
         assert _can(kube, sa, "watch", "services", namespace="default")
         assert not _can(kube, sa, "get", "services", namespace="default")
         assert not _can(kube, sa, "sync", "configmaps", namespace=namespace)
-        cm = kube.get("v1", "ConfigMap", name=f"{release}-gitops-ray", namespace=namespace)
-        assert yaml.safe_load(cm["data"]["config.yaml"])["ui"] == {"enabled": True,
-                                                                   "actions": allowed}
+        cm = settings_configmap(kube, namespace, release)
+        assert yaml.safe_load(cm["data"]["config.yaml"])["ui"] == {
+            "enabled": True, "actions": allowed, "tokenAudience": "gitops-ray"}
 
 
 def test_destination_clusters_grant_secret_reads_only_when_enabled(
@@ -342,13 +357,125 @@ def test_destination_clusters_grant_secret_reads_only_when_enabled(
         assert not _can(kube, sa, "list", "secrets", namespace="kube-system")
 
 
-def test_destination_clusters_with_argo_cd_read_argo_cd_namespace_secrets(
-        helm_bin: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("clusters", ["true", "false"])
+def test_argo_cd_mode_reads_argo_cd_namespace_secrets_only(
+        helm_bin: Path, tmp_path: Path, clusters: str) -> None:
+    """Repository Secrets (and, asked for, cluster Secrets) in Argo CD's namespace only."""
     docs = template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
                     "--set", "config.argocd.namespace=ops-argocd",
-                    "--set", "destinationClusters.enabled=true")
+                    "--set", f"destinationClusters.enabled={clusters}")
     secrets = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
     roles = {(d["metadata"]["namespace"], d["metadata"]["name"].rsplit("-", 1)[-1]): d["rules"]
              for d in docs if d["kind"] == "Role"}
     assert secrets in roles[("ops-argocd", "argocd")]
     assert all(secrets not in rules for (ns, _), rules in roles.items() if ns != "ops-argocd")
+
+
+# -- issue 36, item 11: the chart's network and volume edges ------------------------------
+
+def _network_policy(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(d for d in docs if d["kind"] == "NetworkPolicy")
+
+
+def _ports(rule: dict[str, Any]) -> set[Any]:
+    return {p["port"] for p in rule["ports"]}
+
+
+def test_a_network_policy_by_default_lets_in_only_the_webhook_and_the_page(
+        helm_bin: Path, tmp_path: Path) -> None:
+    policy = _network_policy(template(helm_bin, tmp_path))["spec"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    webhook, page = policy["ingress"]
+    assert (_ports(webhook), "from" not in webhook) == ({"webhook"}, True)  # from anyone
+    assert (_ports(page), page["from"]) == ({"metrics"}, [{"namespaceSelector": {}}])
+    api, dns, git = policy["egress"]
+    assert _ports(api) == {443, 6443} and "to" not in api  # no cluster to look it up in
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert _ports(git) == {443, 22}
+
+    peer = {"ipBlock": {"cidr": "192.0.2.0/24"}}
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({
+        "replicaCount": 2,
+        "config": {"appSources": [{"repo": "https://git.example:8443/team/config.git"},
+                                  {"repo": "git@git.example:team/other.git"}]},
+        "networkPolicy": {"webhookFrom": [peer], "metricsFrom": [],
+                          "egress": {"git": [peer], "apiServer": [peer],
+                                     "extra": [{"to": [peer], "ports": [{"port": 7000}]}]}}}))
+    policy = _network_policy(template(helm_bin, tmp_path, "-f", str(values)))["spec"]
+    webhook, page, replicas = policy["ingress"]
+    assert webhook["from"] == [peer] and "from" not in page
+    assert replicas["from"][0]["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "gr"
+    api, _, git, forwarding, extra = policy["egress"]
+    assert api["to"] == [peer] and git["to"] == [peer]
+    assert _ports(git) == {443, 22, 8443}  # the repository URLs' ports are added
+    assert _ports(forwarding) == {9292} and extra == {"to": [peer], "ports": [{"port": 7000}]}
+
+    off = template(helm_bin, tmp_path, "--set", "networkPolicy.enabled=false")
+    assert "NetworkPolicy" not in {d["kind"] for d in off}
+
+
+def test_the_webhook_has_its_own_service_apart_from_the_page(helm_bin: Path,
+                                                             tmp_path: Path) -> None:
+    docs = template(helm_bin, tmp_path, "--set", "webhookService.type=LoadBalancer",
+                    "--set", "serviceMonitor.enabled=true",
+                    "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor")
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    page, webhook = services["gr-gitops-ray"], services["gr-gitops-ray-webhook"]
+    assert page["spec"]["type"] == "ClusterIP"
+    assert [p["name"] for p in page["spec"]["ports"]] == ["metrics"]
+    assert webhook["spec"]["type"] == "LoadBalancer"
+    assert [p["name"] for p in webhook["spec"]["ports"]] == ["webhook"]
+    monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
+    component = monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"]
+    assert component == page["metadata"]["labels"]["app.kubernetes.io/component"] == "metrics"
+
+
+def test_the_settings_configmap_is_immutable_and_named_after_its_content(
+        helm_bin: Path, tmp_path: Path) -> None:
+    def settings(*args: str) -> dict[str, Any]:
+        docs = template(helm_bin, tmp_path, *args)
+        cm = next(d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"])
+        deployment = next(d for d in docs if d["kind"] == "Deployment")
+        mounted = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+        assert mounted["config"]["configMap"]["name"] == cm["metadata"]["name"]
+        return cm
+
+    first, again, changed = settings(), settings(), settings("--set", "config.interval=5m")
+    assert first["immutable"] is True
+    assert first["metadata"]["name"] == again["metadata"]["name"]
+    assert first["metadata"]["name"] != changed["metadata"]["name"]
+
+
+def test_install_scopes_pod_reads_and_finds_the_api_server(
+        install: Install, kube: Kube, namespace: str) -> None:
+    """On the real API server: the NetworkPolicy is valid and names the API server Helm
+    looked up; Pods are read only in rbac.namespaces when it is given; the settings
+    ConfigMap cannot be changed, by the controller's token or anyone."""
+    team = _ns(kube, f"{namespace}-team")
+    scoped, everywhere = unique(), unique()
+    install(scoped, "--set", f"rbac.namespaces={{{team}}}")
+    install(everywhere)
+    policy = kube.get("networking.k8s.io/v1", "NetworkPolicy", name=f"{scoped}-gitops-ray",
+                      namespace=namespace)
+    assert policy is not None
+    api = policy["spec"]["egress"][0]
+    service = kube.get("v1", "Service", name="kubernetes", namespace="default")
+    expected = [{"ipBlock": {"cidr": f"{service['spec']['clusterIP']}/32"}}]
+    endpoints = kube.get("discovery.k8s.io/v1", "EndpointSlice", name="kubernetes",
+                         namespace="default")  # none here: this API server writes none
+    for endpoint in (endpoints or {}).get("endpoints") or []:
+        expected += [{"ipBlock": {"cidr": f"{a}/32"}} for a in endpoint["addresses"]]
+    assert api["to"] == expected
+    assert {443, 6443} <= _ports(api)
+    for release, elsewhere in ((scoped, False), (everywhere, True)):
+        sa = f"system:serviceaccount:{namespace}:{release}-gitops-ray"
+        assert _can(kube, sa, "watch", "pods", namespace=team)
+        assert _can(kube, sa, "watch", "pods", namespace="kube-system") is elsewhere
+        assert _can(kube, sa, "patch", "rayclusters", group="ray.io", namespace="default")
+    cm = settings_configmap(kube, namespace, scoped)
+    with pytest.raises(Invalid, match="immutable"):
+        kube.patch("v1", "ConfigMap", name=cm["metadata"]["name"], namespace=namespace,
+                   patch={"data": {"config.yaml": "interval: 1s\n"}},
+                   content_type="application/merge-patch+json", field_manager="tests")
+    kube.delete("v1", "Namespace", name=team)

@@ -54,9 +54,10 @@ def test_source_kustomize_overrides_like_kustomize_edit(repo: Path) -> None:
 
 
 def test_kustomize_errors_carry_kubectl_stderr(repo: Path, git_repo: GitRepo) -> None:
-    git_repo.commit({f"{OVERLAY}/kustomization.yaml": "resources:\n  - missing.yaml\n"})
+    git_repo.commit({f"{OVERLAY}/kustomization.yaml":
+                     "resources:\n  - ../../base\npatches:\n  - path: missing.yaml\n"})
     with pytest.raises(RenderError, match=r"^app ray-k: kubectl kustomize kustomize/overlays/"
-                                          r"prod failed \(exit 1\): .*missing.yaml"):
+                                          r"prod failed \(exit 1\): (?s:.*)missing.yaml"):
         render_app(overlay_app(), repo)
 
 

@@ -16,7 +16,9 @@ import pytest
 import requests
 
 from gitops_ray.kube import Kube
+from gitops_ray.runtime.web.auth import FAILURES_ALLOWED
 from gitops_ray.sync.records import record_name
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.integration.test_controller import (  # noqa: F401  (start_controller: fixture)
     Controller,
@@ -58,8 +60,26 @@ def group_row(page: str, group: str) -> dict[str, str]:
 
 
 def service_account_token(kube: Kube, namespace: str, name: str,
-                          verbs: list[str] | None = None, app: str = "") -> str:
-    """A token of a new ServiceAccount, granted ``verbs`` on ``app``'s record if given."""
+                          verbs: list[str] | None = None, app: str = "", *,
+                          audience: str | None = "gitops-ray") -> str:
+    """A token of a new ServiceAccount, granted ``verbs`` on ``app``'s record if given.
+
+    Bound to ``audience`` (the page's, as ``kubectl create token --audience``); ``None``
+    for the API server's own audience (a ServiceAccount's everyday API token).
+    """
+    if kube.get("v1", "ServiceAccount", name=name, namespace=namespace) is None:
+        _grant(kube, namespace, name, verbs, app)
+    spec: dict[str, Any] = {"expirationSeconds": 3600}
+    if audience is not None:
+        spec["audiences"] = [audience]
+    token: str = kube.call(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+              "spec": spec})["status"]["token"]
+    return token
+
+
+def _grant(kube: Kube, namespace: str, name: str, verbs: list[str] | None, app: str) -> None:
     kube.create({"apiVersion": "v1", "kind": "ServiceAccount",
                  "metadata": {"name": name, "namespace": namespace}}, field_manager="tests")
     if verbs:
@@ -69,11 +89,6 @@ def service_account_token(kube: Kube, namespace: str, name: str,
                                 "resourceNames": [record_name(app)], "verbs": verbs}]},
                     field_manager="tests")
         kube.create(role_binding(name, namespace), field_manager="tests")
-    token: str = kube.call(
-        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-              "spec": {"expirationSeconds": 3600}})["status"]["token"]
-    return token
 
 
 def test_list_and_app_pages_show_the_autoscalers_replicas_next_to_gits(
@@ -179,6 +194,31 @@ def test_actions_need_a_token_kubernetes_authorises_for_the_verb(
     assert synced["phase"] == "Succeeded" and synced["initiatedBy"] == user
     assert operator not in str(ctl.status("act"))
     assert requests.get(f"{ctl.url}/apps/act", timeout=10).text.count(user) >= 1
+
+
+def test_actions_take_only_tokens_bound_to_the_page_and_failures_are_limited(
+        actions_app: Controller, kube: Kube, namespace: str,
+        control_plane: LocalControlPlane) -> None:
+    """Issue 36, item 10: a TokenReview for the audience ``gitops-ray``, on the real API
+    server (its service-account issuer signs the TokenRequest's audience into the token)."""
+    url = f"{actions_app.url}/apps/act/refresh"
+
+    def post(token: str) -> requests.Response:
+        return requests.post(url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    api_token = service_account_token(kube, namespace, "op", ["refresh"], "act", audience=None)
+    other = service_account_token(kube, namespace, "op", audience="another-service")
+    for token in (api_token, other, control_plane.token):  # full-power or someone else's
+        refused = post(token)
+        assert refused.status_code == 401, refused.text
+        assert "audience 'gitops-ray'" in html.unescape(refused.text)
+        assert token not in refused.text
+    bound = service_account_token(kube, namespace, "op")
+    assert post(bound).status_code == 202
+
+    failures = [post("guess-" + str(i)).status_code for i in range(FAILURES_ALLOWED - 3)]
+    assert failures == [401] * (FAILURES_ALLOWED - 3)  # 3 refused above, 10 in all
+    limited = post(bound)  # even a good token: this address used up its failures
+    assert limited.status_code == 429 and "retry in" in limited.text
 
 
 def test_actions_are_off_by_default(start_controller: Callable[..., Controller],  # noqa: F811

@@ -223,3 +223,27 @@ def test_source_type_follows_the_source() -> None:
     status = application_status(Projection({}, helm, {"spec": SPEC}, now=0))
     assert status["sourceType"] == "Helm"
     assert status["sync"]["status"] == "Unknown" and status["health"]["status"] == "Unknown"
+
+
+def test_a_multi_source_app_has_argo_cds_revisions_lists(
+        status_schema: dict[str, Any]) -> None:
+    sources = [{"repoURL": "https://charts.example/", "chart": "ray-cluster",
+                "targetRevision": "1.5.*", "helm": {"valueFiles": ["$values/v.yaml"]}},
+               {"repoURL": "https://git.example/values.git", "targetRevision": "main",
+                "ref": "values"}]
+    spec = {**{k: v for k, v in SPEC.items() if k != "source"}, "sources": sources}
+    joined = f"1.5.1,{SHA1}"
+    rec = record(revision=joined)
+    rec["operation"]["revision"] = joined
+    live = {"metadata": {"name": "ray"}, "spec": spec}
+    status = application_status(Projection(rec, APP, live, now=1_700_000_004.0))
+    jsonschema.validate(status, status_schema)
+    assert status["sync"]["revisions"] == ["1.5.1", SHA1]
+    assert "revision" not in status["sync"]
+    assert status["sync"]["comparedTo"]["sources"] == sources
+    assert status["operationState"]["syncResult"]["revisions"] == ["1.5.1", SHA1]
+    assert status["operationState"]["syncResult"]["sources"] == sources
+    assert status["history"][0]["revisions"] == ["1.5.1", SHA1]
+    assert status["history"][0]["sources"] == sources
+    rollback = parse_operation({"sync": {"revisions": ["1.5.0", SHA2], "sources": sources}})
+    assert rollback is not None and rollback.revision == f"1.5.0,{SHA2}" and rollback.rollback

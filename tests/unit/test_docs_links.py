@@ -19,6 +19,8 @@ import pytest
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from tests.docs_commands import RUN_BY, shell_blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted({ROOT / "README.md", ROOT / "DEVELOPMENT.md", *ROOT.glob("docs/*.md"),
                 *ROOT.glob("charts/*/README.md"), ROOT / "bench" / "README.md",
@@ -104,3 +106,16 @@ def test_the_slug_rules() -> None:
     assert github_slug("One app in full: get") == "one-app-in-full-get"
     assert github_slug("System-level settings (argocd-cm)") == "system-level-settings-argocd-cm"
     assert github_slug("The README's figures, until 2026-12") == "the-readmes-figures-until-2026-12"
+
+
+@pytest.mark.parametrize("page", sorted(RUN_BY))
+def test_every_command_block_is_run_by_a_test(page: str) -> None:
+    """Each ```sh block of install.md/argocd.md has a marker that a test runs (see
+    tests/docs_commands.py), so a page cannot show a command no test types."""
+    blocks = shell_blocks(page)
+    assert [b.commands[:1] for name, b in blocks if name is None] == []
+    names = [name for name, _ in blocks]
+    assert len(names) == len(set(names)), names
+    assert set(names) == set(RUN_BY[page])
+    for test in RUN_BY[page].values():
+        assert (ROOT / test).is_file(), test

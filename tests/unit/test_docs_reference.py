@@ -98,7 +98,7 @@ def test_troubleshooting_names_every_failure_reason_and_condition() -> None:
     section = text[text.index("## Troubleshooting"):]
     for reason in Reason:
         assert f"| `{reason.value}` |" in section, reason
-    never = {ConditionType.SHARED_RESOURCE, ConditionType.ORPHANED_RESOURCE,
+    never = {ConditionType.ORPHANED_RESOURCE,
              ConditionType.REPEATED_RESOURCE}  # Argo CD's, never set here (the page says so)
     for condition in set(ConditionType) - never:
         assert f"| `{condition.value}` |" in section, condition

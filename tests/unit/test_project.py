@@ -352,3 +352,19 @@ def test_an_app_or_resource_the_project_forbids_is_unknown_unless_something_drif
     assert AppDiff([forbidden, drifted]).status == SyncStatus.OUT_OF_SYNC
     assert AppDiff(unknown=True).status == SyncStatus.UNKNOWN
     assert AppDiff().status == SyncStatus.SYNCED
+
+
+def test_source_repos_govern_helm_oci_and_every_source_of_a_multi_source_app() -> None:
+    proj = project(**{**OPEN, "sourceRepos": ["https://charts.example/*",
+                                              "oci://registry.example/charts/*",
+                                              "https://github.com/org/*"]})
+    chart = AppSource("https://charts.example/ray", chart="ray-cluster")
+    assert app_conditions(app(source=chart), proj, argocd_namespace="argocd") == ()
+    oci = AppSource("oci://registry.example/charts/ray", chart="ray-cluster")
+    assert app_conditions(app(source=oci), proj, argocd_namespace="argocd") == ()
+    elsewhere = AppSource("oci://other.example/charts/ray", chart="ray-cluster")
+    assert app_conditions(app(source=elsewhere), proj, argocd_namespace="argocd") != ()
+    values = AppSource("https://gitlab.com/team/values.git", ref="values", path="")
+    multi = app(source=chart, sources=(chart, values))
+    (condition,) = app_conditions(multi, proj, argocd_namespace="argocd")
+    assert "https://gitlab.com/team/values.git is not permitted" in condition.message

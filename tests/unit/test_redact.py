@@ -158,10 +158,10 @@ def test_helm_value_files_with_credentials_are_refused(tmp_path: object) -> None
     from pathlib import Path
     with pytest.raises(RenderError, match="credentials in a URL") as err:
         resolve_value_file(Path(str(tmp_path)), ".", "https://u:tok3n@h/values.yaml",
-                           ignore_missing=False)
+                           ignore_missing=False, hosts=("h",))
     assert "tok3n" not in str(err.value)
     assert resolve_value_file(Path(str(tmp_path)), ".", "https://h/values.yaml",
-                              ignore_missing=False) == "https://h/values.yaml"
+                              ignore_missing=False, hosts=("h",)) == "https://h/values.yaml"
 
 
 def test_ray_validation_names_the_field_not_its_value() -> None:

@@ -118,24 +118,36 @@ def test_gitops_ray_plugin_is_not_a_warning() -> None:
     assert parse_application(doc).warnings == ()
 
 
-def test_helm_repository_chart_warns() -> None:
+def test_helm_repository_chart_is_honoured() -> None:
     doc = app_doc(source={"repoURL": "https://ray-project.github.io/kuberay-helm/",
                           "chart": "ray-cluster", "targetRevision": "1.4.0"})
     app = parse_application(doc)
     assert app.source.chart == "ray-cluster"
-    assert any("charts from a Helm repository are not supported" in w for w in app.warnings)
+    assert app.warnings == ()
+    bad = app_doc(source={"repoURL": "oci://r.example/c", "chart": "../x"})
+    with pytest.raises(ConfigError, match="must be a chart name"):
+        parse_application(bad)
 
 
 def test_multi_source() -> None:
     one = app_doc(sources=[{"repoURL": "r", "path": "p"}])
     del one["spec"]["source"]
     assert parse_application(one).source.path == "p"
-    two = app_doc(sources=[{"repoURL": "r"}, {"repoURL": "s"}])
+    two = app_doc(sources=[{"repoURL": "r", "chart": "c", "targetRevision": "1.*",
+                            "helm": {"valueFiles": ["$values/v.yaml"]}},
+                           {"repoURL": "s", "ref": "values"}])
     del two["spec"]["source"]
-    with pytest.raises(ConfigError, match=r"multi-source Applications \(2 sources"):
-        parse_application(two, origin="apps/m.yaml")
-    both = app_doc(sources=[{"repoURL": "s"}])
-    assert any("spec.sources is ignored" in w for w in parse_application(both).warnings)
+    app = parse_application(two, origin="apps/m.yaml")
+    assert [(s.repo_url, s.ref, s.ref_only) for s in app.all_sources] == [
+        ("r", "", False), ("s", "values", True)]
+    assert app.source == app.sources[0]
+    both = app_doc(sources=[{"repoURL": "s"}])  # as Argo CD: sources wins over source
+    parsed = parse_application(both)
+    assert parsed.source.repo_url == "s"
+    assert any("spec.source is ignored" in w for w in parsed.warnings)
+    refs = app_doc(sources=[{"repoURL": "r", "ref": "a"}, {"repoURL": "s", "ref": "a"}])
+    with pytest.raises(ConfigError, match="same ref"):
+        parse_application(refs)
 
 
 @pytest.mark.parametrize(("spec", "message"), [

@@ -23,13 +23,14 @@ from gitops_ray.runtime.server import (
     content_length,
     group_routes,
 )
+from tests.waiting import eventually
 
 LIMITS = HttpLimits(max_body=1000, max_connections=4, max_body_reads=1, header_timeout=1.0,
-                    body_timeout=1.0)
+                    body_timeout=1.0, idle_timeout=1.0)
 
 
 class Server:
-    def __init__(self) -> None:
+    def __init__(self, limits: HttpLimits = LIMITS) -> None:
         self.seen: list[Request] = []
         self.refused: list[Refusal] = []
         self.release = threading.Event()
@@ -39,8 +40,10 @@ class Server:
             ("POST", "/hook"): Route(self.handle, admit=self.admit),
             ("POST", "/boom"): self.boom,
             ("GET", "/ok"): lambda r: Response(),
+            ("GET", "/hold"): self.hold,
         })])
-        self.servers = HttpServers(routes, limits=LIMITS, on_refused=self.refused.append)
+        self.holding = 0
+        self.servers = HttpServers(routes, limits=limits, on_refused=self.refused.append)
         self.port = self.servers.ports[0]
 
     def admit(self, headers: Mapping[str, str]) -> Response | None:
@@ -51,6 +54,11 @@ class Server:
         self.release.wait(10)
         self.seen.append(request)
         return Response(202, b"taken\n")
+
+    def hold(self, request: Request) -> Response:
+        self.holding += 1
+        self.release.wait(10)
+        return Response()
 
     def boom(self, request: Request) -> Response:
         raise RuntimeError("secret document value")
@@ -147,22 +155,93 @@ def test_a_body_that_never_arrives_times_out_with_408(server: Server) -> None:
 def test_silent_connections_are_dropped_after_the_header_timeout(server: Server) -> None:
     with server.connect() as sock:
         sock.sendall(b"POST /hook HTTP/1.1\r\n")  # and nothing more
-        assert read_all(sock) == b""  # closed by the server, no thread left behind
+        assert status(read_all(sock)) == 408  # then closed by the server
+    assert Refusal.HEAD_TIMEOUT in server.refused
     assert status(exchange(server, "GET /ok HTTP/1.1\r\nHost: x")) == 200
 
 
-def test_connections_beyond_the_bound_get_503_at_once(server: Server) -> None:
+def test_requests_beyond_the_bound_get_503_at_once(server: Server) -> None:
+    server.release.clear()
     held = [server.connect() for _ in range(LIMITS.max_connections)]
     try:
         for sock in held:
-            sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
-            assert status(read_all(sock)) == 200  # served: each now holds a thread (keep-alive)
+            sock.sendall(b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n")
+        eventually(lambda: server.holding == LIMITS.max_connections,
+                   message="every slot held by a request in its handler")
         with server.connect() as extra:
+            extra.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
             assert status(read_all(extra)) == 503
+        server.release.set()
+        assert [status(read_all(sock)) for sock in held] == [200] * len(held)
     finally:
         for sock in held:
             sock.close()
     assert Refusal.BUSY in server.refused
+
+
+def test_kept_alive_connections_hold_no_slot_and_are_closed_when_idle() -> None:
+    server = Server(HttpLimits(max_connections=LIMITS.max_connections, idle_timeout=3.0))
+    server.servers.start()
+    kept = [server.connect() for _ in range(LIMITS.max_connections + 2)]
+    try:
+        for sock in kept:  # each served, then kept alive (HTTP/1.1)
+            sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert status(read_all(sock)) == 200
+        assert status(exchange(server, "GET /ok HTTP/1.1\r\nHost: x")) == 200
+        kept[0].sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")  # the next request
+        assert status(read_all(kept[0])) == 200
+        assert all(read_all(sock) == b"" for sock in kept[1:])  # closed once idle
+    finally:
+        for sock in kept:
+            sock.close()
+        server.servers.stop()
+
+
+def test_heads_dripping_a_byte_at_a_time_are_cut_off_and_others_served(server: Server
+                                                                       ) -> None:
+    dripping = [server.connect() for _ in range(LIMITS.max_connections * 4)]
+    stop = threading.Event()
+
+    def drip() -> None:  # one byte per connection, again and again, never the blank line
+        while not stop.is_set():
+            for sock in dripping:
+                with contextlib.suppress(OSError):
+                    sock.send(b"X")
+            stop.wait(0.05)
+    dripper = threading.Thread(target=drip, daemon=True)
+    for sock in dripping:
+        sock.sendall(b"POST /hook HTTP/1.1\r\nX-Pad: ")
+    dripper.start()
+    try:
+        assert status(exchange(server, f"{POST}\r\nContent-Length: 1", b"y")) == 202
+        assert [status(read_all(sock)) for sock in dripping] == [408] * len(dripping)
+    finally:
+        stop.set()
+        dripper.join(10)
+        for sock in dripping:
+            sock.close()
+    assert server.refused.count(Refusal.HEAD_TIMEOUT) == len(dripping)
+
+
+def test_when_too_many_heads_are_arriving_the_oldest_makes_room() -> None:
+    server = Server(HttpLimits(max_pending=2, header_timeout=30.0))
+    server.servers.start()
+    try:
+        first = server.connect()
+        first.sendall(b"GET /ok HTTP/1.1\r\n")
+        eventually(lambda: server.servers.pending() == 1, message="the first is pending")
+        second = server.connect()
+        second.sendall(b"GET /ok HTTP/1.1\r\n")
+        eventually(lambda: server.servers.pending() == 2, message="the second is pending")
+        assert status(exchange(server, "GET /ok HTTP/1.1\r\nHost: x")) == 200
+        assert read_all(first) == b""  # dropped to make room
+        second.sendall(b"Host: x\r\n\r\n")
+        assert status(read_all(second)) == 200
+        first.close()
+        second.close()
+    finally:
+        server.servers.stop()
+    assert Refusal.EVICTED in server.refused
 
 
 def test_body_reads_beyond_the_bound_wait_then_get_503(server: Server) -> None:
@@ -212,3 +291,15 @@ def test_a_refused_body_sent_in_full_still_gets_its_response(server: Server) -> 
     body = b"x" * 50_000  # sent before the client reads (see server.linger)
     for _ in range(20):
         assert status(exchange(server, f"{POST}\r\nContent-Length: 50000", body)) == 413
+
+
+def test_pipelined_requests_on_one_connection_are_each_answered(server: Server) -> None:
+    with server.connect() as sock:
+        sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+                     + f"{POST}\r\nContent-Length: 1\r\n\r\nz".encode()
+                     + b"GET /ok HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert [status(b"HTTP/" + r) for r in data.split(b"HTTP/")[1:]] == [200, 202, 200]
+    assert [bytes(r.body) for r in server.seen] == [b"z"]

@@ -106,3 +106,28 @@ def test_dangling_symlink_inside_the_repository_is_not_an_escape(repo: Path) -> 
     os.symlink("apps/missing.yaml", repo / "dangling.yaml")
     assert safe_path(repo, "dangling.yaml") == (repo / "apps" / "missing.yaml").resolve()
     check_no_escaping_symlinks(repo, repo)
+
+
+def test_links_inside_a_directory_reached_through_a_link_are_checked(
+        repo: Path, tmp_path: Path) -> None:
+    """apps/ray/lib -> ../../lib (inside), lib/key -> outside: reached, so refused."""
+    (repo / "lib").mkdir()
+    os.symlink(tmp_path / "outside" / "secret.yaml", repo / "lib" / "key")
+    os.symlink("../../lib", repo / "apps" / "ray" / "lib")
+    with pytest.raises(SourceError, match=re.escape(
+            "symlink 'lib/key' (reached through 'apps/ray/lib') points outside")):
+        check_no_escaping_symlinks(repo, repo / "apps" / "ray")
+
+
+def test_link_loops_through_directories_end(repo: Path) -> None:
+    os.symlink("..", repo / "apps" / "ray" / "up")  # apps/ray/up -> apps: a cycle
+    os.symlink("../..", repo / "apps" / "ray" / "top")
+    check_no_escaping_symlinks(repo, repo / "apps")
+
+
+def test_a_start_directory_that_is_a_link_outside_is_refused(
+        repo: Path, tmp_path: Path) -> None:
+    os.symlink(tmp_path / "outside", repo / ".gitops-ray")
+    with pytest.raises(SourceError, match=re.escape(
+            "symlink '.gitops-ray' points outside the repository")):
+        check_no_escaping_symlinks(repo, repo / "apps", repo / ".gitops-ray")

@@ -43,7 +43,7 @@ values.config.leaderElection may still tune the timings (leaseDuration, ...).
 {{- $sharded := and (gt (int .Values.replicaCount) 1) .Values.sharding.enabled -}}
 {{- $_ := set $config "sharding" (merge (dict "enabled" $sharded) ($config.sharding | default dict)) -}}
 {{- $_ := set $config "listen" (dict "metrics" (printf ":%d" (int .Values.service.metricsPort)) "health" ":8081" "webhook" (printf ":%d" (int .Values.service.webhookPort))) -}}
-{{- $_ := set $config "ui" (dict "enabled" .Values.ui.enabled "actions" .Values.ui.actions.enabled) -}}
+{{- $_ := set $config "ui" (dict "enabled" .Values.ui.enabled "actions" .Values.ui.actions.enabled "tokenAudience" .Values.ui.actions.audience) -}}
 {{- $_ := set $config "podShapes" (dict "instanceTypesConfigMap" (printf "%s-instance-types" (include "gitops-ray.fullname" .)) "patchesConfigMap" (printf "%s-patches" (include "gitops-ray.fullname" .))) -}}
 {{- if .Values.credentials -}}
 {{- $_ := set $config "credentials" .Values.credentials -}}
@@ -54,3 +54,9 @@ values.config.leaderElection may still tune the timings (leaseDuration, ...).
 {{- toYaml $config -}}
 {{- end -}}
 
+
+
+{{- /* The settings ConfigMap's name: the release's, plus a digest of its content. */}}
+{{- define "gitops-ray.configName" -}}
+{{- printf "%s-config-%s" (include "gitops-ray.fullname" . | trunc 45 | trimSuffix "-") (include "gitops-ray.config" . | sha256sum | trunc 10) -}}
+{{- end -}}

@@ -23,6 +23,20 @@ authenticates as ``system:anonymous`` / group ``system:unauthenticated``, is ref
 401 before any access review. The token is read from the request, sent to the API server
 in the review's body, and dropped; it is never logged, stored, or echoed.
 
+**Audience.** The review asks for one audience (setting ``ui.tokenAudience``, default
+``gitops-ray``: ``spec.audiences``), and the token must be issued for it
+(``status.audiences`` holds it), so what a user pastes is a bound token good for this page
+only (``kubectl create token SA --audience gitops-ray --duration 1h``), never their
+full-power API token: a ServiceAccount's usual token, a Pod's, or a kubeconfig's is for the
+API server's audience and is refused with 401. (The API server accepts a token for the
+audience of its own ``--api-audiences`` only; OIDC tokens need an authenticator configured
+with this audience.)
+
+**Brute force.** Failed reviews (401 and 403) are counted per client address
+(:class:`FailedReviews`): after :data:`FAILURES_ALLOWED` in :data:`FAILURE_WINDOW` seconds,
+that client's actions get 429 without a review until the oldest failure ages out. Behind a
+proxy every client has the proxy's address; the limit then holds for all of them at once.
+
 **CSRF.** No cookie or other ambient credential exists, so a cross-site page cannot make a
 browser act with someone's rights: it does not have their token. The no-JavaScript form
 does carry the token in its body, so it is also held to two more checks (defence in
@@ -39,7 +53,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Mapping
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -48,6 +65,9 @@ from gitops_ray.kube import Kube, KubeError
 from gitops_ray.sync.records import record_name
 
 FORM_TTL = 3600.0  # seconds a rendered form's CSRF token stays valid
+FAILURES_ALLOWED = 10  # failed reviews per client ...
+FAILURE_WINDOW = 60.0  # ... in this many seconds; then 429 until the oldest ages out
+CLIENTS_TRACKED = 4096  # clients whose failures are remembered (the oldest forgotten first)
 ANONYMOUS_USER = "system:anonymous"
 UNAUTHENTICATED_GROUP = "system:unauthenticated"
 
@@ -84,23 +104,64 @@ class Denied(Exception):
         self.status, self.message = status, message
 
 
+class FailedReviews:
+    """Failed reviews per client in a sliding window (bounded: :data:`CLIENTS_TRACKED`)."""
+
+    def __init__(self, *, allowed: int = FAILURES_ALLOWED, window: float = FAILURE_WINDOW,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.allowed, self.window, self._clock = allowed, window, clock
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def check(self, client: str) -> None:
+        """:class:`Denied` (429) while ``client`` has used up its failures."""
+        now = self._clock()
+        with self._lock:
+            times = self._failures.get(client)
+            while times and now - times[0] >= self.window:
+                times.popleft()
+            if times is not None and len(times) >= self.allowed:
+                wait = max(1, int(self.window - (now - times[0])) + 1)
+                raise Denied(429, f"Too many refused attempts from this address; "
+                                  f"retry in {wait} s.")
+
+    def record(self, client: str) -> None:
+        with self._lock:
+            times = self._failures.pop(client, None) or deque(maxlen=self.allowed)
+            times.append(self._clock())
+            self._failures[client] = times  # the most recent last
+            while len(self._failures) > CLIENTS_TRACKED:
+                self._failures.popitem(last=False)
+
+
 class Reviewer:
     """Asks the API server who a token is and whether they may use a verb on an app."""
 
-    def __init__(self, kube: Kube, namespace: str) -> None:
-        self.kube, self.namespace = kube, namespace
+    def __init__(self, kube: Kube, namespace: str, *, audience: str,
+                 failures: FailedReviews | None = None) -> None:
+        self.kube, self.namespace, self.audience = kube, namespace, audience
+        self.failures = failures or FailedReviews()
 
-    def authorize(self, token: str, app: str, verb: Verb) -> Caller:
-        """The caller behind ``token`` if they may ``verb`` the app; else :class:`Denied`."""
+    def authorize(self, token: str, app: str, verb: Verb, *, client: str = "") -> Caller:
+        """The caller behind ``token`` if they may ``verb`` the app; else :class:`Denied`.
+
+        A refused review counts against ``client`` (:class:`FailedReviews`).
+        """
+        self.failures.check(client)
         if not token:
             raise Denied(401, "a bearer token is required")
-        caller = self.authenticate(token)
-        self.check(caller, app, verb)
+        try:
+            caller = self.authenticate(token)
+            self.check(caller, app, verb)
+        except Denied as denied:
+            if denied.status in (401, 403):
+                self.failures.record(client)
+            raise
         return caller
 
     def authenticate(self, token: str) -> Caller:
         try:
-            status = self.kube.token_review(token)
+            status = self.kube.token_review(token, [self.audience])
         except KubeError as e:
             raise Denied(503, f"cannot review the token: {type(e).__name__}") from None
         user = status.get("user") or {}
@@ -108,7 +169,10 @@ class Reviewer:
                         tuple(str(g) for g in user.get("groups") or ()),
                         dict(user.get("extra") or {}))
         if not status.get("authenticated") or not caller.username or _anonymous(caller):
-            raise Denied(401, "the token was not accepted")
+            raise Denied(401, f"the token was not accepted (it must be issued for the "
+                              f"audience {self.audience!r})")
+        if self.audience not in (status.get("audiences") or ()):
+            raise Denied(401, f"the token is not for the audience {self.audience!r}")
         return caller
 
     def check(self, caller: Caller, app: str, verb: Verb) -> None:

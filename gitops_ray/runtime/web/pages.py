@@ -26,6 +26,7 @@ from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import utc_text
 from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
+from gitops_ray.render.apps import short_revision
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
@@ -225,7 +226,7 @@ def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = ""
     op = mapping(status.get("operation"))
     return AppRow(name=name, href=app_href(name), sync=text(status.get("sync")) or "Unknown",
                   health=text(status.get("health")) or "Unknown",
-                  revision=text(status.get("revision"))[:SHORT_SHA],
+                  revision=short_revision(text(status.get("revision")), SHORT_SHA),
                   operation=text(op.get("phase")), finished=when(op.get("finishedAt"), now=now),
                   error=error or text(status.get("error")))
 
@@ -236,7 +237,8 @@ def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
     initiated = op.get("initiatedBy")
     user = text(mapping(initiated).get("username")) if isinstance(initiated, dict) \
         else text(initiated)
-    return HistoryEntry(id=_id(op.get("id")), revision=text(op.get("revision"))[:SHORT_SHA],
+    return HistoryEntry(id=_id(op.get("id")),
+                        revision=short_revision(text(op.get("revision")), SHORT_SHA),
                         phase=text(op.get("phase")), message=text(op.get("message")),
                         subject=text(op.get("subject")),
                         finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),

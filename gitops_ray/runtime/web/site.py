@@ -240,7 +240,8 @@ class WebSite:
             fields = _fields(request)
             token = header_token if header_token is not None else self._form_token(
                 name, fields)
-            caller = self.actions_or_fail().reviewer.authorize(token, name, verb)
+            caller = self.actions_or_fail().reviewer.authorize(token, name, verb,
+                                                               client=request.client)
             self._perform(name, verb, caller, fields)
         except Denied as denied:
             log.info("ui_action_refused", app=name, verb=verb.value, status=denied.status)
@@ -312,7 +313,7 @@ class WebSite:
 
 
 _TITLES = {400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found",
-           503: "Unavailable"}
+           429: "Too many attempts", 503: "Unavailable"}
 
 
 def _app_path(path: str) -> tuple[str | None, str]:
