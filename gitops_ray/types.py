@@ -14,6 +14,11 @@ Manifest = dict[str, Any]
 """A Kubernetes object as decoded JSON."""
 
 
+MANAGED_ANNOTATION = "gitops-ray.io/managed"
+"""With :data:`SKIP_RECONCILE_ANNOTATION`, on an Application or on an Argo CD cluster
+Secret: gitops-ray reconciles the app (every app of the cluster) in Argo CD's place."""
+SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
+
 class SyncStatus(StrEnum):
     """Argo CD's sync status of an app or resource (``SyncStatusCode`` in Argo CD's API).
 
@@ -72,6 +77,9 @@ class ConditionType(StrEnum):
     """gitops-ray's own: a rollback paused automated sync (Argo CD refuses such a
     rollback instead). Argo CD's UI shows a type ending neither in Error nor in Warning
     as information."""
+    SYNC_WINDOW_CLOSED = "SyncWindowClosed"
+    """gitops-ray's own: an AppProject sync window holds back an automated sync or a
+    requested operation (Argo CD only logs "Sync prevented by sync window")."""
 
     @property
     def is_error(self) -> bool:

@@ -9,6 +9,11 @@ An app that cannot be compared (bad source, render or ignore rule) is reported o
 on stderr and as ``"error"`` in the JSON, and the others are still compared: one broken
 Application must not hide every other app's drift. Any such error makes the exit code 2.
 
+``--argocd-app NS/NAME`` previews handing an in-cluster Argo CD Application over
+(:mod:`gitops_ray.cli.handover`): its diff as the controller would compare it, and each of
+its fields gitops-ray would not honour, on stderr (``notHonoured`` in the JSON); any such
+field makes the exit code 2.
+
 When a sync would change a Ray object's worker groups, the diff is followed by their
 worker-group view (git's ``replicas`` next to live's, who set them, ready and stale Pods),
 on stderr so stdout stays a diff; ``-o json`` carries it as ``workerGroupView`` next to
@@ -37,6 +42,7 @@ from gitops_ray.cli.common import (
     shapes_options,
 )
 from gitops_ray.cli.destinations import Destinations
+from gitops_ray.cli.handover import not_honoured, preview_options, previewed
 from gitops_ray.cli.live import key_of, read_tree
 from gitops_ray.cli.views import print_groups, stderr_console
 from gitops_ray.diff.format import to_json, unified
@@ -106,21 +112,47 @@ def error_text(error: GitOpsRayError) -> str:
               show_default=True)
 @click.option("--exit-code/--no-exit-code", default=True, show_default=True,
               help="Exit 1 when there are differences.")
-def diff_command(output: str, color: str, exit_code: bool, **opts: Any) -> None:
+@click.option("--argocd-app", "argocd_apps", multiple=True, metavar="NS/NAME",
+              help="Preview handing this in-cluster Argo CD Application over: what its "
+                   "first sync would change and each of its fields gitops-ray would not "
+                   "honour (then exit 2). Repeatable; implies --argocd (Argo CD's namespace: "
+                   "--argocd-namespace, else NS).")
+def diff_command(output: str, color: str, exit_code: bool, argocd_apps: tuple[str, ...],
+                 **opts: Any) -> None:
     """Show what would change in the cluster if the config repo were synced."""
+    if argocd_apps:
+        opts = preview_options(opts, argocd_apps)
     pipeline = Destinations(opts)
-    selection = select_apps(pipeline.source, opts)
+    selection = previewed(pipeline.local.kube, argocd_apps, opts) if argocd_apps \
+        else select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
+    refused = _not_honoured(selection.apps, text=output != "json") if argocd_apps else {}
     with settling():  # many apps compared: see runtime.heap
         changed, failed, report = _diff_all(pipeline, selection, output=output,
-                                            color=use_color)
+                                            color=use_color, quiet=bool(argocd_apps))
     if output == "json":
+        for entry in report if argocd_apps else ():
+            entry["notHonoured"] = refused.get(entry["app"], [])
         click.echo(json.dumps(report, indent=2))
+    failed |= any(refused.values())
     sys.exit(EXIT_ERROR if failed else EXIT_DIFFERENCES if changed and exit_code else 0)
 
 
-def _diff_all(pipeline: Destinations, selection: Selection, *, output: str, color: bool
-              ) -> tuple[bool, bool, list[dict[str, Any]]]:
+def _not_honoured(apps: list[Application], *, text: bool) -> dict[str, list[str]]:
+    """Each app's fields gitops-ray would not honour, said on stderr (see cli.handover)."""
+    out = {app.name: not_honoured(app) for app in apps}
+    for name, fields in out.items() if text else ():
+        if not fields:
+            click.secho(f"app {name}: gitops-ray honours every field of it", fg="green",
+                        err=True)
+        for field in fields:
+            click.secho(f"app {name}: not honoured after the hand-over: {field}", fg="red",
+                        err=True)
+    return out
+
+
+def _diff_all(pipeline: Destinations, selection: Selection, *, output: str, color: bool,
+              quiet: bool = False) -> tuple[bool, bool, list[dict[str, Any]]]:
     """Compare and print (or collect, for JSON) each app; (changed, failed, report)."""
     changed, failed = False, False
     report: list[dict[str, Any]] = []
@@ -132,7 +164,7 @@ def _diff_all(pipeline: Destinations, selection: Selection, *, output: str, colo
             report.append({"app": app.name, "revision": "", "status": SyncStatus.UNKNOWN,
                            "error": error_text(comparison), "resources": []})
             continue
-        _warn(comparison)
+        _warn(comparison, quiet=set(app.warnings) if quiet else set())
         failed |= _refused(comparison)
         changed |= comparison.diff.status == SyncStatus.OUT_OF_SYNC
         views = group_views(pipeline.pipeline(app).kube, comparison)  # compared there
@@ -195,8 +227,11 @@ def _refused(comparison: Comparison) -> bool:
     return bool(stopping)
 
 
-def _warn(comparison: Comparison) -> None:
+def _warn(comparison: Comparison, *, quiet: set[str]) -> None:
+    """The comparison's warnings on stderr, but those in ``quiet`` (said already)."""
     for warning in comparison.warnings:
+        if warning in quiet:
+            continue
         click.secho(f"warning: app {comparison.app.name}: {warning}", fg="yellow", err=True)
     for conflict in comparison.diff.conflicts:
         click.secho(f"conflict: app {comparison.app.name}: {conflict}", fg="yellow", err=True)

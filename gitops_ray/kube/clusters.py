@@ -47,7 +47,7 @@ from kubernetes import client as k8s_client
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.client import Kube
-from gitops_ray.types import Manifest
+from gitops_ray.types import MANAGED_ANNOTATION, SKIP_RECONCILE_ANNOTATION, Manifest
 
 SECRET_TYPE_LABEL = "argocd.argoproj.io/secret-type"
 CLUSTER_SECRET_SELECTOR = f"{SECRET_TYPE_LABEL}=cluster"
@@ -115,6 +115,23 @@ def parse_cluster_secret(secret: Manifest) -> ClusterConfig:
         secret=str(meta.get("name", "")), bearer_token=_token(config, where),
         tls=_tls(config.get("tlsClientConfig"), where), namespaces=namespaces,
         cluster_resources=cluster_resources or not namespaces)
+
+
+_GO_TRUE = ("1", "t", "T", "TRUE", "true", "True")  # strconv.ParseBool
+
+
+def hand_over(annotations: object) -> tuple[bool, bool]:
+    """``(managed, skipped)``: a cluster Secret's two hand-over annotations.
+
+    Argo CD >= 3.4 skips every app of a cluster whose Secret says
+    ``argocd.argoproj.io/skip-reconcile`` (``strconv.ParseBool``: ``true``, ``1``, ``t``
+    ...); gitops-ray takes them only when the Secret also says ``gitops-ray.io/managed:
+    "true"``, as it takes one Application only with both.
+    """
+    if not isinstance(annotations, Mapping):
+        return False, False
+    return (str(annotations.get(MANAGED_ANNOTATION, "")).lower() == "true",
+            annotations.get(SKIP_RECONCILE_ANNOTATION) in _GO_TRUE)
 
 
 def _decoded(data: Mapping[str, Any], where: str) -> dict[str, str]:

@@ -33,10 +33,16 @@ from typing import Any
 from gitops_ray.moments import rfc3339
 from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application
 from gitops_ray.sync.history import entry_id, is_deployment
-from gitops_ray.types import ConditionType, OperationPhase, ResourceAction, ResourceKey
+from gitops_ray.types import (
+    MANAGED_ANNOTATION,
+    SKIP_RECONCILE_ANNOTATION,
+    ConditionType,
+    OperationPhase,
+    ResourceAction,
+    ResourceKey,
+)
 
-MANAGED_ANNOTATION = "gitops-ray.io/managed"
-SKIP_RECONCILE_ANNOTATION = "argocd.argoproj.io/skip-reconcile"
+__all__ = ["MANAGED_ANNOTATION", "SKIP_RECONCILE_ANNOTATION"]  # also imported from here
 REFRESH_ANNOTATION = "argocd.argoproj.io/refresh"
 HYDRATE_ANNOTATION = "argocd.argoproj.io/hydrate"  # argocd-server sets it with a refresh
 REQUEST_ANNOTATIONS = (REFRESH_ANNOTATION, HYDRATE_ANNOTATION)
@@ -143,6 +149,11 @@ class ManualOperation:
     @property
     def user(self) -> str:
         return str(self.initiated_by.get("username") or "")
+
+    @property
+    def automated(self) -> bool:
+        """``initiatedBy.automated``: Argo CD's sync windows treat it as an auto-sync."""
+        return self.initiated_by.get("automated") is True
 
 
 def requested_operation(raw: object) -> ManualOperation | None:

@@ -138,6 +138,7 @@ class Action(StrEnum):
     WAIT = "wait"  # in backoff: refresh again after ``wait`` seconds
     BLOCKED = "blocked"  # will not sync until the revision or source spec changes
     PAUSED = "paused"  # a rollback paused automation: refresh again when it ends (``wait``)
+    WINDOW = "window"  # a sync window closes the app: refresh again when it opens (``wait``)
 
 
 @dataclass(frozen=True)

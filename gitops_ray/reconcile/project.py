@@ -38,7 +38,8 @@ is ``"true"`` (gitops-engine's sync messages, as forbidden objects: the sync fai
 A broken project (a field of the wrong type, a pattern that does not compile) is an
 ``UnknownError`` condition naming the field: the app is not synced and nothing is pruned.
 Not modelled: Argo CD's global projects, project-scoped repository and cluster Secrets,
-``permitOnlyProjectScopedClusters``, sync windows and roles.
+``permitOnlyProjectScopedClusters`` and roles. Sync windows are parsed here and
+evaluated in :mod:`gitops_ray.reconcile.windows`.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from typing import Any, Protocol
 from gitops_ray.errors import ConfigError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.kube import Kube, KubeError, UnknownKind
+from gitops_ray.reconcile.windows import SyncWindow, parse_windows
 from gitops_ray.redact import redact
 from gitops_ray.render.applications import IN_CLUSTER_SERVER
 from gitops_ray.render.apps import Application, Destination
@@ -116,6 +118,7 @@ class Project:
     cluster_blacklist: tuple[GroupKind, ...] = ()
     namespace_whitelist: tuple[GroupKind, ...] | None = None  # None: every kind
     namespace_blacklist: tuple[GroupKind, ...] = ()
+    sync_windows: tuple[SyncWindow, ...] = ()
 
     @classmethod
     def parse(cls, manifest: Manifest) -> Project:
@@ -135,7 +138,8 @@ class Project:
                    kinds["clusterResourceWhitelist"] or (),
                    kinds["clusterResourceBlacklist"] or (),
                    kinds["namespaceResourceWhitelist"],
-                   kinds["namespaceResourceBlacklist"] or ())
+                   kinds["namespaceResourceBlacklist"] or (),
+                   parse_windows(spec.get("syncWindows"), f"{where}: spec.syncWindows"))
 
 
 class Projects(Protocol):

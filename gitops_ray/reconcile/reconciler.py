@@ -32,7 +32,10 @@ them): an app whose project stops it (an ``InvalidSpecError`` or ``UnknownError`
 condition), or a sync that would write an object the project forbids, is refused before
 anything is written: a ``Failed`` operation, reason ``ProjectForbidden``, with Argo CD's
 message. Nothing is applied and nothing pruned; and no sync ever prunes a live object
-the project forbids (Argo CD does not see those).
+the project forbids (Argo CD does not see those). A sync the project's **sync windows**
+refuse (:mod:`gitops_ray.reconcile.windows`, judged as a manual sync: the controller
+holds its automated ones back before they get here) fails ``SyncWindowClosed`` and is
+not recorded, as argocd-server refuses ``argocd app sync``.
 
 **Shared resources.** With ``FailOnSharedResource=true`` an app whose comparison found
 one of git's objects live under another app's tracking id (a ``SharedResourceWarning``)
@@ -71,6 +74,7 @@ from gitops_ray.reconcile.status import (
     save_operation,
     save_status,
 )
+from gitops_ray.reconcile.windows import for_app, verdict
 from gitops_ray.render.apps import Application
 from gitops_ray.sync.engine import (
     FAIL_ON_SHARED,
@@ -106,9 +110,11 @@ Called right before the write, so what it decides is known before the record say
 class Reconciler:
     """Runs sync operations through a :class:`Pipeline` and a :class:`Syncer`."""
 
-    def __init__(self, pipeline: Pipeline, syncer: Syncer) -> None:
+    def __init__(self, pipeline: Pipeline, syncer: Syncer, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.pipeline = pipeline
         self.syncer = syncer
+        self.clock = clock  # what sync windows are evaluated at
 
     def protection(self, app: Application) -> Callable[[ResourceKey], str] | None:
         """What deleting ``app`` must leave alone: objects its AppProject forbids.
@@ -136,6 +142,9 @@ class Reconciler:
         refused = _refusal(before, only)
         if refused is not None:
             return self._refused(before, refused, dry_run=dry_run, note=note)
+        closed = None if dry_run or resume is not None else _closed(before, self.clock())
+        if closed is not None:  # as argocd-server's Sync: refused, nothing recorded
+            return SyncOutcome(before, closed, None)
         blocked = prune and bool(before.render_problems)
         request = SyncRequest(app, before.manifests(outlined=_outlined(before, only, resume)),
                               before.revision,
@@ -303,6 +312,22 @@ def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncRes
                         for key, why in forbidden]
     return result.fail("one or more synchronization tasks are not valid: "
                        + "; ".join(why for _, why in forbidden), Reason.PROJECT_FORBIDDEN)
+
+
+def _closed(before: Comparison, now: float) -> SyncResult | None:
+    """The refusal of a sync the app's sync windows do not allow (a manual one), or ``None``.
+
+    Argo CD's server refuses ``argocd app sync`` the same way ("cannot sync: blocked by
+    sync window"); the controller's automated syncs were held back before this.
+    """
+    project = before.project
+    if project is None or not project.sync_windows:
+        return None
+    found = verdict(for_app(project.sync_windows, before.app), now, manual=True)
+    if found.can_sync:
+        return None
+    return SyncResult(before.app.name, before.revision).fail(
+        f"cannot sync: blocked by sync window ({found.message})", Reason.SYNC_WINDOW_CLOSED)
 
 
 def _protection(project: Project | None, cluster: Cluster

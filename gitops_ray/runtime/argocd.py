@@ -6,7 +6,9 @@ only their Ray apps to gitops-ray by annotating the Application (see
 This module is the runtime half:
 
 * :class:`ClusterApplications` watches ``argoproj.io/v1alpha1`` Applications in Argo CD's
-  namespace (and ``argocd.applicationNamespaces``), keeps the opted-in ones parsed like
+  namespace (and ``argocd.applicationNamespaces``), keeps the opted-in ones (the two
+  annotations on the Application, or on the cluster Secret of its destination: Argo CD
+  >= 3.4 skips every app of a cluster whose Secret says ``skip-reconcile``) parsed like
   Applications from git (a bad one is that app's problem: invalid, with its error in its
   status), and tells the runner what an event means: the definition changed (the
   catalog is re-merged, no git call), an operation was requested or a refresh asked
@@ -55,7 +57,7 @@ from gitops_ray.reconcile.argostatus import (
     requested_operation,
 )
 from gitops_ray.render import parse_application
-from gitops_ray.render.apps import Application
+from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.settings import ArgoCD
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
@@ -112,6 +114,16 @@ class ClusterApplications:
                                   options=opts, on_event=self._on_project, stop=self._stop,
                                   metrics=metrics)
         self._options = opts
+        self.handed_over: Callable[[Destination], bool] = lambda _dest: False
+        """Whether a destination's cluster Secret hands all its apps over (the runner
+        sets the cluster registry's :meth:`~gitops_ray.runtime.clusters.ClusterRegistry.
+        handed_over`; call :meth:`reconsider` when it may have changed)."""
+
+    def reconsider(self) -> None:
+        """Take or give back the apps whose cluster's hand-over changed (a Secret event)."""
+        for watch in self.watches:
+            for obj in watch.everything():
+                self._on_event("MODIFIED", obj)
 
     def start(self) -> None:
         for watch in [*self.watches, self.projects]:
@@ -200,6 +212,9 @@ class ClusterApplications:
         namespace, raw_name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         name = app_name(namespace, raw_name, argocd_namespace=self.settings.namespace)
         choice = opt_in(obj) if kind != "DELETED" else OptIn.NOT_OURS
+        if kind != "DELETED" and choice is not OptIn.MANAGED and \
+                self.handed_over(_destination(obj)):
+            choice = OptIn.MANAGED  # its cluster's Secret hands every app of it over
         self._warn(choice, obj)
         ours = choice is OptIn.MANAGED and not meta.get("deletionTimestamp")
         with self._lock:
@@ -230,18 +245,10 @@ class ClusterApplications:
             self._notify(name, Change.PROJECT)
 
     def _entry(self, name: str, obj: Manifest) -> _Entry:
-        body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
-        meta = dict(body.get("metadata") or {})
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                       if k not in REQUEST_ANNOTATIONS}
-        body["metadata"] = {k: v for k, v in meta.items() if k in (
-            "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
         try:
-            app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
-                                                 f"{meta.get('name')}")
+            return _Entry(obj, cluster_application(obj, name))
         except GitOpsRayError as e:
             return _Entry(obj, None, str(e))
-        return _Entry(obj, dataclasses.replace(app, name=name))
 
     def _warn(self, choice: OptIn, obj: Manifest) -> None:
         """A half opt-in: a warning and an Event, once until its annotations change.
@@ -261,6 +268,34 @@ class ClusterApplications:
                     problem=choice.value, detail=choice.warning)
         post_event(self.kube, obj, reason="GitOpsRayNotManaging", message=choice.warning,
                    warning=True)
+
+
+def cluster_application(obj: Manifest, name: str) -> Application:
+    """An in-cluster Application as gitops-ray takes it over, named ``name``.
+
+    Its status, ``.operation`` and request annotations are not part of its definition.
+    :class:`~gitops_ray.errors.ConfigError` when it is invalid; the fields it would not
+    honour are its ``warnings`` (also what ``gitops-ray diff --argocd-app`` lists).
+    """
+    body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
+    meta = dict(body.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k not in REQUEST_ANNOTATIONS}
+    body["metadata"] = {k: v for k, v in meta.items() if k in (
+        "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
+    app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
+                                         f"{meta.get('name')}")
+    return dataclasses.replace(app, name=name)
+
+
+def _destination(obj: Manifest) -> Destination:
+    """``spec.destination`` as written (a malformed one names no cluster)."""
+    spec = obj.get("spec")
+    dest = spec.get("destination") if isinstance(spec, Mapping) else None
+    if not isinstance(dest, Mapping):
+        return Destination(name="\0")
+    return Destination(str(dest.get("namespace") or ""), str(dest.get("server") or ""),
+                       str(dest.get("name") or ""))
 
 
 def _change(before: _Entry | None, after: _Entry | None) -> Change:

@@ -47,6 +47,7 @@ from gitops_ray.kube.clusters import (
     ClusterConfig,
     ClusterSecretError,
     connect_cluster,
+    hand_over,
     normalize_server,
     parse_cluster_secret,
 )
@@ -57,7 +58,7 @@ from gitops_ray.render.applications import IN_CLUSTER_SERVER
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.readiness import PROBE_INTERVAL, ApiHealth
 from gitops_ray.runtime.watches import KindWatch, LiveCache, WatchOptions
-from gitops_ray.types import Manifest
+from gitops_ray.types import MANAGED_ANNOTATION, SKIP_RECONCILE_ANNOTATION, Manifest
 
 log = structlog.get_logger(__name__)
 PROBE_TIMEOUT = 5.0  # seconds a probe of a destination cluster may take
@@ -106,6 +107,7 @@ class ClusterRegistry:
         self._building = threading.Lock()
         self._configs: dict[str, ClusterConfig] = {}  # by Secret name
         self._broken: dict[str, Broken] = {}  # by Secret name
+        self._handed: dict[str, tuple[str, str]] = {}  # (name, server) handed over, by Secret
         self._bundles: dict[str, ClusterBundle] = {}  # by server
         self._stop = threading.Event()
         self._watch = KindWatch(
@@ -142,6 +144,22 @@ class ClusterRegistry:
             configs, broken = list(self._configs.values()), list(self._broken.values())
         return resolve_destination(dest, configs, broken,
                                    forbidden_in=self.namespace if self._watch.forbidden else "")
+
+    def handed_over(self, dest: Destination) -> bool:
+        """Whether the Secret of ``dest``'s cluster hands all its apps to gitops-ray.
+
+        Argo CD's ``IsManagedClusterByServer`` looks the Secret up by server, our own
+        cluster's too (a Secret for ``https://kubernetes.default.svc``), so does this.
+        """
+        with self._lock:
+            handed = list(self._handed.values())
+            known = [(c.name, c.server) for c in self._configs.values()]
+        server = normalize_server(dest.server) if dest.server else ""
+        if not server:
+            named = {s for n, s in [*known, *handed] if n == (dest.name or IN_CLUSTER_NAME)}
+            server = named.pop() if len(named) == 1 else \
+                (IN_CLUSTER_SERVER if dest.name in ("", IN_CLUSTER_NAME) else "")
+        return any(s == server for _, s in handed)
 
     def route(self, app: Application) -> ClusterBundle:
         """The bundle that syncs ``app``; :class:`ClusterUnavailable` while it is down.
@@ -198,6 +216,7 @@ class ClusterRegistry:
         with self._lock:
             self._configs.pop(name, None)
             self._broken.pop(name, None)
+            self._handed.pop(name, None)
         if kind != "DELETED":
             self._read(name, secret)
         self._drop_unused()
@@ -206,6 +225,15 @@ class ClusterRegistry:
 
     def _read(self, name: str, secret: Manifest) -> None:
         config = read_secret(secret)
+        managed, skipped = hand_over((secret.get("metadata") or {}).get("annotations"))
+        if managed and skipped:  # whether or not we can connect (our own cluster's need not)
+            with self._lock:
+                self._handed[name] = _identity(secret)
+        elif managed != skipped:
+            log.warning("cluster_half_handed_over", secret=name, managed=managed,
+                        skip_reconcile=skipped, detail="a cluster is handed to gitops-ray "
+                        f"with both {MANAGED_ANNOTATION}=true and "
+                        f"{SKIP_RECONCILE_ANNOTATION}=true on its Secret")
         if isinstance(config, Broken):
             with self._lock:
                 self._broken[name] = config

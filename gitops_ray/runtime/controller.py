@@ -131,6 +131,7 @@ from gitops_ray.reconcile.status import (
     proven_marks,
     status_of,
 )
+from gitops_ray.reconcile.windows import for_app, opens_at, verdict
 from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.runtime.argocd import ArgoBridge
 from gitops_ray.runtime.catalog import Catalog
@@ -187,6 +188,9 @@ TERM_RETRY_SECONDS = 2.0
 renewal is late: a loaded API server or machine), it is tried again this much later. Nothing
 else would retry it: an app in sync elsewhere gets no watch event, polling may be off."""
 WAVE_RECHECK_SECONDS = 30.0
+WINDOW_RECHECK_SECONDS = 300.0
+"""At the latest, a refresh this long after a sync window held an app back (it is
+requeued for the moment the window opens, when that is sooner)."""
 """A running sync is re-checked at least this often (watch events usually come first)."""
 
 
@@ -547,27 +551,71 @@ class Controller:
                               resume=running)
         if running is not None:
             self._supersede(app.name, running, comparison.revision)
-        requested = self._argocd.operation(app.name) if self._argocd else None
+        requested, local = (self._argocd.operation(app.name) if self._argocd else None), False
         if requested is None:
             with self._apps.of(app.name) as memory:
                 requested, memory.requested = memory.requested, None
+            local = True
         if requested is not None:
-            return self._operate(app, comparison, requested, log)
+            held = None if requested.error else \
+                self._window(app, comparison, manual=not requested.automated)
+            if held is None:
+                return self._operate(app, comparison, requested, log)
+            self._hold(app.name, requested if local else None, held, log)
+            self._save(app.name, status_of(comparison), held, proven_marks(comparison))
+            return None
         self._observe_pause(app.name)
-        decision = self._decide(app, observed)
+        decision = self._decide(app, observed, comparison)
         if decision.action is Action.SYNC:
             return self._sync(app, comparison, observed, decision, log)
-        if decision.action is Action.WAIT or (decision.action is Action.PAUSED
-                                              and decision.wait > 0):
+        if decision.action in (Action.WAIT, Action.WINDOW) or (
+                decision.action is Action.PAUSED and decision.wait > 0):
             log.info("sync_backoff", reason=decision.reason, wait_s=round(decision.wait, 1))
             self._requeue(app.name, decision.wait)
         self._save(app.name, status_of(comparison), decision, proven_marks(comparison))
         return None
 
-    def _decide(self, app: Application, observed: Observed) -> Decision:
+    def _decide(self, app: Application, observed: Observed, comparison: Comparison) -> Decision:
         memory = self._apps.peek(app.name)
-        return decide(app.sync_policy, observed, memory.last_op, now=self._clock(),
-                      settings=self.autosync, pause=memory.pause)
+        decision = decide(app.sync_policy, observed, memory.last_op, now=self._clock(),
+                          settings=self.autosync, pause=memory.pause)
+        if decision.action is Action.SYNC:  # auto-sync, self-heal, retry: all automated
+            return self._window(app, comparison, manual=False) or decision
+        return decision
+
+    def _window(self, app: Application, comparison: Comparison, *, manual: bool
+                ) -> Decision | None:
+        """The decision to wait when the app's sync windows are closed (``None``: open).
+
+        Argo CD's ``CanSync(manual)`` (:mod:`gitops_ray.reconcile.windows`); the app is
+        refreshed again when the windows open, or after :data:`WINDOW_RECHECK_SECONDS`.
+        """
+        project = comparison.project
+        if project is None or not project.sync_windows:
+            return None
+        windows, now = for_app(project.sync_windows, app), self._clock()
+        found = verdict(windows, now, manual=manual)
+        if found.can_sync:
+            return None
+        opens = opens_at(windows, now) if manual and not found.error else found.opens_at
+        wait = WINDOW_RECHECK_SECONDS if opens is None else \
+            min(max(opens - now + 1.0, 1.0), WINDOW_RECHECK_SECONDS)
+        reason = found.message if not manual else \
+            f"the requested operation waits: {found.message}"
+        return Decision(Action.WINDOW, reason, wait=wait)
+
+    def _hold(self, name: str, local: ManualOperation | None, held: Decision,
+              log: FilteringBoundLogger) -> None:
+        """Keep a requested operation a sync window holds back, as Argo CD's controller does.
+
+        An Application's ``.operation`` stays where it is; the web page's request is put
+        back. Either runs on the first refresh after the window opens.
+        """
+        log.info("sync_window_closed", reason=held.reason, wait_s=round(held.wait, 1))
+        if local is not None:
+            with self._apps.of(name) as memory:
+                memory.requested = memory.requested or local
+        self._requeue(name, held.wait)
 
     def _observe_pause(self, name: str) -> None:
         """Read the app's pause from its record (watch cache); end it once its time is up.
@@ -721,7 +769,7 @@ class Controller:
         log.info("sync_finished", phase=result.phase, message=result.message,
                  reason=result.reason or "", revision=result.revision[:12],
                  kind=decision.trigger, next=follow_up.action.value)
-        if follow_up.action in (Action.WAIT, Action.SYNC):
+        if follow_up.action in (Action.WAIT, Action.SYNC, Action.WINDOW):
             self._requeue(app.name, follow_up.wait)
         return result
 
@@ -741,7 +789,7 @@ class Controller:
                 step.observed.source_key, step.decision.self_heal_attempts,
                 step.decision.attempt)
         self._publish(name, basis)
-        step.follow_up = self._decide(step.app, observe(step.app, basis))
+        step.follow_up = self._decide(step.app, observe(step.app, basis), basis)
         return _operation_note(fields, step.follow_up)
 
     def _update(self, name: str, change: Callable[[AppRecord], None]) -> AppRecord | None:
@@ -973,9 +1021,11 @@ class Controller:
               marks: Mapping[str, str]) -> None:
         """Write the status record if what it says changed, or to add applied ``marks``."""
         fields = {**fields, "autoSync": _auto_sync_status(decision)}
-        if decision.action is Action.PAUSED:  # a condition: status, get and Argo CD show it
+        held = {Action.PAUSED: ConditionType.AUTO_SYNC_PAUSED,
+                Action.WINDOW: ConditionType.SYNC_WINDOW_CLOSED}.get(decision.action)
+        if held is not None:  # a condition: status, get and Argo CD show it
             fields["conditions"] = [*fields.get("conditions", []), {
-                "type": ConditionType.AUTO_SYNC_PAUSED.value, "message": decision.reason}]
+                "type": held.value, "message": decision.reason}]
         if marks and adds_marks(self.store.load(name, status=False).applied, marks):
             def change(record: AppRecord) -> None:
                 record.status.update(fields)

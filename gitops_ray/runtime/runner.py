@@ -202,6 +202,8 @@ class Runtime:
 
         local = reconciler(self.kube, self.cache)
         self.clusters = self._clusters(local, reconciler)
+        if self.applications is not None:
+            self.applications.handed_over = self.clusters.handed_over
         argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
                   if self.applications is not None else None)
         return Controller(
@@ -457,6 +459,8 @@ class Runtime:
         elif key == APPLICATIONS:
             self._reload_catalog(reason, specs=())
         elif key == CLUSTERS:  # a cluster Secret changed or a cluster answers again
+            if self.applications is not None:  # a cluster's hand-over may have changed
+                self.applications.reconsider()
             for name, app in self.catalog.apps().items():
                 if not is_local(app.destination):  # ours are not affected
                     self.timers.schedule(name, self.settings.debounce)

@@ -98,6 +98,12 @@ class KindWatch:
             entry = self._objects.get((namespace, name))
         return entry[1].unpack() if entry is not None else None
 
+    def everything(self) -> list[Manifest]:
+        """Private copies of every cached object."""
+        with self._lock:
+            entries = list(self._objects.values())
+        return [entry[1].unpack() for entry in entries]
+
     def version(self, namespace: str, name: str) -> str | None:
         """The cached object's ``resourceVersion`` (``None``: not cached), without unpacking."""
         with self._lock:

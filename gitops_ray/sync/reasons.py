@@ -51,6 +51,7 @@ class Reason(StrEnum):
     PROJECT_FORBIDDEN = "ProjectForbidden"  # the AppProject forbids the app or an object
     TERMINATED = "Terminated"  # ``argocd app terminate-op`` ended a sync waiting for a wave
     HOOK_FAILED = "HookFailed"  # a resource hook ended Failed (or could not be created)
+    SYNC_WINDOW_CLOSED = "SyncWindowClosed"  # an AppProject sync window refuses a manual sync
     SHARED_RESOURCE = "SharedResource"  # FailOnSharedResource=true: another app's object
     MEMORY_LIMIT_EXCEEDED = "MemoryLimitExceeded"  # a child (helm, kustomize) went over
     # childMemoryLimit (gitops_ray.childproc) and was stopped; its app alone failed

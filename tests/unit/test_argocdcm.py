@@ -105,10 +105,10 @@ def test_known_types_apply_to_the_exact_group_and_kind_only() -> None:
 def test_known_type_paths_iterate_lists_and_unknown_types_are_warnings() -> None:
     fields, warnings = compile_known_fields([
         {"field": "spec.groups.containers", "type": "core/v1/Container"},
-        {"field": "spec.x", "type": "core/v1/Affinity"},
+        {"field": "spec.x", "type": "core/v1/NoSuchType"},
         {"field": "spec.y"}], label="k")
     assert [f.type for f in fields] == ["core/v1/Container"]
-    assert warnings[0].startswith("k[1]: type 'core/v1/Affinity' is not supported")
+    assert warnings[0].startswith("k[1]: type 'core/v1/NoSuchType' is not supported")
     assert warnings[1].startswith("k[2]: expected a mapping")
     obj = {"spec": {"groups": [{"containers": [{"resources": {"limits": {"cpu": "1000m"}}}]},
                                "not a dict", {"other": 1}]}}
