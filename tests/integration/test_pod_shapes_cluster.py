@@ -87,7 +87,9 @@ def test_chart_instance_types_reach_live_rayclusters_and_edits_rerender(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
         namespace: str, helm_bin: Path, tmp_path: Path) -> None:
     objects = chart_objects(helm_bin, tmp_path, namespace, instance_types(cpu=4))
-    config = yaml.safe_load(objects["gr-gitops-ray"]["data"]["config.yaml"])
+    # the settings ConfigMap is named by its content (gr-gitops-ray-config-<digest>)
+    settings = next(o for o in objects.values() if "config.yaml" in (o.get("data") or {}))
+    config = yaml.safe_load(settings["data"]["config.yaml"])
     assert config["podShapes"] == {"instanceTypesConfigMap": "gr-gitops-ray-instance-types",
                                    "patchesConfigMap": "gr-gitops-ray-patches"}
     for name in config["podShapes"].values():
