@@ -125,17 +125,24 @@ def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
     joined = value_file.lstrip("/") if value_file.startswith("/") else \
         posixpath.join(app_path, value_file)
     relative = posixpath.normpath(joined)
+    return _value_file_in(repo_root, relative, value_file, ignore_missing=ignore_missing,
+                          outside="the repository", missing=f"({relative}) does not exist")
+
+
+def _value_file_in(root: Path, relative: str, value_file: str, *, ignore_missing: bool,
+                   outside: str, missing: str) -> str | None:
+    """``relative`` (normalised) as a file inside ``root``; ``None`` if missing and ignored."""
     if relative == ".." or relative.startswith("../"):
-        raise RenderError(f"helm value file {value_file!r} resolves outside the repository")
+        raise RenderError(f"helm value file {value_file!r} resolves outside {outside}")
     try:
-        path = safe_path(repo_root, relative)
+        path = safe_path(root, relative)
     except SourceError as e:
         raise RenderError(f"helm value file {value_file!r}: {e}") from e
     if path.is_file():
         return str(path)
     if ignore_missing:
         return None
-    raise RenderError(f"helm value file {value_file!r} ({relative}) does not exist")
+    raise RenderError(f"helm value file {value_file!r} {missing}")
 
 
 def url_allowed(value_file: str, hosts: Sequence[str]) -> bool:
@@ -205,23 +212,16 @@ def _local_dependency(repo_root: Path, chart_dir: Path, name: str, repository: s
     if not target.is_dir():
         raise RenderError(f"{shown}: {relative} is not a directory of the repository")
     return target
+
+
 def _ref_value_file(value_file: str, refs: Mapping[str, Path], *,
                     ignore_missing: bool) -> str | None:
     name, _, rest = value_file[1:].partition("/")
     if name not in refs:
         raise RenderError(f"helm value file {value_file!r}: no source has ref {name!r}")
-    relative = posixpath.normpath(rest or ".")
-    if relative == ".." or relative.startswith("../"):
-        raise RenderError(f"helm value file {value_file!r} resolves outside source ${name}")
-    try:
-        path = safe_path(refs[name], relative)
-    except SourceError as e:
-        raise RenderError(f"helm value file {value_file!r}: {e}") from e
-    if path.is_file():
-        return str(path)
-    if ignore_missing:
-        return None
-    raise RenderError(f"helm value file {value_file!r} does not exist in source ${name}")
+    return _value_file_in(refs[name], posixpath.normpath(rest or "."), value_file,
+                          ignore_missing=ignore_missing, outside=f"source ${name}",
+                          missing=f"does not exist in source ${name}")
 
 
 def render_helm(app: Application, *, repo_root: Path, app_dir: Path, helm_bin: str | Path,
