@@ -267,6 +267,9 @@ class ArgoCD:
         metrics = free_port()
         proc = self._spawn("argocd-repo-server", [
             "--address=127.0.0.1", f"--port={self.repo_server_port}", "--disable-tls",
+            # v3.6 defaults --client-ca-path to a mounted Secret's path and refuses any
+            # with --disable-tls ("cannot be used when --disable-tls is enabled")
+            "--client-ca-path=",
             f"--redis={self.redis}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
             "--logformat=text"], extra_env={"ARGOCD_GPG_ENABLED": "false"})
         self._wait("argocd-repo-server",
