@@ -865,7 +865,17 @@ def table(results: dict[str, Any]) -> str:
     for row in rows:
         cells = [_cell(figures["flat"].get(row)) for _, figures in columns]
         lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    lines.append("| load average / busy cores before | " + " | ".join(
+        f"{f['load_average_at_start'][0]:.1f} / {(f.get('machine_before') or {}).get('busy_cores')}"
+        for _, f in columns) + " |")
+    lines.append("| started (UTC), commit | " + " | ".join(
+        f"{f.get('started_utc', '?')}, {_commit(f)}" for _, f in columns) + " |")
     return "\n".join(lines)
+
+
+def _commit(result: dict[str, Any]) -> str:
+    rev = (result.get("versions") or {}).get("gitops-ray") or {}
+    return str(rev.get("commit", "?"))[:7] + (" (dirty)" if rev.get("gitops_ray_dirty") else "")
 
 
 def _cell(value: Any) -> str:
@@ -924,7 +934,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-others", action="store_true",
                         help="keep the sides and configurations already in --out that this "
                              "run does not measure (a full run in parts)")
+    parser.add_argument("--table-from", type=Path,
+                        help="print the table of an earlier run's results file and exit")
     args = parser.parse_args(argv)
+    if args.table_from:
+        print(table(json.loads(args.table_from.read_text())))
+        return 0
     plan = QUICK if args.quick else FULL
     plan = Plan(**{**asdict(plan), **{k: v for k, v in (
         ("clusters", args.clusters), ("apps", args.apps), ("fight_s", args.fight_s),
