@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -739,10 +739,13 @@ class _SideController:
 
 
 def run_one(side_name: str, config: str, plan: Plan, git_root: Path, git_base: str,
-            log: Callable[[str], None]) -> dict[str, Any]:
-    """Every figure of one side in one configuration, on its own fresh control plane."""
+            log: Callable[[str], None],
+            save: Callable[[dict[str, Any]], None] = lambda _out: None) -> dict[str, Any]:
+    """Every figure of one side in one configuration, on its own fresh control plane.
+
+    ``save`` is handed what is measured so far after each figure.
+    """
     from gitops_ray.kube import Kube
-    from localcluster import LocalControlPlane
 
     wl = Workload(plan.clusters, plan.apps)
     out: dict[str, Any] = {"side": side_name, "config": config,
@@ -752,7 +755,7 @@ def run_one(side_name: str, config: str, plan: Plan, git_root: Path, git_base: s
     run = f"{side_name}-{config}-{secrets.token_hex(3)}"
     url = f"{git_base}/{run}/remote.git"
     with tempfile.TemporaryDirectory(prefix=f"peer-{run}-") as tmp, \
-            LocalControlPlane(kuberay=True, audit=True) as cp:
+            _control_plane(log) as cp:
         workdir = Path(tmp)
         kube = Kube.connect(str(cp.kubeconfig))
         kube._api.user_agent = BENCH_AGENT  # the audit log tells our own requests apart
@@ -771,7 +774,7 @@ def run_one(side_name: str, config: str, plan: Plan, git_root: Path, git_base: s
         rec = Recorder(kube, side.app_watch)
         audit = Audit(cp.audit_log)
         try:
-            out.update(_figures(repo_env, side, rec, audit, plan, workdir, log))
+            _figures(repo_env, side, rec, audit, plan, workdir, log, out, lambda: save(out))
         except (RuntimeError, TimeoutError, OSError, GitOpsRayError) as e:
             out["error"] = f"{type(e).__name__}: {e}"
             log(f"{side_name}/{config}: {out['error']}")
@@ -782,16 +785,46 @@ def run_one(side_name: str, config: str, plan: Plan, git_root: Path, git_base: s
     return out
 
 
+@contextlib.contextmanager
+def _control_plane(log: Callable[[str], None], tries: int = 3) -> Iterator[Any]:
+    """A fresh control plane with the Ray stack; a start that times out on a loaded
+    machine (a CRD not established in 60 s) is tried again, up to ``tries`` times."""
+    from localcluster import LocalControlPlane
+
+    for attempt in range(1, tries + 1):
+        cp = LocalControlPlane(kuberay=True, audit=True)
+        try:
+            cp.start()
+        except (TimeoutError, RuntimeError) as e:  # start() stopped what it started
+            if attempt == tries:
+                raise
+            log(f"control plane did not start ({e}); again")
+            continue
+        try:
+            yield cp
+        finally:
+            cp.stop()
+        return
+
+
 def _figures(env: Env, side: Side, rec: Recorder, audit: Audit, plan: Plan, workdir: Path,
-             log: Callable[[str], None]) -> dict[str, Any]:
-    out: dict[str, Any] = {"cold_sync": cold_sync(env, side, rec, audit)}
+             log: Callable[[str], None], out: dict[str, Any],
+             save: Callable[[], None]) -> None:
+    """Each figure into ``out`` in turn, ``save`` after each (a run cut short keeps them)."""
+    out["cold_sync"] = cold_sync(env, side, rec, audit)
     log(f"{side.name}/{side.config}: cold sync {out['cold_sync']['wall_s']:.1f}s, "
         f"{out['cold_sync']['requests_per_object']:.2f} requests per object")
+    out["rss_after_cold_sync"] = rss(side)
+    save()
     out["idle"] = idle(env, side, audit, plan.idle_s)
+    save()
     ctl = _SideController(side)
     out["commit_to_applied_webhook"] = commit_to_applied(env, ctl, plan.samples,  # type: ignore[arg-type]
                                                          webhook=True, offset=0)
+    save()
     out["drift_to_healed"] = _drift(env, ctl, plan.samples)
+    out["rss"] = rss(side)
+    save()
     if side.config in plan.no_fight:
         out["fight"] = {"skipped": "not run in this configuration (Plan.no_fight)"}
     else:
@@ -800,7 +833,6 @@ def _figures(env: Env, side: Side, rec: Recorder, audit: Audit, plan: Plan, work
         except (RuntimeError, TimeoutError, OSError, GitOpsRayError) as e:
             out["fight"] = {"error": f"{type(e).__name__}: {e}"}
     out["rss"] = rss(side)
-    return out
 
 
 def _drift(env: Env, ctl: _SideController, samples: int) -> dict[str, Any]:
@@ -973,13 +1005,16 @@ def run_all(plan: Plan, sides: tuple[str, ...], log: Callable[[str], None], out:
         for side in sides:
             for config in SIDE_CONFIGS.get(side, plan.argocd_configs):
                 log(f"{side}/{config}: start, load {os.getloadavg()[0]:.1f}")
-                result = run_one(side, config, plan, Path(git_root), base, log)
-                result["plan"] = asdict(plan)
-                result["versions"] = versions()
-                result["flat"] = flat(result)
-                results["sides"].setdefault(side, {})[config] = result
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+                def save(result: dict[str, Any], side: str = side, config: str = config,
+                         done: bool = False) -> None:
+                    result = {**result, "plan": asdict(plan), "versions": versions(),
+                              "complete": done}
+                    result["flat"] = flat(result)
+                    results["sides"].setdefault(side, {})[config] = result
+                    out.parent.mkdir(parents=True, exist_ok=True)
+                    out.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+
+                save(run_one(side, config, plan, Path(git_root), base, log, save), done=True)
     return results
 
 
