@@ -1005,9 +1005,11 @@ def run_all(plan: Plan, sides: tuple[str, ...], log: Callable[[str], None], out:
         for side in sides:
             for config in SIDE_CONFIGS.get(side, plan.argocd_configs):
                 log(f"{side}/{config}: start, load {os.getloadavg()[0]:.1f}")
+                measured = versions()  # the commit as the side starts (HEAD may move)
+
                 def save(result: dict[str, Any], side: str = side, config: str = config,
-                         done: bool = False) -> None:
-                    result = {**result, "plan": asdict(plan), "versions": versions(),
+                         done: bool = False, measured: dict[str, Any] = measured) -> None:
+                    result = {**result, "plan": asdict(plan), "versions": measured,
                               "complete": done}
                     result["flat"] = flat(result)
                     results["sides"].setdefault(side, {})[config] = result
