@@ -1,4 +1,4 @@
-"""The upstream KubeRay CRDs (RayCluster, RayJob, RayService) for every local control plane.
+"""The upstream KubeRay CRDs (RayCluster, RayJob, RayService, RayCronJob) for each cluster.
 
 They are the generated CRDs of the KubeRay operator version the Ray stack runs
 (:data:`localcluster.build.KUBERAY_VERSION`), taken from its Go module, so the API server

@@ -9,7 +9,8 @@ This adds, on the same API server:
   Running and Ready (no containers run: "running pods" are as real as the API says);
 * fake Nodes whose capacities match the instance types in ``examples/shapes`` (CPU nodes,
   a T4 node selected by ``node.kubernetes.io/instance-type`` and a tainted 4xA10G node);
-* the **KubeRay operator** (``hack/kuberay``), out of cluster, without leader election.
+* the **KubeRay operator** (``hack/kuberay``), out of cluster, without leader election,
+  with the alpha ``RayCronJob`` feature gate on (its controller is off by default).
 
 The API server's admission gives every new Node the ``node.kubernetes.io/not-ready``
 taint and only the node-lifecycle controller would take it off; we remove it ourselves
@@ -83,7 +84,8 @@ def start_ray_stack(cp: LocalControlPlane, *, timeout: float = 120.0) -> None:
     health = cp.free_port()
     cp.spawn("kuberay-operator", [
         str(tools.operator), "--enable-leader-election=false", "--metrics-addr=0",
-        f"--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console"],
+        f"--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console",
+        "--feature-gates=RayCronJob=true"],  # its controller is alpha, off by default
         env={"KUBECONFIG": str(cp.kubeconfig)})
     deadline = time.monotonic() + timeout
     names = [str(node["metadata"]["name"]) for node in FAKE_NODES]
