@@ -121,6 +121,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "rolloutPending": list(status.get("rolloutPending") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
             "conflicts": list(status.get("conflicts") or []),
+            "refusals": list(status.get("refusals") or []),
             "lastOperation": last_operation(status),
             "hooks": hooks_of(status),
             "comparedAt": iso(status.get("comparedAt"))}
@@ -212,6 +213,8 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
                                      else "")
     for conflict in info["conflicts"]:
         yield "Conflict", Text(conflict, style="yellow")
+    for refusal in info["refusals"]:
+        yield "Refused", Text(refusal, style="red")  # a sync would fail: diff/refusals.py
     yield "Last Operation", _operation_text(status)
     yield "Compared", human_time(status.get("comparedAt")) or "never"
     if info["renderWarnings"]:

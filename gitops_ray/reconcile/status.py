@@ -110,6 +110,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "images": sorted(set().union(*(f.images for f in facts)))[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "conflicts": comparison.diff.conflicts[:MAX_WARNINGS],
+        "refusals": [str(r) for r in comparison.diff.refusals[:MAX_WARNINGS]],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "chart": comparison.app.source.chart,
