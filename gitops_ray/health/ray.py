@@ -205,7 +205,8 @@ def _event_time(event: Manifest) -> str:
 def raycronjob_health(obj: Manifest) -> Health:
     """Health of a RayCronJob (KubeRay's alpha ``RayCronJob`` feature gate).
 
-    Its controller (``raycronjob_controller.go``) writes one status field,
+    ``argocd/health/ray.io_RayCronJob.lua`` gives the same verdicts. Its controller
+    (``raycronjob_controller.go``) writes one status field,
     ``lastScheduleTime``, when it creates a RayJob; a spec it refuses
     (``ValidateRayCronJobSpec``) gets an ``InvalidRayCronJobSpec`` Warning Event and no
     status (a sync refuses such a change first: :mod:`gitops_ray.diff.refusals` checks
@@ -218,7 +219,7 @@ def raycronjob_health(obj: Manifest) -> Health:
         return Health(HealthStatus.SUSPENDED, "RayCronJob is suspended: no new RayJobs")
     last = text(status(obj).get("lastScheduleTime"))
     return Health(HealthStatus.HEALTHY,
-                  f"RayCronJob on schedule {schedule!r}: "
+                  f"RayCronJob on schedule '{schedule}': "
                   + (f"last RayJob created at {last}" if last else "no RayJob created yet"))
 
 
