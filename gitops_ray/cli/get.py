@@ -208,13 +208,13 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
         yield "Condition", f"{condition.get('type', '')}: {condition.get('message', '')}"
     if info["error"]:
         yield "Error", Text(info["error"], style="red")
+    for refusal in info["refusals"]:  # a sync of this would fail: diff/refusals.py
+        yield "Refused", Text(refusal, style="red")
     health = Text(info["health"], style=HEALTH_STYLES.get(info["health"], ""))
     yield "Health Status", health + (f": {info['healthMessage']}" if info["healthMessage"]
                                      else "")
     for conflict in info["conflicts"]:
         yield "Conflict", Text(conflict, style="yellow")
-    for refusal in info["refusals"]:
-        yield "Refused", Text(refusal, style="red")  # a sync would fail: diff/refusals.py
     yield "Last Operation", _operation_text(status)
     yield "Compared", human_time(status.get("comparedAt")) or "never"
     if info["renderWarnings"]:

@@ -83,7 +83,7 @@ def _inputs(comparison: Comparison) -> tuple[Any, ...]:
     """
     return (comparison.app, comparison.revision,
             tuple((d.key, d.digest, d.api_version) for d in comparison.desired),
-            tuple((r.key, r.status, r.reason, _live_api_version(r))
+            tuple((r.key, r.status, r.reason, r.refused, _live_api_version(r))
                   for r in comparison.diff.resources),
             comparison.health, tuple(comparison.resource_health.items()), comparison.rollouts,
             comparison.conditions, tuple(comparison.warnings), comparison.render_problems)
