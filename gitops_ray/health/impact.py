@@ -360,11 +360,21 @@ def _raycluster(desired: Manifest, live: Manifest | None, pods: Pods) -> Impact 
     changed = changed_parts(want, have)
     if changed and recreates(want) and _has_recreate_hash(pods.get(name, ())):
         made = desired_pods(want)
+        running = _in_order(running, made)
+        what = f"all {said(made)}" if running == made else \
+            f"{said(running)}, then {said(made)},"
         return _impact(desired, Effect.RECREATES,
-                       f"recreates {said(running)}, then {said(made)} from the new spec "
-                       f"(upgradeStrategy Recreate; changed: {_names(changed)})",
+                       f"recreates {what} from the new spec (upgradeStrategy Recreate; "
+                       f"changed: {_names(changed)})",
                        cluster=name, deletes=running, creates=made, changed=changed)
     return _kept(desired, want, have, running=running, changed=changed, name=name)
+
+
+def _in_order(pods: tuple[GroupPods, ...], spec_order: Sequence[GroupPods]
+              ) -> tuple[GroupPods, ...]:
+    """``pods`` in the order of ``spec_order``'s groups (others after, as they were)."""
+    rank = {g.group: i for i, g in enumerate(spec_order)}
+    return tuple(sorted(pods, key=lambda g: rank.get(g.group, len(rank))))
 
 
 def _has_recreate_hash(pods: Sequence[Manifest]) -> bool:
@@ -438,7 +448,7 @@ def _rayservice(desired: Manifest, live: Manifest | None, pods: Pods) -> Impact:
     pending = text(dig(status, "pendingServiceStatus", "rayClusterName"))
     target = pending or active
     old = mapping(have.get("rayClusterConfig"))
-    running = live_pods(pods.get(target, ())) if target else ()
+    running = _in_order(live_pods(pods.get(target, ())), desired_pods(old)) if target else ()
     if not target:
         return _impact(desired, Effect.NOTHING, "no RayCluster yet: the operator makes its "
                        "first one from the new spec")

@@ -70,14 +70,15 @@ def test_recreate_deletes_every_pod_and_names_the_changed_group() -> None:
     impact = predict(with_image(live, 0, "ray:2.53"), live, PODS)
     assert impact is not None
     assert impact.effect == Effect.RECREATES
-    assert impact.deletes == (GroupPods("headgroup", 1), GroupPods("cpu", 3),
-                              GroupPods("gpu-a100", 48))
+    assert impact.deletes == (GroupPods("headgroup", 1), GroupPods("gpu-a100", 48),
+                              GroupPods("cpu", 3))
     assert impact.creates == (GroupPods("headgroup", 1), GroupPods("gpu-a100", 48),
                               GroupPods("cpu", 3))
     assert impact.changed == ("gpu-a100",)
     assert impact.cluster == "big"
-    assert "recreates 52 Pods (1 head, 3 workers of cpu, 48 workers of gpu-a100)" in \
-        impact.message
+    assert impact.message.startswith(
+        "recreates all 52 Pods (1 head, 48 workers of gpu-a100, 3 workers of cpu) from the "
+        "new spec (upgradeStrategy Recreate; changed: gpu-a100)")
     assert impact.as_dict()["operatorVersion"] == "v1.6.1"
 
 
@@ -285,3 +286,18 @@ def test_rayjob_suspend_and_resume() -> None:
 def test_other_kinds_and_prunes_are_not_predicted() -> None:
     assert predict(None, rc(GROUPS), PODS) is None
     assert predict({"kind": "ConfigMap", "metadata": {"name": "a"}}, None, {}) is None
+
+
+# -- where it is shown from the record -------------------------------------------------------
+
+def test_the_record_s_impact_reads_on_the_web_page_and_in_get() -> None:
+    from gitops_ray.cli.get import summary_lines
+    from gitops_ray.runtime.web.pages import summary
+
+    live = rc(GROUPS, strategy="Recreate")
+    impact = predict(with_image(live, 0, "ray:2.53"), live, PODS)
+    assert impact is not None
+    status = {"sync": "OutOfSync", "impact": [impact.as_dict(), "junk", {"key": "x"}]}
+    assert [v for k, v in summary(status, now=0.0) if k == "Impact"] == [impact.line()]
+    rows = [str(v) for k, v in summary_lines("big", status) if k == "Impact"]
+    assert rows == [impact.line()]

@@ -318,7 +318,9 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
 def _impacts(status: Mapping[str, Any]) -> list[str]:
     """What the operator will do with each changed Ray object (the controller's record)."""
     return [f"{text(e.get('key'))}: {text(e.get('message'))}"
-            for e in status.get("impact") or () if isinstance(e, Mapping)][:MAX_IMPACTS]
+            for e in status.get("impact") or ()
+            if isinstance(e, Mapping) and text(e.get("key")) and text(e.get("message"))
+            ][:MAX_IMPACTS]
 
 
 def _auto_sync(auto: Mapping[str, Any]) -> str:
