@@ -66,7 +66,8 @@ from gitops_ray.health.rollout import GROUP_LABEL, HEAD_GROUP, NODE_TYPE_LABEL
 from gitops_ray.types import Manifest
 
 KUBERAY_VERSION = "v1.6.1"
-"""The operator version whose rules this module encodes."""
+"""The operator version whose source these rules were read from (``operatorVersion`` of
+each prediction). The functions named in the module docstring are unchanged in v1.6.2."""
 RECREATE_HASH = "ray.io/upgrade-strategy-recreate-hash"
 """The head Pod's annotation ``shouldRecreatePodsForUpgrade`` compares (none: no recreate)."""
 DELETION_DELAY = 60
