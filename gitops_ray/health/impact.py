@@ -40,7 +40,8 @@ The rules are KubeRay v1.6.1's own (``ray-operator/controllers/ray``), read from
   ``suspend: true`` acts (``Suspending``: the cluster and submitter are deleted). A
   ``Suspended`` job set ``suspend: false`` starts again from the new spec (``New``). A
   finished job (``Complete``, ``Failed``) never runs again. A job not started yet (``New``,
-  no status) is made from the new spec.
+  no status), or ``Retrying`` (its cluster deleted, ``backoffLimit``), is made from the
+  new spec.
 
 What is not modelled: the operator's ``ENABLE_ZERO_DOWNTIME=false`` environment variable
 and its feature gates other than their v1.6.1 defaults, an operator upgrade (a head Pod of
@@ -76,7 +77,7 @@ RAY_KINDS = ("RayCluster", "RayService", "RayJob")
 
 _MUTED_POD = ("tolerations", "schedulingGates")
 _MUTED_GROUP = ("replicas", "minReplicas", "maxReplicas")
-_STARTED = ("Initializing", "Running", "Waiting", "Retrying", "Suspending")
+_STARTED = ("Initializing", "Running", "Waiting", "Suspending")
 _FINISHED = ("Complete", "Failed")
 _LATER_JOB_FIELDS = ("activeDeadlineSeconds", "preRunningDeadlineSeconds", "backoffLimit",
                      "shutdownAfterJobFinishes", "ttlSecondsAfterFinished", "deletionStrategy")
@@ -551,9 +552,9 @@ def _rayjob(desired: Manifest, live: Manifest | None, pods: Pods) -> Impact:
         return _impact(desired, Effect.RESUMES,
                        f"runs the job again from the new spec: creates a RayCluster with "
                        f"{said(made)}", creates=made)
-    if phase in ("", "New"):
-        return _impact(desired, Effect.NOTHING, "not started yet: the job is made from the "
-                       "new spec")
+    if phase in ("", "New", "Retrying"):
+        what = "retrying: its next attempt" if phase == "Retrying" else "not started yet: it"
+        return _impact(desired, Effect.NOTHING, f"{what} is made from the new spec")
     return _job_kept(desired, want, have, phase=phase, cluster=cluster, running=running)
 
 

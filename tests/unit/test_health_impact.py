@@ -263,6 +263,9 @@ def test_rayjob_changes_to_a_started_job_are_disregarded() -> None:
     assert impact is not None and impact.effect == Effect.IGNORED
     assert "disregards spec changes" in impact.message
     assert "read at its next step: activeDeadlineSeconds" in impact.message
+    retry = predict(desired, job("Retrying"), {})
+    assert retry is not None and retry.message == "retrying: its next attempt is made from " \
+        "the new spec"
     finished = predict(desired, job("Complete"), {})
     assert finished is not None and finished.effect == Effect.IGNORED
     assert "does not run it again" in finished.message
