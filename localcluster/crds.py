@@ -25,8 +25,8 @@ FIELD_MANAGER = "gitops-ray-localcluster"
 def ray_crds(*, cron: bool = False) -> list[Manifest]:
     """The upstream CRDs, in :data:`~localcluster.build.RAY_CRDS` order.
 
-    RayCronJob's only with ``cron``: the Ray stack's operator runs its (alpha) controller;
-    every other control plane is spared applying and establishing another ~1 MB CRD.
+    RayCronJob's only with ``cron`` (:func:`localcluster.raystack.enable_raycronjobs`):
+    its controller is alpha, and every other control plane keeps the three CRDs.
     """
     crds: list[Manifest] = json.loads(kuberay_crds().read_text())
     return [c for c in crds if cron or c["spec"]["names"]["kind"] != "RayCronJob"]

@@ -8,8 +8,8 @@ For each, ``diff`` says "refused" naming the object and field, ``sync --dry-run`
 ``sync`` fail ``ChangeRefused`` before any write (the ConfigMap keeps its old value), and
 ``get`` shows the refusal and the operation's reason. The real operator, given the RayJob
 directly, refuses it as the rule says. A RayCronJob (the operator's alpha controller,
-feature gate on in tests) is Healthy before and after it has made a RayJob, Suspended when
-git suspends it, and shows the worker groups of its job template.
+turned on by the ``raycronjobs`` fixture) is Healthy before and after it has made a
+RayJob, Suspended when git suspends it, and shows the worker groups of its job template.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from gitops_ray.kube import Kube
+from localcluster import LocalControlPlane
 from tests.conftest import GitRepo
 from tests.e2e.test_rayjob_rayservice import RC_API, rayjob
 from tests.integration.test_cli_diff import Cli, app_yaml, cli
@@ -127,7 +128,7 @@ def raycronjob(suspend: bool = False) -> dict[str, Any]:
 
 
 def test_raycronjob_health_and_its_templates_worker_groups(
-        cli: Cli, git_repo: GitRepo, kube: Kube) -> None:
+        raycronjobs: LocalControlPlane, cli: Cli, git_repo: GitRepo, kube: Kube) -> None:
     args = commit(git_repo, cli, raycronjob())
     assert cli("sync", *args).exit_code == 0
     doc = get_json(cli, args)
