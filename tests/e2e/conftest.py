@@ -22,9 +22,6 @@ from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.kueue import start_kueue
 from tests.conftest import fresh_namespace
-from tests.integration.test_controller import start_controller
-
-__all__ = ["start_controller"]
 
 
 @pytest.fixture(scope="session")

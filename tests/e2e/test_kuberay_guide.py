@@ -28,9 +28,11 @@ from gitops_ray.sync.tracking import TRACKING_ANNOTATION
 from localcluster import LocalControlPlane
 from localcluster.crds import ray_crds
 from tests.chartservers import Served, helm_repository, serve_directory
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, wait
-from tests.integration.test_controller import RC_API, Controller, _count, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller
+from tests.integration.test_controller import _count
 
 TIMEOUT = 180.0
 CHART = Path(__file__).resolve().parents[1] / "testdata" / "charts" / "ray-cluster"

@@ -24,9 +24,9 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore, record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import service_account_kubeconfig
 from tests.faults.test_readiness import grant
+from tests.harness.git import GitRepo
+from tests.harness.process import service_account_kubeconfig
 from tests.integration.test_sync import Env, _cm
 from tests.samples import raycluster, worker_group
 

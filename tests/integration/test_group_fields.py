@@ -18,7 +18,7 @@ import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.client import MERGE_PATCH
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 from tests.integration.test_sync import Env, groups_by_name
 from tests.samples import raycluster, worker_group
 

@@ -21,13 +21,12 @@ from gitops_ray.sync.hooks import HOOK_FINALIZER
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import RecordStore
-from tests.conftest import GitRepo
-from tests.integration import test_controller
-from tests.integration.test_controller import Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.integration.test_sync import Env
 from tests.samples import raycluster
 
-start_controller = test_controller.start_controller  # the in-process controller fixture
 HOOK = "argocd.argoproj.io/hook"
 POLICY = "argocd.argoproj.io/hook-delete-policy"
 

@@ -15,7 +15,7 @@ import pytest
 
 from gitops_ray.errors import DiffError
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 from tests.integration.test_sync import Env
 from tests.samples import raycluster
 

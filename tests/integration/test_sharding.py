@@ -18,7 +18,6 @@ import datetime
 import json
 import math
 import signal
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +28,14 @@ from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL, assignment, owner, shard_of
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import application
-from tests.integration.test_controller_failover import Process, processes  # noqa: F401
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController
+from tests.harness.runtime import application
+from tests.harness.settings import controller_settings
 
 APPS = [f"app-{i:02d}" for i in range(15)]
 SHARDS = 8
-Start = Callable[[str, Path], Process]
 
 
 def configmaps(version: str) -> dict[str, Any]:
@@ -80,7 +79,7 @@ def synced_by(kube: Kube, namespace: str) -> set[str]:
             for app in APPS}
 
 
-def records(process: Process) -> list[dict[str, Any]]:
+def records(process: ControllerProcess) -> list[dict[str, Any]]:
     out = []
     for line in process.log.read_text().splitlines():
         if line.startswith("{"):
@@ -98,7 +97,7 @@ def at(record: dict[str, Any]) -> float:
     return datetime.datetime.fromisoformat(record["timestamp"]).timestamp()
 
 
-def sync_intervals(process: Process, killed_at: float | None = None
+def sync_intervals(process: ControllerProcess, killed_at: float | None = None
                    ) -> list[tuple[str, float, float]]:
     """(app, start, end) of each sync the process ran to its end (or until killed).
 
@@ -120,7 +119,7 @@ def sync_intervals(process: Process, killed_at: float | None = None
     return out
 
 
-def standby_renders(process: Process) -> float:
+def standby_renders(process: ControllerProcess) -> float:
     """``gitops_ray_standby_renders_total{result="success"}`` of one replica."""
     for line in process.metrics().splitlines():
         if line.startswith('gitops_ray_standby_renders_total{result="success"}'):
@@ -140,19 +139,17 @@ def overlaps(intervals: dict[str, list[tuple[str, float, float]]]) -> list[str]:
 
 def test_replicas_split_the_apps_and_take_over_from_each_other(
         control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
-        tmp_path: Path, processes: Start) -> None:  # noqa: F811
+        tmp_path: Path, controller_process: StartController) -> None:
     git_repo.commit(configmaps("v1"))
     config = tmp_path / "settings.yaml"
-    config.write_text(yaml.safe_dump({
-        "kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
-        "interval": "10m", "jitter": "0", "debounce": "100ms",
-        "applications": [application(app, git_repo.url, namespace, f"apps/{app}")
-                         for app in APPS],
-        "leaderElection": {"leaseDuration": "3s", "renewDeadline": "2s",
-                           "retryPeriod": "500ms"},
-        "sharding": {"enabled": True, "shards": SHARDS}}))
+    config.write_text(yaml.safe_dump(controller_settings(
+        control_plane.kubeconfig, namespace, interval="10m",
+        applications=[application(app, git_repo.url, namespace, f"apps/{app}")
+                      for app in APPS],
+        leaderElection={"leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"},
+        sharding={"enabled": True, "shards": SHARDS})))
 
-    a, b, c = (processes(f"ctl-{x}", config) for x in "abc")
+    a, b, c = (controller_process(f"ctl-{x}", config) for x in "abc")
     eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b", "ctl-c"]),
                message="every shard held by its owner among a, b, c")
     eventually(lambda: all_at(kube, namespace, "v1"), message="every app synced")
@@ -209,7 +206,7 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     eventually(lambda: all_at(kube, namespace, "v4"), message="c's apps synced again")
 
     # A fourth replica takes about a quarter of the shards; nothing else moves.
-    d = processes("ctl-d", config)
+    d = controller_process("ctl-d", config)
     now = eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b", "ctl-d"]),
                      message="d takes the shards it wins")
     moved = {s for s in now if now[s] != after_kill[s]}

@@ -19,9 +19,9 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer, SyncRequest
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.git import GitRepo
 from tests.samples import raycluster, worker_group
-from tests.waiting import eventually
 
 
 class Env:

@@ -20,8 +20,8 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.sync.engine import PRUNE_CONFIRM_UNSUPPORTED, Syncer
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
 from tests.integration.test_sync import Env
 
 OPTIONS = "argocd.argoproj.io/sync-options"

@@ -18,21 +18,17 @@ import pytest
 from gitops_ray.kube import Kube
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
-from tests.conftest import GitRepo
-from tests.integration.test_cli_truth import Cli, app_yaml, cli
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    eventually,
-    start_controller,
-)
+from tests.harness import eventually
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
+from tests.integration.test_cli_truth import app_yaml
 from tests.integration.test_sync import Env
 from tests.samples import raycluster
 
 WAVE = "argocd.argoproj.io/sync-wave"
 
 
-FIXTURES = (start_controller, cli)  # imported so pytest finds them here
 
 
 @pytest.fixture
