@@ -23,6 +23,7 @@ from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
 from tests.harness.runtime import Controller, Controllers
 
@@ -128,3 +129,9 @@ def controller_process(tmp_path: Path) -> Iterator[StartController]:
 def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path,
         helm_bin: Path) -> Cli:
     return Cli(control_plane, namespace, tmp_path / "cache", helm_bin)
+
+
+@pytest.fixture
+def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
+    """A pipeline, syncer and reconciler on the test namespace (no controller)."""
+    return Env(kube, namespace, tmp_path, helm_bin)

@@ -25,9 +25,8 @@ from localcluster.autoscaler import Autoscaler
 from tests.e2e.raycluster import operator_ready
 from tests.e2e.test_rayjob_rayservice import rayjob
 from tests.harness import eventually
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
-from tests.integration.test_cli_diff import app_yaml
 from tests.samples import raycluster, worker_group
 
 TIMEOUT = 120.0

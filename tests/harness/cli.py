@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 from gitops_ray.cli import main
 from localcluster import LocalControlPlane
+from tests.harness.git import GitRepo
 
 OFFLINE = frozenset({"render"})
 
@@ -52,3 +53,12 @@ class Cli:
 
     def sync(self, *args: str) -> Result:
         return self.raw("sync", *self.kube_args, "--cache-dir", str(self.cache), *args)
+
+
+def app_yaml(repo: GitRepo, name: str, namespace: str, path: str, **spec: object) -> dict:
+    """An Application of ``repo``'s ``path`` at ``main`` into ``namespace`` (``spec`` added)."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "namespace": "argocd"},
+            "spec": {"project": "default", "destination": {"namespace": namespace},
+                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"},
+                     **spec}}

@@ -19,10 +19,9 @@ import yaml
 from gitops_ray.kube import Kube
 from gitops_ray.types import SyncStatus
 from tests.harness import eventually
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
 from tests.harness.runtime import Controller, application
-from tests.integration.test_cli_diff import app_yaml
 from tests.samples import raycluster
 
 KNOWN_TYPES = yaml.safe_dump([

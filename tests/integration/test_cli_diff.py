@@ -16,17 +16,9 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
 from tests.samples import raycluster, worker_group
-
-
-def app_yaml(repo: GitRepo, name: str, namespace: str, path: str, **spec: object) -> dict:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "namespace": "argocd"},
-            "spec": {"project": "default", "destination": {"namespace": namespace},
-                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"},
-                     **spec}}
 
 
 def autoscale(cp: LocalControlPlane, namespace: str, name: str, replicas: int) -> None:

@@ -8,9 +8,9 @@ import re
 
 from gitops_ray.health.workergroups import writer_label
 from localcluster import LocalControlPlane
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
-from tests.integration.test_cli_diff import app_yaml, autoscale
+from tests.integration.test_cli_diff import autoscale
 from tests.samples import raycluster
 
 EPOCH = re.compile(r"\b1[0-9]{9}(\.[0-9]+)?\b")

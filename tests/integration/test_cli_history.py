@@ -15,8 +15,8 @@ from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
+from tests.harness.pipeline import autoscaler_patch, groups_by_name
 from tests.harness.runtime import application, with_version
-from tests.integration.test_sync import autoscaler_patch, groups_by_name
 from tests.samples import raycluster, worker_group
 
 

@@ -25,14 +25,12 @@ from pathlib import Path
 from gitops_ray.kube import Kube
 from gitops_ray.types import ResourceAction, ResourceKey
 from tests.harness import eventually
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
-from tests.integration.test_cli_truth import app_yaml
-from tests.integration.test_sync import Env
-from tests.integration.test_sync_waves import config_map, env, in_wave, report
+from tests.harness.pipeline import Env
+from tests.integration.test_sync_waves import config_map, in_wave, report
 from tests.samples import raycluster
 
-FIXTURES = (env,)  # imported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = 120
 SPINNER = re.compile("[\u2800-\u28ff]")  # rich's "dots" spinner: braille patterns

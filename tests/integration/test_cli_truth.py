@@ -19,19 +19,12 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
 from tests.samples import raycluster
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_YAML = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: {unclosed\n"
-
-
-def app_yaml(repo: GitRepo, name: str, namespace: str, path: str) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "namespace": "argocd"},
-            "spec": {"project": "default", "destination": {"namespace": namespace},
-                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"}}}
 
 
 def status_of(cli: Cli, *args: str) -> dict[str, dict[str, Any]]:

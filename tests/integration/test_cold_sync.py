@@ -39,9 +39,9 @@ from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env as SyncEnv
+from tests.harness.pipeline import autoscaler_patch
 from tests.harness.runtime import Controller, application
-from tests.integration.test_sync import Env as SyncEnv
-from tests.integration.test_sync import autoscaler_patch
 from tests.samples import raycluster, worker_group
 
 CLUSTERS = 24

@@ -24,7 +24,8 @@ from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
-from tests.integration.test_sync import Env, _cm
+from tests.harness.pipeline import Env
+from tests.integration.test_sync import _cm
 from tests.samples import raycluster
 
 IN_CLUSTER = "https://kubernetes.default.svc"

@@ -25,18 +25,12 @@ from gitops_ray.sync.takeover import take_over
 from gitops_ray.sync.tracking import with_tracking
 from localcluster import LocalControlPlane
 from tests.harness import eventually
-from tests.harness.cli import Cli
+from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo
-from tests.integration.test_cli_diff import app_yaml
-from tests.integration.test_sync import Env, autoscaler_patch
+from tests.harness.pipeline import Env, autoscaler_patch
 from tests.samples import raycluster, worker_group
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def kubectl_apply(cp: LocalControlPlane, namespace: str, obj: dict[str, Any]) -> None:
