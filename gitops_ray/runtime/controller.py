@@ -364,8 +364,7 @@ class Controller:
                     self._cond.notify_all()
 
     def _term_now(self, name: str) -> int:
-        """The lease term ``name`` is written in now (``NO_TERM``: none valid; no election:
-        always ``NO_TERM``)."""
+        """The lease term ``name`` is written in now (``NO_TERM``: none, or no election)."""
         if self._shards is not None:
             return self._shards.term(name)
         return self._fence.term() if self._fence else NO_TERM
