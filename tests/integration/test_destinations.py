@@ -220,7 +220,7 @@ def test_an_argo_cd_application_for_far_is_synced_there(
 
 def test_an_unreachable_cluster_makes_only_its_apps_unknown(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
-        namespace: str, logs: io.StringIO) -> None:
+        namespace: str, logs: io.StringIO, far: LocalControlPlane) -> None:
     gone = LocalControlPlane()
     gone.start()
     try:
@@ -248,14 +248,15 @@ def test_an_unreachable_cluster_makes_only_its_apps_unknown(
     assert "destination cluster 'far'" in status["error"]
     eventually(lambda: (cm(kube, "for-here", namespace) or {}).get("data") == changed,
                message="our app synced the new commit")
-    with LocalControlPlane() as back:
-        back_kube = with_namespace(Kube.connect(str(back.kubeconfig)), namespace)
-        put_secret(kube, namespace, cluster_secret(back))  # the cluster moved: a new Secret
-        eventually(lambda: (cm(back_kube, "for-far", namespace) or {}).get("data") == changed,
-                   message="far's app synced to the cluster its Secret names now")
-        eventually(lambda: not ctl.status("far").get("error"), message="far recovered")
-        said = everything_said([kube, back_kube], namespace, logs)
-        assert gone.token not in said and back.token not in said
+    back = far  # the module's other cluster, already running: the cluster moved there
+    back_kube = with_namespace(Kube.connect(str(back.kubeconfig)), namespace)
+    put_secret(kube, namespace, cluster_secret(back))  # the cluster moved: a new Secret
+    eventually(lambda: (cm(back_kube, "for-far", namespace) or {}).get("data") == changed,
+               message="far's app synced to the cluster its Secret names now")
+    eventually(lambda: not ctl.status("far").get("error"), message="far recovered")
+    said = everything_said([kube, back_kube], namespace, logs)
+    assert gone.token not in said and back.token not in said
+    back_kube.delete("v1", "Namespace", name=namespace)
 
 
 def said_by(*results: Result) -> str:
