@@ -3,8 +3,8 @@
 The control plane is started once per test session (it takes a few seconds once built)
 and every test that needs the cluster gets a fresh namespace of its own. The helpers the
 fixtures hand out (a controller in-process or as a process, the CLI, git) are in
-:mod:`tests.harness`. ``ray_stack`` is
-the same with Pods that run and the KubeRay operator (used by ``tests/e2e``).
+:mod:`tests.harness`. ``ray_stack`` is the same with Pods that run and the KubeRay
+operator (used by ``tests/e2e``).
 """
 
 from __future__ import annotations
