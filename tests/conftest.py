@@ -10,7 +10,6 @@ operator (used by ``tests/e2e``).
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
+from tests.harness.namespaces import fresh_namespace
 from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
 from tests.harness.runtime import Controller, Controllers
@@ -65,15 +65,6 @@ def argocd_crds(control_plane: LocalControlPlane) -> None:
 @pytest.fixture(scope="session")
 def kube(control_plane: LocalControlPlane) -> Kube:
     return Kube.connect(str(control_plane.kubeconfig))
-
-
-def fresh_namespace(kube: Kube, prefix: str) -> Iterator[str]:
-    """A new namespace named ``<prefix>-<random>`` for one test, deleted after it."""
-    name = f"{prefix}-{secrets.token_hex(4)}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                field_manager="tests")
-    yield name
-    kube.delete("v1", "Namespace", name=name)
 
 
 @pytest.fixture

@@ -11,7 +11,10 @@ helpers live here, the fixtures that hand them out in ``tests/conftest.py``:
   ``start_controller``), and the Application and push payloads it is fed.
 - :mod:`.process`: :class:`ControllerProcess`, ``python -m gitops_ray run`` as a separate
   process (fixtures ``controller_process`` and ``processes``).
-- :mod:`.cli`: :class:`Cli`, the ``gitops-ray`` commands against the test cluster.
+- :mod:`.cli`: :class:`Cli`, the ``gitops-ray`` commands against the test cluster, and
+  :func:`app_yaml`, the Application a CLI test commits.
+- :mod:`.pipeline`: :class:`Env`, the sync stages without a controller (fixture ``env``).
+- :mod:`.namespaces`: :func:`fresh_namespace`, one per test (fixture ``namespace``).
 """
 
 from tests.harness.waiting import eventually

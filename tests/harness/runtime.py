@@ -128,3 +128,11 @@ def with_version(rc: dict[str, Any], version: str) -> dict[str, Any]:
 def ray_version(controller: Controller, name: str) -> str | None:
     live = controller.live(name)
     return live["spec"]["rayVersion"] if live else None
+
+
+def metric_value(metrics: str, series: str) -> float:
+    """The value of the first sample of ``series`` in an exposition (0 when absent)."""
+    for line in metrics.splitlines():
+        if line.startswith(series):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -27,6 +27,7 @@ from tests.harness.runtime import (
     SECRET,
     Controller,
     application,
+    metric_value,
     push_payload,
     ray_version,
     with_version,
@@ -296,15 +297,15 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
     # The heap was settled at start-up (runtime.heap): the imports are out of the
     # collector's walks, the gauge says how many objects that is.
-    frozen = eventually(lambda: _count(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
+    frozen = eventually(lambda: metric_value(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
                         message="heap settled")
     assert frozen > 10_000
 
     def refresh() -> None:
         """One refresh of ours, and nothing else in flight or due when it is over."""
-        before = _count(ctl.metrics(), series)
+        before = metric_value(ctl.metrics(), series)
         ctl.runtime.queue.submit("probed", "test")
-        eventually(lambda: _count(ctl.metrics(), series) > before and idle(),
+        eventually(lambda: metric_value(ctl.metrics(), series) > before and idle(),
                    message="reconcile counter")
 
     def idle() -> bool:  # the counter can also move for a watch-triggered refresh
@@ -369,13 +370,6 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     assert status["autoSync"]["action"] == "none"
     assert {k: status["operation"][k] for k in ("automated", "trigger", "revision")} == {
         "automated": True, "trigger": "auto-sync", "revision": sha}
-
-
-def _count(metrics: str, series: str) -> float:
-    for line in metrics.splitlines():
-        if line.startswith(series):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(
