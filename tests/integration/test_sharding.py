@@ -18,12 +18,14 @@ import datetime
 import json
 import math
 import signal
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Conflict, Kube
 from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL, assignment, owner, shard_of
 from gitops_ray.sync.records import RecordStore
@@ -31,7 +33,7 @@ from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.git import GitRepo
 from tests.harness.process import ControllerProcess, StartController
-from tests.harness.runtime import application
+from tests.harness.runtime import Controller, application, push_payload
 from tests.harness.settings import controller_settings
 
 APPS = [f"app-{i:02d}" for i in range(15)]
@@ -246,3 +248,67 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
                  for p in (a, b, c, d)}
     assert sum(len(v) for v in intervals.values()) >= 4 * len(APPS)
     assert overlaps(intervals) == []
+
+
+def test_a_refresh_that_outlives_its_shards_term_acts_on_nothing_it_resolved_in_it(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    """The SIGSTOP step's interleaving above, made exact in one in-process replica: a
+    refresh resolves a push's commit; before it goes on, its shard's Lease changes hands
+    and comes back (a new term) and a newer commit lands. It must not sync the commit it
+    resolved in the old term (the owner in between may have synced a newer one)."""
+    def solo(version: str) -> dict[str, Any]:
+        return {"apps/solo/cm.yaml": {"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": "cm-solo"},
+                                      "data": {"version": version}}}
+
+    def live() -> str:
+        got = kube.get("v1", "ConfigMap", name="cm-solo", namespace=namespace) or {}
+        return str((got.get("data") or {}).get("version"))
+
+    git_repo.commit(solo("v1"))
+    ctl = start_controller({
+        "applications": [application("solo", git_repo.url, namespace, "apps/solo")],
+        "leaderElection": {"leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"},
+        "sharding": {"enabled": True, "shards": 1}})
+    eventually(lambda: live() == "v1", message="first sync")
+    shards = ctl.runtime.shards
+    assert shards is not None
+    resolved, go_on = threading.Event(), threading.Event()
+    resolve = ctl.runtime.controller._revision
+
+    def resolve_then_wait(app: Any, **kwargs: Any) -> str:  # the first call only
+        sha = resolve(app, **kwargs)
+        if not resolved.is_set():
+            resolved.set()
+            go_on.wait(120)
+        return sha
+
+    ctl.runtime.controller._revision = resolve_then_wait  # type: ignore[method-assign]
+    stale = git_repo.commit(solo("v2"))
+    assert ctl.webhook(push_payload(git_repo, stale)).status_code == 202
+    assert resolved.wait(120), "the push's refresh resolved its commit"
+    git_repo.commit(solo("v3"))
+    term = shards.electors[0].term
+    eventually(lambda: hold_shard(kube, namespace, "intruder"), message="another takes it")
+    eventually(lambda: 0 not in shards.held(), message="the replica lost its shard")
+    eventually(lambda: hold_shard(kube, namespace, ""), message="the other gives it up")
+    eventually(lambda: shards.electors[0].term > term and 0 in shards.held(),
+               message="the shard taken again, under a new term")
+    go_on.set()
+    eventually(lambda: live() == "v3", message="the newer commit synced")
+    history = ctl.status("solo").get("history") or []
+    assert stale not in [entry.get("revision") for entry in history]
+
+
+def hold_shard(kube: Kube, namespace: str, holder: str) -> bool:
+    """Write ``holder`` into shard 0's Lease (``""``: released), as another replica would;
+    ``False`` when a renewal came in between (409)."""
+    lease = kube.get(LEASE_API, "Lease", name="gitops-ray-shard-0", namespace=namespace)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = holder
+    try:
+        kube.replace(lease, field_manager="tests")
+    except Conflict:
+        return False
+    return True
