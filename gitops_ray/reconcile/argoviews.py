@@ -18,10 +18,16 @@ hold, in the JSON of argo-cd's ``pkg/apis/application/v1alpha1/types.go``:
   ``group/kind/namespace/name`` (``ApplicationTree.Normalize``); no shards, hosts or
   orphaned nodes.
 * ``app|managed-resources|<app>``: a list of ``ResourceDiff`` sorted by full name
-  (``SetAppManagedResources``): ``targetState`` git's object, ``liveState`` the live
-  object (``"null"`` when absent, as ``hideSecretData`` writes), ``predictedLiveState``
-  and ``normalizedLiveState`` the two sides gitops-ray compared (its server-side dry run
-  and the live object, both normalized by the app's rules), ``modified`` when OutOfSync.
+  (``SetAppManagedResources``): ``liveState`` the live object (``"null"`` when absent,
+  as ``hideSecretData`` writes), ``predictedLiveState`` and ``normalizedLiveState`` the
+  two sides gitops-ray compared (its server-side dry run of git's object and the live
+  object, both normalized by the app's rules), ``modified`` when OutOfSync.
+  A Synced object whose verdict was kept from an earlier comparison (live as gitops-ray's
+  apply left it) has no compared sides: both are the live object without the server's
+  fields. ``targetState`` is git's object as that dry run stored it (git's own when there
+  is none): Argo CD 3.6's ``argocd app diff`` compares ``targetState`` with
+  ``normalizedLiveState`` client-side, so it then shows the difference gitops-ray sees,
+  not the API server's defaults.
   Secrets' values are masks on every side (:func:`gitops_ray.secretmask.masked`, Argo
   CD's ``++++++++`` masks, equal values equal masks), as Argo CD's ``HideSecretData``.
 
@@ -39,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gitops_ray.diff.compare import ResourceDiff
+from gitops_ray.diff.compare import ResourceDiff, strip_server_fields
 from gitops_ray.health import assess
 from gitops_ray.health.fields import dig, mapping, objects, text
 from gitops_ray.jsonio import dumps
@@ -211,6 +217,11 @@ def _resource_diff(rd: ResourceDiff, target: Manifest | None,
     predicted, normalized = rd.desired_normalized, rd.live_normalized
     if is_secret(rd.key):  # the compared sides are masked already (diff.compare)
         target, live = masked(target, live)
+    if rd.status == SyncStatus.SYNCED and live is not None and (
+            predicted is None or normalized is None):  # a settled verdict keeps no sides:
+        predicted = normalized = strip_server_fields(live)  # live is as git's apply left it
+    if predicted is not None:  # git's object as the dry run stored it: what `argocd app
+        target = predicted  # diff` compares with normalizedLiveState, as gitops-ray does
     item: dict[str, Any] = {
         "group": rd.key.group, "kind": rd.key.kind, "namespace": rd.key.namespace,
         "name": rd.key.name, "targetState": _json(target), "liveState": _json(_bare(live)),

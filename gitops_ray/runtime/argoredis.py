@@ -89,6 +89,11 @@ class _Kept:
     digest: str = ""
     at: float = 0.0
 
+    def same(self, rows: object) -> bool:
+        """Published from this very comparison and rows (identity: no deep compare)."""
+        return self.written is not None and self.written[0] is self.comparison and \
+            self.written[1] is rows
+
 
 Versions = Callable[[], str]  # argocd-server's version text (raises OSError/ValueError)
 
@@ -130,7 +135,7 @@ class ArgoViews:
         rows = record.get("resources") or []
         now = self._clock()
         if kept is None or not self.settings.views or (
-                kept.written == (kept.comparison, rows) and now - kept.at < EXPIRY_S / 2):
+                kept.same(rows) and now - kept.at < EXPIRY_S / 2):
             return False
         fmt = self._known_format(now)
         if isinstance(fmt, str):

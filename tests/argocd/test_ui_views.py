@@ -117,7 +117,7 @@ def test_resources_tree_diff_and_manifests_of_a_handed_over_app(
     assert head and head[0]["images"], made
 
     same = argocd.cli("app", "diff", name, check=False)
-    assert same.returncode == 0, same.stdout  # Synced: argocd app diff finds nothing either
+    assert same.returncode == 0, same.stdout + json.dumps(stored(argocd, name), indent=1)
 
     live = argocd.cli("app", "manifests", name, "--source", "live").stdout
     assert "kind: RayCluster" in live and "name: demo" in live and "mode: a" in live

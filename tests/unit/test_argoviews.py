@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gitops_ray.diff import AppDiff, compare, compile_rules
+from gitops_ray.diff import AppDiff, ResourceDiff, compare, compile_rules
 from gitops_ray.kube import NotFound
 from gitops_ray.reconcile.argoviews import (
     Format,
@@ -27,7 +27,7 @@ from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.render.applications import application_from_flags
 from gitops_ray.runtime.argoredis import ArgoViews, encode
 from gitops_ray.runtime.settings import ArgoCD
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, ResourceKey, SyncStatus
 from tests.samples import raycluster
 
 RULES = compile_rules([])
@@ -172,5 +172,15 @@ def test_redis_not_answering_is_a_reason_not_an_error() -> None:
 
 def test_a_value_over_the_cap_is_refused() -> None:
     huge = {"nodes": [{"name": "x" * 1024}] * (8 * 1024 + 1)}
-    with pytest.raises(ValueError, match="resource tree is .* bytes of JSON, more than"):
+    with pytest.raises(ValueError, match=r"resource tree is \d+ bytes of JSON, more than"):
         encode((huge, []), gzipped=True)
+
+
+def test_a_kept_verdict_without_sides_shows_live_on_both_sides() -> None:
+    live = _live(_secret(TOKEN), "uid-s")
+    diff = ResourceDiff(ResourceKey.of(live), SyncStatus.SYNCED, "", None, None)
+    [item] = managed_resources([diff], {diff.key: _secret(TOKEN)}, {diff.key: live})
+    assert item["predictedLiveState"] == item["normalizedLiveState"] == item["targetState"]
+    shown = json.loads(item["normalizedLiveState"])
+    assert "uid" not in shown["metadata"] and shown["data"]["token"].startswith("++++++++")
+    assert TOKEN not in json.dumps(item) and "modified" not in item
