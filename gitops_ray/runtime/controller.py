@@ -733,6 +733,8 @@ class Controller:
 
     def _publish(self, name: str, comparison: Comparison) -> None:
         self.compared.remember(name, comparison)
+        if self._argocd is not None:
+            self._argocd.compared(name, comparison, self._target(comparison.app)[1])
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
         last = self.metrics.apps.get(name).last_sync
         self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))
@@ -975,6 +977,8 @@ class Controller:
         with self._apps.of(app.name) as memory:
             memory.gone, memory.requested = app, None
         self.compared.forget(app.name)
+        if self._argocd is not None:
+            self._argocd.forget(app.name)
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
         """Delete (or orphan) a removed app's objects and drop its record; leader only."""
