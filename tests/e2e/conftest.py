@@ -22,10 +22,7 @@ from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.kueue import start_kueue
 from localcluster.raystack import enable_raycronjobs
-from tests.conftest import fresh_namespace
-from tests.integration.test_controller import start_controller
-
-__all__ = ["start_controller"]
+from tests.harness.namespaces import fresh_namespace
 
 
 @pytest.fixture(scope="session")

@@ -10,21 +10,12 @@ that come before it (real API server, upstream CRDs).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
-
-import pytest
 
 from gitops_ray.diff.refusals import API_SERVER
-from gitops_ray.kube import Kube
 from gitops_ray.sync.reasons import Reason
-from tests.conftest import GitRepo
-from tests.integration.test_sync import Env
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
 from tests.samples import raycluster
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def _config(value: str) -> dict[str, object]:
