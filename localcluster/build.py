@@ -44,7 +44,7 @@ _YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 K8S_VERSION = "v1.36.3"
 HELM_VERSION = "v3.19.0"
 KWOK_VERSION = "v0.7.0"
-KUBERAY_VERSION = "v1.6.1"
+KUBERAY_VERSION = "v1.6.2"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 KUEUE_VERSION = "v0.17.0"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
@@ -182,10 +182,17 @@ def ensure_kueue() -> Path:
 
 
 def ensure_argocd() -> Path:
-    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component."""
-    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
+    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component.
+
+    Its version is stamped as Argo CD's Makefile does (``-X .../common.version``), so
+    argocd-server's ``/api/version`` says ``v3.6.1+unknown`` (a release: ``v3.6.1``), not
+    ``v99.99.99+unknown``: gitops-ray picks the Redis format it writes by that version.
+    """
+    stamp = f"-X {ARGOCD_MODULE}/common.version={ARGOCD_VERSION.lstrip('v')}"
+    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "stamped" / "argocd", "argocd",
                       f"Argo CD {ARGOCD_VERSION}",
-                      ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+                      ["-ldflags", f"-s -w {stamp}", f"{ARGOCD_MODULE}/cmd"],
+                      ARGOCD_MODULE_DIR)
 
 
 def ensure_ray_stack() -> RayStackTools:
@@ -196,11 +203,11 @@ def ensure_ray_stack() -> RayStackTools:
         return RayStackTools(scheduler.result(), kwok.result(), operator.result())
 
 
-RAY_CRDS = ("rayclusters", "rayjobs", "rayservices")
+RAY_CRDS = ("rayclusters", "rayjobs", "rayservices", "raycronjobs")
 
 
 def kuberay_crds() -> Path:
-    """A JSON list of the pinned operator's RayCluster, RayJob and RayService CRDs.
+    """A JSON list of the pinned operator's RayCluster, RayJob, RayService and RayCronJob CRDs.
 
     They come from ``config/crd/bases`` of the module source (``go mod download``, no
     build). Converted once from YAML (~1 MB each, seconds to parse) to JSON in the cache.

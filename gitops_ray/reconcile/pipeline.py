@@ -83,14 +83,17 @@ from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
+from gitops_ray.diff.refusals import Refusal, operator_refusals, server_refusals, with_refusals
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
+from gitops_ray.health.impact import Impact
 from gitops_ray.health.queued import waits_for_admission
-from gitops_ray.kube import Capabilities, Conflict, Kube, KubeError, UnknownKind
+from gitops_ray.kube import Capabilities, Conflict, Invalid, Kube, KubeError, UnknownKind
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
+from gitops_ray.reconcile.impacts import ImpactReads, impacts_of
 from gitops_ray.reconcile.project import (
     IN_CLUSTER,
     Cluster,
@@ -330,6 +333,9 @@ class Comparison:
     refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
     hooks: tuple[DesiredObject, ...] = ()
     """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
+    impacts: tuple[Impact, ...] = ()
+    """What the KubeRay operator will do with each changed Ray object
+    (:mod:`gitops_ray.health.impact`)."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -775,7 +781,8 @@ class Pipeline:
                                  if h is not None},
                                 read,
                                 frozenset(settled), applied, frozenset(proven), shared,
-                                rendered.hooks if rendered is not None else ())
+                                rendered.hooks if rendered is not None else (),
+                                impacts_of(app_diff.resources, self._impact_reads(read, landed)))
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -928,11 +935,17 @@ class Pipeline:
         else:
             written = written or (live is not None and _marked(marks, desired.key, version))
             predicted = landed.live if landed is not None else live if written else None
+            refused: tuple[Refusal, ...] = ()
             if predicted is None and live is not None:
-                predicted, proven, live = self._predict(obj, live, rules)
+                try:
+                    predicted, proven, live = self._predict(obj, live, rules)
+                except _Refused as e:  # the API server's rules: a two-way diff shows it
+                    refused = e.refusals
                 version = (content, str(live["metadata"].get("resourceVersion", "")))
                 predicted, written = live if proven else predicted, proven
-            result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+            result = with_refusals(compare(desired=obj, predicted=predicted, live=live,
+                                           rules=rules),
+                                   refused + operator_refusals(obj, live))
         if read is not None and landed is None and result.out_of_sync:
             read[desired.key] = live  # for the sync that may follow; only what it applies
         health = assess(live, events=events, pods=pods, custom=system.health,
@@ -1049,6 +1062,20 @@ class Pipeline:
             return ()
         return self._events.pods(key.namespace, key.name)
 
+    def _impact_reads(self, read: Mapping[ResourceKey, Manifest | None],
+                      landed: Mapping[ResourceKey, Landed]) -> ImpactReads:
+        """How :func:`~gitops_ray.reconcile.impacts.impacts_of` reads live Ray objects.
+
+        A changed object's whole live object (read by this pass if it was) and its Pods.
+        """
+        def live(key: ResourceKey, api_version: str) -> Manifest | None:
+            if key in landed:
+                return landed[key].live
+            if key in read:
+                return read[key]
+            return self._live(api_version, key.kind, key.namespace, key.name)
+        return ImpactReads(live, self._events.pods)
+
     def _recall(self, key: ResourceKey, version: tuple[str, str]) -> _Memo | None:
         with self._lock:
             memo = self._memo.get(key)
@@ -1103,6 +1130,8 @@ class Pipeline:
                     break
                 live = fresh
                 continue
+            except Invalid as e:  # a rule of the CRD (CEL) or the type refuses the change
+                raise _Refused(server_refusals(ResourceKey.of(obj), e.details, str(e))) from e
             except KubeError as e:
                 raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") \
                     from e
@@ -1186,6 +1215,14 @@ def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> 
 
 _KNOWN: weakref.WeakValueDictionary[str, DesiredObject] = weakref.WeakValueDictionary()
 _KNOWN_LOCK = threading.Lock()
+
+
+class _Refused(Exception):
+    """A dry run the API server refused (422): what it refused, for the diff to say."""
+
+    def __init__(self, refusals: tuple[Refusal, ...]) -> None:
+        super().__init__()
+        self.refusals = refusals
 
 
 class _LeftToOwner(Exception):

@@ -83,9 +83,10 @@ def _inputs(comparison: Comparison) -> tuple[Any, ...]:
     """
     return (comparison.app, comparison.revision,
             tuple((d.key, d.digest, d.api_version) for d in comparison.desired),
-            tuple((r.key, r.status, r.reason, _live_api_version(r))
+            tuple((r.key, r.status, r.reason, r.refused, _live_api_version(r))
                   for r in comparison.diff.resources),
             comparison.health, tuple(comparison.resource_health.items()), comparison.rollouts,
+            comparison.impacts,
             comparison.conditions, tuple(comparison.warnings), comparison.render_problems)
 
 
@@ -103,6 +104,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
+        "impact": [i.as_dict() for i in comparison.impacts],
         "resources": _rows(comparison, {f.key: f.replicas for f in facts
                                         if f.replicas is not None}),
         "conditions": [{"type": c.type.value, "message": c.message}
@@ -110,6 +112,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "images": sorted(set().union(*(f.images for f in facts)))[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "conflicts": comparison.diff.conflicts[:MAX_WARNINGS],
+        "refusals": [str(r) for r in comparison.diff.refusals[:MAX_WARNINGS]],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "chart": comparison.app.source.chart,

@@ -3,7 +3,7 @@
 Kueue (``localcluster.kueue``, webhooks on, ``ElasticJobsViaWorkloadSlices`` on: see the
 ``kueue`` fixture) suspends a queued RayCluster at creation, admits it when its
 ClusterQueue has quota, and then merges the ResourceFlavor's nodeSelector and tolerations
-into every pod template; the KubeRay operator v1.6.1 and kube-scheduler then put its Pods
+into every pod template; the KubeRay operator v1.6.2 and kube-scheduler then put its Pods
 on the flavor's (kwok) nodes, which are tainted so that only the flavor's toleration lets
 them in. gitops-ray must show the queued cluster Suspended with Kueue's reason, write
 nothing while Kueue works, keep Kueue's fields through its own applies, and land git's
@@ -27,15 +27,10 @@ from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
 from localcluster.kueue import ELASTIC_ANNOTATION, QUEUE_LABEL, queue_objects, resource_flavor
 from localcluster.raystack import fake_node, ready_and_untainted
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import pods, wait
-from tests.integration.test_controller import (
-    RC_API,
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 TIMEOUT = 180.0

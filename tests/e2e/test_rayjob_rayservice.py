@@ -1,6 +1,6 @@
 """A RayJob and a RayService from git, as far as the real KubeRay operator takes them on kwok.
 
-Both kinds hand most of their life to the Ray head: the operator (v1.6.1) creates the
+Both kinds hand most of their life to the Ray head: the operator (v1.6.2) creates the
 child RayCluster itself, but then asks the head's dashboard (port 8265) for the Ray job's
 status or to deploy and watch the Serve applications. kwok Pods run no containers, so
 that dashboard never answers and each kind stops at a known place:
@@ -37,9 +37,10 @@ import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import POOL_LABEL, conditions, node_pool, pods, wait
-from tests.integration.test_controller import RC_API, Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application
 from tests.samples import pod_template, worker_group
 
 APP = "ray"

@@ -1,6 +1,6 @@
 """Synced, rollout pending: a git edit to a worker template that KubeRay does not roll out.
 
-KubeRay v1.6.1 without ``upgradeStrategy: Recreate`` applies a template edit only to Pods
+KubeRay v1.6.2 without ``upgradeStrategy: Recreate`` applies a template edit only to Pods
 it creates later, so after the edit Argo CD and the operator's status both look done while
 the Pods run the old template. Here the real operator runs the cluster, the Ray
 autoscaler's own provider code changes ``replicas``/``workersToDelete``, and gitops-ray
@@ -23,15 +23,11 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
 from tests.e2e.test_autoscaler import CLUSTER, running_workers
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 APP = "rollout"
