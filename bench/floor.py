@@ -50,26 +50,27 @@ SERVERS = ("kube-apiserver", "etcd", "kube-controller-manager")
 
 # (bucket, pattern any frame of the stack matches), first match wins: the buckets that
 # name *why* a request is sent come before the transport's, so an Event's TLS is the
-# Events' cost, a record's JSON decoding is the records'.
+# Events' cost, a record's JSON decoding is the records'; packing before parsing, so the
+# parse memo's packs are packing.
 BUCKETS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(pattern)) for name, pattern in (
+        ("imports and start-up", r"_find_and_load"),
         ("Events", r"gitops_ray/sync/events\.py|gitops_ray/kube/outbox\.py"),
         ("records", r"gitops_ray/sync/records\.py|gitops_ray/sync/history\.py"),
-        ("YAML parsing", r"/yaml/|gitops_ray/render/documents\.py"),
+        ("packing (parse memo, desired objects, watch cache)", r"gitops_ray/packed\.py"),
+        ("YAML parsing", r"[(/]yaml/|gitops_ray/render/(documents|loader|bounds)\.py"),
         ("request encoding", r"json/encoder\.py|param_serialize|\(dumps\) .*jsonio|"
                              r"dumps \(.*jsonio\.py"),
-        ("TLS and connections", r"/ssl\.py|/socket\.py|urllib3/|http/client\.py|"
+        ("TLS and connections", r"[(/]ssl\.py|[(/]socket\.py|urllib3/|http/client\.py|"
                                 r"kubernetes/client/rest\.py"),
         ("response decoding", r"_decoded \(|loads \(.*jsonio\.py"),
         ("diff/normalisation", r"gitops_ray/diff/"),
         ("render (other)", r"gitops_ray/render/"),
-        ("git", r"gitops_ray/source/|/git/"),
-        ("packing (watch cache, shelf)", r"gitops_ray/packed\.py"),
+        ("git", r"gitops_ray/source/|[(/]git/"),
         ("health", r"gitops_ray/health/"),
         ("sync engine (other)", r"gitops_ray/sync/"),
         ("reconcile (other)", r"gitops_ray/reconcile/"),
         ("CLI display and output", r"gitops_ray/cli/|/rich/|/click/"),
-        ("imports and start-up", r"<module>|_find_and_load|importlib"),
     ))
 
 
@@ -153,6 +154,8 @@ def buckets(stacks: Path) -> dict[str, Any]:
         for line in stacks.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
             if not count.isdigit():
+                continue
+            if not stack:  # a thread running no Python code
                 continue
             n = int(count)
             total += n
