@@ -177,6 +177,18 @@ def test_cluster_wide_false_without_namespaces_fails(helm_bin: Path, tmp_path: P
     template(helm_bin, tmp_path, "--set", "rbac.clusterWide=false", "--set", "rbac.create=false")
 
 
+def test_the_control_namespace_guard_needs_kubernetes_1_30(helm_bin: Path,
+                                                            tmp_path: Path) -> None:
+    kinds = {d["kind"] for d in template(helm_bin, tmp_path)}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    old = run_helm(helm_bin, tmp_path, "template", "gr", str(CHART), "--kube-version", "1.29.0")
+    assert old.returncode != 0
+    assert "rbac.guardControlNamespace=false" in old.stderr  # named, not silently dropped
+    off = template(helm_bin, tmp_path, "--kube-version", "1.29.0",
+                   "--set", "rbac.guardControlNamespace=false")
+    assert "ValidatingAdmissionPolicy" not in {d["kind"] for d in off}
+
+
 def test_service_monitor_only_where_its_crd_is(helm_bin: Path, tmp_path: Path) -> None:
     def monitors(*args: str) -> list[dict[str, Any]]:
         docs = template(helm_bin, tmp_path, "--set", "serviceMonitor.enabled=true", *args)
@@ -413,6 +425,21 @@ def test_a_network_policy_by_default_lets_in_only_the_webhook_and_the_page(
 
     off = template(helm_bin, tmp_path, "--set", "networkPolicy.enabled=false")
     assert "NetworkPolicy" not in {d["kind"] for d in off}
+
+
+def test_in_argo_cd_mode_the_network_policy_lets_the_views_reach_argo_cds_redis(
+        helm_bin: Path, tmp_path: Path) -> None:
+    policy = _network_policy(template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                                      "--set", "config.argocd.namespace=gitops"))["spec"]
+    argocd = policy["egress"][-1]
+    assert _ports(argocd) == {6379, 8080}  # Redis; argocd-server's /api/version
+    [peer] = argocd["to"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "gitops"}}
+    assert peer["podSelector"]["matchExpressions"][0]["values"] == [
+        "argocd-redis", "argocd-redis-ha-haproxy", "argocd-server"]
+    off = _network_policy(template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                                   "--set", "config.argocd.views=false"))["spec"]
+    assert all(6379 not in _ports(rule) for rule in off["egress"])
 
 
 def test_the_webhook_has_its_own_service_apart_from_the_page(helm_bin: Path,
