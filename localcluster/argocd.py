@@ -3,7 +3,7 @@
 gitops-ray can be the sync engine of in-cluster Argo CD Applications that Argo CD itself
 skips (``argocd.argoproj.io/skip-reconcile: "true"``), writing Argo CD's status back so
 Argo CD's UI and CLI keep working. Whether they do is only known by running them, so this
-runs Argo CD v3.2.11 (:func:`localcluster.build.ensure_argocd`, one binary whose
+runs Argo CD v3.6.1 (:func:`localcluster.build.ensure_argocd`, one binary whose
 behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
 :class:`~localcluster.controlplane.LocalControlPlane`:
 
@@ -267,6 +267,9 @@ class ArgoCD:
         metrics = free_port()
         proc = self._spawn("argocd-repo-server", [
             "--address=127.0.0.1", f"--port={self.repo_server_port}", "--disable-tls",
+            # v3.6 defaults --client-ca-path to a mounted Secret's path and refuses any
+            # with --disable-tls ("cannot be used when --disable-tls is enabled")
+            "--client-ca-path=",
             f"--redis={self.redis}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
             "--logformat=text"], extra_env={"ARGOCD_GPG_ENABLED": "false"})
         self._wait("argocd-repo-server",

@@ -48,7 +48,7 @@ KUBERAY_VERSION = "v1.6.1"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 KUEUE_VERSION = "v0.17.0"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
-ARGOCD_VERSION = "v3.2.11"
+ARGOCD_VERSION = "v3.6.1"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 SCHEDULER = "kube-scheduler"  # the Ray stack's; same module as BINARIES
@@ -97,6 +97,17 @@ def _go() -> str:
     if not go:
         raise ConfigError("Go is required to build the test control plane; install Go >= 1.26")
     return go
+
+
+def _go_env() -> dict[str, str]:
+    """The environment of a build: modules as go.mod says, and its ``toolchain`` line.
+
+    ``GOTOOLCHAIN=auto``: a module whose go.mod asks for a newer Go than the one installed
+    (``hack/argocd``: Argo CD v3.6 needs Go 1.27) gets that toolchain, which the go
+    command fetches from the Go module proxy as the module ``golang.org/toolchain`` (kept
+    in the module cache, so once per machine).
+    """
+    return {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "auto"}
 
 
 def _version_ldflags() -> str:
@@ -150,7 +161,7 @@ def _build_one(target: Path, lock: str, what: str, argv: list[str], cwd: Path) -
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             built = Path(tmp) / target.name
             subprocess.run([_go(), "build", "-trimpath", *argv[:-1], "-o", str(built), argv[-1]],
-                           cwd=cwd, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
+                           cwd=cwd, check=True, env=_go_env())
             os.rename(built, target)
     return target
 
@@ -260,8 +271,7 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
         if target.exists():
             return target
         out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
-                             capture_output=True, text=True,
-                             env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
+                             capture_output=True, text=True, env=_go_env()).stdout
         root = Path(json.loads(out)["Dir"])
         crds = [doc for rel in files
                 for doc in yaml.load_all((root / rel).read_text(), Loader=_YamlLoader) if doc]
