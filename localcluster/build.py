@@ -193,10 +193,36 @@ def ensure_kueue() -> Path:
 
 
 def ensure_argocd() -> Path:
-    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component."""
-    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
-                      f"Argo CD {ARGOCD_VERSION}",
-                      ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component.
+
+    Next to it, on the components' PATH, the shell scripts Argo CD's image installs in
+    ``/usr/local/bin`` (:data:`ARGOCD_SCRIPTS`).
+    """
+    binary = _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
+                        f"Argo CD {ARGOCD_VERSION}",
+                        ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+    _argocd_scripts(binary.parent)
+    return binary
+
+
+ARGOCD_SCRIPTS = ("git-verify-wrapper.sh", "gpg-wrapper.sh")
+"""``hack/`` scripts of argo-cd that its Dockerfile copies to ``/usr/local/bin``: v3.6's
+repo-server runs ``git-verify-wrapper.sh`` on every manifest generation, GnuPG on or off
+(``runRepoOperation`` in ``reposerver/repository/repository.go``; without it: "permission
+denied")."""
+
+
+def _argocd_scripts(target: Path) -> None:
+    """Copy :data:`ARGOCD_SCRIPTS` from the pinned module's source into ``target``, 0755."""
+    if all((target / name).exists() for name in ARGOCD_SCRIPTS):
+        return
+    with _locked("argocd-scripts"):
+        root = _module_dir(f"{ARGOCD_MODULE}@{ARGOCD_VERSION}", ARGOCD_MODULE_DIR)
+        for name in ARGOCD_SCRIPTS:
+            with tempfile.NamedTemporaryFile("wb", dir=target, delete=False) as tmp:
+                tmp.write((root / "hack" / name).read_bytes())
+            os.chmod(tmp.name, 0o755)  # the module cache's copy is read-only, not executable
+            os.rename(tmp.name, target / name)
 
 
 def ensure_ray_stack() -> RayStackTools:
@@ -270,9 +296,7 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
     with _locked(lock):
         if target.exists():
             return target
-        out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
-                             capture_output=True, text=True, env=_go_env()).stdout
-        root = Path(json.loads(out)["Dir"])
+        root = _module_dir(module, cwd)
         crds = [doc for rel in files
                 for doc in yaml.load_all((root / rel).read_text(), Loader=_YamlLoader) if doc]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -283,22 +307,28 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
     return target
 
 
+def _module_dir(module: str, cwd: Path) -> Path:
+    """The source directory of ``module`` (``path@version``) in Go's module cache."""
+    out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
+                         capture_output=True, text=True, env=_go_env()).stdout
+    return Path(json.loads(out)["Dir"])
+
+
 def build_all() -> list[str]:
     """Everything ``make test`` needs, in three lanes side by side.
 
     A cold build is CPU-bound (two cores in CI), so what counts is the compile work, not
-    how many builds overlap. Builds that share packages at the same versions go one after
-    the other in a lane, so the second finds them in Go's build cache instead of compiling
-    them again alongside: helm v3.19 and Argo CD v3.2 share k8s.io v0.34 and about 80
-    other modules; the control plane's four commands build in one invocation. The other
-    lanes have nothing in common (each pins its own k8s.io), and three lanes keep both
-    cores busy while one lane downloads modules or links. Kueue (k8s.io v0.35.3) shares no
-    pinned version with any lane; it goes last in the Ray lane (the stack it joins)
-    rather than in a fourth lane competing for the same two cores.
+    how many builds overlap: the lanes share nothing Go's build cache could reuse (each
+    pins its own k8s.io; Argo CD v3.6 is compiled by its own Go 1.27 toolchain, standard
+    library included), and three keep both cores busy while one lane downloads modules
+    or links. Argo CD, the biggest single build (about 2,000 packages, then a one-core
+    link of a 200 MB binary), starts first in a lane of its own, so its link is never
+    the tail of the run; the control plane's four commands build in one invocation,
+    with helm after them; the Ray lane ends with Kueue (the stack it joins).
     """
     lanes: list[list[Callable[[], object]]] = [
-        [_controlplane_and_scheduler],
-        [ensure_helm, ensure_argocd, argocd_crds],
+        [ensure_argocd, argocd_crds],
+        [_controlplane_and_scheduler, ensure_helm],
         [kuberay_crds, ensure_kuberay_operator, ensure_kwok, kueue_manifests, ensure_kueue]]
     with ThreadPoolExecutor(len(lanes)) as pool:
         futures = [pool.submit(_run_lane, lane) for lane in lanes]
