@@ -33,6 +33,7 @@ PAGE_SIZE = 100  # apps per page of the list
 RESOURCES_PAGE = 50  # an app's own resources per page of the app page (with their children)
 MAX_QUERY = 200  # characters of a name filter
 SHORT_SHA = 12
+MAX_IMPACTS = 50  # impact rows of an app page (the controller predicts at most that many)
 
 
 @dataclass(frozen=True)
@@ -309,8 +310,17 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
             ("Sync policy", text(status.get("syncPolicy"))),
             ("Self heal", _yes_no(status.get("selfHeal"))),
             ("Auto-sync", _auto_sync(auto)),
-            ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""))
+            ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""),
+            *(("Impact", line) for line in _impacts(status)))
     return tuple((k, v) for k, v in rows if v)
+
+
+def _impacts(status: Mapping[str, Any]) -> list[str]:
+    """What the operator will do with each changed Ray object (the controller's record)."""
+    return [f"{text(e.get('key'))}: {text(e.get('message'))}"
+            for e in status.get("impact") or ()
+            if isinstance(e, Mapping) and text(e.get("key")) and text(e.get("message"))
+            ][:MAX_IMPACTS]
 
 
 def _auto_sync(auto: Mapping[str, Any]) -> str:
