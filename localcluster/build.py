@@ -197,12 +197,18 @@ def ensure_argocd() -> Path:
 
     One ``go build`` of the multi-call ``cmd`` (the components the tests run share all
     but ~30 of its ~2,060 packages), stripped, ``-trimpath``; cgo stays on (linking the
-    200 MB binary takes ~30 s of CPU). Next to it, on the components' PATH,
-    the shell scripts Argo CD's image installs in ``/usr/local/bin`` (:data:`ARGOCD_SCRIPTS`).
+    200 MB binary takes ~30 s of CPU). Its version is stamped as Argo CD's Makefile does
+    (``-X .../common.version``), so argocd-server's ``/api/version`` says
+    ``v3.6.1+unknown`` (a release: ``v3.6.1``), not ``v99.99.99+unknown``: gitops-ray
+    picks the Redis format it writes by that version. Next to it, on the components'
+    PATH, the shell scripts Argo CD's image installs in ``/usr/local/bin``
+    (:data:`ARGOCD_SCRIPTS`).
     """
-    binary = _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
-                        f"Argo CD {ARGOCD_VERSION}",
-                        ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+    stamp = f"-X {ARGOCD_MODULE}/common.version={ARGOCD_VERSION.lstrip('v')}"
+    binary = _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "stamped" / "argocd",
+                        "argocd", f"Argo CD {ARGOCD_VERSION}",
+                        ["-ldflags", f"-s -w {stamp}", f"{ARGOCD_MODULE}/cmd"],
+                        ARGOCD_MODULE_DIR)
     _argocd_scripts(binary.parent)
     return binary
 
@@ -320,13 +326,13 @@ def build_all() -> list[str]:
     """Everything ``make test`` needs, in three lanes side by side.
 
     A cold build is CPU-bound (two cores in CI), so what counts is the compile work, not
-    how many builds overlap: the lanes share nothing Go's build cache could reuse (each
+    how many builds overlap: the lanes share little Go's build cache could reuse (each
     pins its own k8s.io; Argo CD v3.6 is compiled by its own Go 1.27 toolchain, standard
     library included), and three keep both cores busy while one lane downloads modules
-    or links. Argo CD, the biggest single build (about 2,000 packages, then a one-core
-    link of a 200 MB binary), starts first in a lane of its own, so its link is never
-    the tail of the run; the control plane's four commands build in one invocation,
-    with helm after them; the Ray lane ends with Kueue (the stack it joins).
+    or links. Argo CD, the biggest single build (~2,300 packages, 122 MB of Go source),
+    starts first in a lane of its own; the control plane's four commands (one
+    invocation) then helm, and the Ray stack ending with Kueue, are the other two lanes,
+    of about the same size (DEVELOPMENT.md, "Build times", has the figures).
     """
     lanes: list[list[Callable[[], object]]] = [
         [ensure_argocd, argocd_crds],

@@ -101,7 +101,7 @@ from structlog.typing import FilteringBoundLogger
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import KubeError, LeaseExpired
-from gitops_ray.kube.fence import WriteFence
+from gitops_ray.kube.fence import NO_TERM, WriteFence
 from gitops_ray.reconcile.argostatus import ManualOperation, requested_operation
 from gitops_ray.reconcile.autosync import (
     Action,
@@ -363,6 +363,12 @@ class Controller:
                         del self._writing[name]
                     self._cond.notify_all()
 
+    def _term_now(self, name: str) -> int:
+        """The lease term ``name`` is written in now (``NO_TERM``: none, or no election)."""
+        if self._shards is not None:
+            return self._shards.term(name)
+        return self._fence.term() if self._fence else NO_TERM
+
     def _term(self, name: str) -> contextlib.AbstractContextManager[bool]:
         """Capture the lease term for the writes made inside (see the module docstring)."""
         if self._shards is not None:
@@ -509,14 +515,19 @@ class Controller:
         """Compare, then (leader only) decide and maybe sync; the sync's result, if any.
 
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
+        The revision and comparison are acted on only in the lease term they were made in:
+        a replica paused mid-refresh may lose the lease and win it again before it goes
+        on, and what it resolved before (a push's commit) may be older than what the
+        owner in between synced.
         """
         pipeline = self._target(app)[0].pipeline
+        term = self._term_now(app.name)
         sha = "" if pipeline.refuses(app) else self._revision(app, max_age=max_age)
         comparison = pipeline.compare(app, revision=sha or None)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
-            if not leading:
+            if not leading or self._term_now(app.name) != term:
                 self._retry_unwritten(app.name)
                 return None
             try:
@@ -722,6 +733,8 @@ class Controller:
 
     def _publish(self, name: str, comparison: Comparison) -> None:
         self.compared.remember(name, comparison)
+        if self._argocd is not None:
+            self._argocd.compared(name, comparison, self._target(comparison.app)[1])
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
         last = self.metrics.apps.get(name).last_sync
         self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))
@@ -964,6 +977,8 @@ class Controller:
         with self._apps.of(app.name) as memory:
             memory.gone, memory.requested = app, None
         self.compared.forget(app.name)
+        if self._argocd is not None:
+            self._argocd.forget(app.name)
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
         """Delete (or orphan) a removed app's objects and drop its record; leader only."""

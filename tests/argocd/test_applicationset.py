@@ -1,6 +1,6 @@
 """ApplicationSets whose template opts the Applications in: gitops-ray syncs what Argo CD made.
 
-The real ``argocd-applicationset-controller`` (v3.2.11) runs out of cluster (fixture
+The real ``argocd-applicationset-controller`` (v3.6.1) runs out of cluster (fixture
 ``argocd_applicationset_controller``); a ``list`` generator needs no repo-server. Its
 template carries gitops-ray's two annotations, so every Application it generates is
 skipped by Argo CD's application controller and reconciled by gitops-ray (fixture
@@ -18,9 +18,9 @@ from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import app_name
 from tests.argocd.test_gitops_ray_e2e import OURS, app_status, manifests, ray_version
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 APP_API = "argoproj.io/v1alpha1"
 

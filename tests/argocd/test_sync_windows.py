@@ -1,4 +1,4 @@
-"""Sync windows with the real Argo CD (v3.2.11): its own verdicts next to gitops-ray's.
+"""Sync windows with the real Argo CD (v3.6.1): its own verdicts next to gitops-ray's.
 
 * ``argocd proj windows list`` prints each window's state as Argo CD computes it
   (``SyncWindow.Active``); gitops-ray's :func:`~gitops_ray.reconcile.windows.is_active`
@@ -35,8 +35,8 @@ from tests.argocd.test_gitops_ray_e2e import (
     ray_version,
     status_when,
 )
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 APP_API = "argoproj.io/v1alpha1"
 ALWAYS = {"kind": "deny", "schedule": "* * * * *", "duration": "24h", "applications": ["*"]}
