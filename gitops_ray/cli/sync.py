@@ -71,6 +71,7 @@ from gitops_ray.reconcile.status import live_health, save_failed_sync, save_stat
 from gitops_ray.render.apps import Application, short_revision
 from gitops_ray.runtime.heap import settling
 from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
+from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -150,7 +151,7 @@ def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str
                      display: SyncDisplay) -> None:
     fields = {**origin, "finalizers": list(app.finalizers)}
     try:
-        store.update(app.name, lambda r: r.status.update({"appSource": fields}))
+        store.update(app.name, lambda r: statuswrites.app_source(r, fields))
     except GitOpsRayError as e:
         display.warn(f"warning: app {app.name}: origin not recorded: {e}")
 
@@ -279,9 +280,9 @@ def refresh(destinations: Destinations, store: RecordStore, selection: Selection
             comparison = destinations.pipeline(app).compare(
                 app, revision=pins.get(app.name, selection.revision), local=selection.local)
         except GitOpsRayError as e:
-            error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
-                     "comparedAt": time.time()}
-            out[app.name] = _save(store, app.name, error) if record else error
+            message = error_text(e)
+            out[app.name] = _save_failed(store, app.name, message) if record else \
+                {"sync": SyncStatus.UNKNOWN.value, "error": message, "comparedAt": time.time()}
             continue
         if selection.local is None:
             pins[app.name] = comparison.revision
@@ -291,8 +292,8 @@ def refresh(destinations: Destinations, store: RecordStore, selection: Selection
     return out
 
 
-def _save(store: RecordStore, name: str, fields: Status) -> Status:
-    return store.update(name, lambda r: r.status.update(fields)).status
+def _save_failed(store: RecordStore, name: str, error: str) -> Status:
+    return store.update(name, lambda r: statuswrites.failed(r, error)).status
 
 
 @click.command("status", cls=CliCommand)

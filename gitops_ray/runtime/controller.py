@@ -144,14 +144,15 @@ from gitops_ray.runtime.queue import UrgentUntilLanded
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
 from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache
+from gitops_ray.sync import statuswrites
+from gitops_ray.sync.appstatus import AutoSync, Operation, decode_operation, encode_operation
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.events import post_event
-from gitops_ray.sync.history import revise_newest
 from gitops_ray.sync.hookrun import HookRunner
-from gitops_ray.sync.operation import OPERATION_STATE, OperationState
+from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.phases import PostDelete
 from gitops_ray.sync.reasons import Reason
-from gitops_ray.sync.records import AppRecord, push_history, record_name, status_text
+from gitops_ray.sync.records import AppRecord, record_name, status_text
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
 from gitops_ray.types import (
@@ -831,16 +832,17 @@ class Controller:
 
     def _end(self, name: str, running: OperationState, message: str, reason: Reason) -> None:
         """Record a sync that waited for a wave as failed, and forget it."""
-        op = {**running.extra, "revision": running.revision,
-              "phase": OperationPhase.FAILED.value, "message": message,
-              "reason": reason.value, "startedAt": running.started_at,
-              "finishedAt": self._clock(), "resources": list(running.resources)}
-        last = LastOperation.from_status({"operation": op})
+        op = dataclasses.replace(
+            decode_operation(running.extra), revision=running.revision,
+            phase=OperationPhase.FAILED.value, message=message, reason=reason.value,
+            started_at=running.started_at, finished_at=self._clock(),
+            resources=running.resources)
+        last = LastOperation.from_status({"operation": encode_operation(op)})
         with self._apps.of(name) as memory:
             memory.running = None
             if last is not None:
                 memory.last_op = last
-        self._update(name, lambda r: push_history(r.status, op))
+        self._update(name, lambda r: statuswrites.finished(r, op))
 
     def _account(self, name: str, outcome: SyncOutcome, decision: Decision,
                  seconds: float) -> None:
@@ -914,7 +916,7 @@ class Controller:
                                             before=before, dry_run=True)
         op = {**outcome.result.as_operation(), **extra, "trigger": "operation",
               "dryRun": True}
-        self._update(app.name, lambda r: push_history(r.status, op))
+        self._update(app.name, lambda r: statuswrites.finished(r, op))
         log.info("dry_run_finished", phase=outcome.result.phase,
                  revision=before.revision[:12])
         return outcome.result
@@ -922,11 +924,11 @@ class Controller:
     def _refuse(self, name: str, revision: str, op: ManualOperation) -> None:
         """A malformed operation: recorded as failed (so Argo CD shows why), not run."""
         now = self._clock()
-        record = {"revision": revision, "phase": OperationPhase.FAILED.value,
-                  "message": op.error, "reason": Reason.CONFIG_INVALID.value,
-                  "startedAt": now, "finishedAt": now, "resources": [],
-                  "trigger": "operation", "automated": False, "argocdOperation": op.raw}
-        self._update(name, lambda r: push_history(r.status, record))
+        refused = Operation(revision=revision, phase=OperationPhase.FAILED.value,
+                            message=op.error, reason=Reason.CONFIG_INVALID.value,
+                            started_at=now, finished_at=now, resources=(),
+                            trigger="operation", automated=False, argocd_operation=op.raw)
+        self._update(name, lambda r: statuswrites.finished(r, refused))
 
     def _retrying(self, name: str, result: SyncResult, limit: int) -> bool:
         """Whether a failed requested operation is tried again (its ``retry.limit``)."""
@@ -1020,7 +1022,7 @@ class Controller:
     def _save(self, name: str, fields: dict[str, Any], decision: Decision,
               marks: Mapping[str, str]) -> None:
         """Write the status record if what it says changed, or to add applied ``marks``."""
-        fields = {**fields, "autoSync": _auto_sync_status(decision)}
+        fields = {**fields, "autoSync": statuswrites.auto_sync_fields(_auto_sync(decision))}
         held = {Action.PAUSED: ConditionType.AUTO_SYNC_PAUSED,
                 Action.WINDOW: ConditionType.SYNC_WINDOW_CLOSED}.get(decision.action)
         if held is not None:  # a condition: status, get and Argo CD show it
@@ -1028,7 +1030,7 @@ class Controller:
                 "type": held.value, "message": decision.reason}]
         if marks and adds_marks(self.store.load(name, status=False).applied, marks):
             def change(record: AppRecord) -> None:
-                record.status.update(fields)
+                statuswrites.compared(record, fields)
                 add_marks(record, marks)
 
             self._update(name, change)
@@ -1044,7 +1046,7 @@ class Controller:
                 memory.written = said
         if kept:
             return
-        self._update(name, lambda r: r.status.update(fields))
+        self._update(name, lambda r: statuswrites.compared(r, fields))
 
     def _failed(self, app: Application, error: GitOpsRayError, log: FilteringBoundLogger) -> None:
         if error.stage == "source":
@@ -1080,9 +1082,9 @@ class Controller:
         if previous.get("error") == message:
             return
         try:
-            record = self._update(name, lambda r: r.status.update(
-                {"error": message, "sync": SyncStatus.UNKNOWN.value,
-                 "comparedAt": self._clock(), **(extra or {})}))
+            now = self._clock()
+            record = self._update(name, lambda r: statuswrites.failed(r, message, at=now,
+                                                                      extra=extra))
         except LeaseExpired as e:  # not leading any more: nothing to record
             _log.warning("status_not_saved", app=name, error=str(e))
             return
@@ -1127,12 +1129,8 @@ def _operation_note(fields: dict[str, Any], decision: Decision, *, running: bool
                     ) -> RecordChange:
     """The record change noting a sync step's ``fields`` and what auto-sync does next."""
     def change(record: AppRecord) -> None:
-        running_op = record.status.get(OPERATION_STATE)
-        if running and isinstance(running_op, dict):
-            running_op.update(fields)
-        elif not running:  # may make it a deployment, or not one (sync.history)
-            revise_newest(record.status, fields)
-        record.status["autoSync"] = _auto_sync_status(decision)
+        statuswrites.note_operation(record, fields, running=running)
+        statuswrites.auto_sync(record, _auto_sync(decision))
 
     return change
 
@@ -1179,9 +1177,8 @@ def with_sync_options(app: Application, options: Sequence[str]) -> Application:
 
 def _end_pause(ended: Pause, record: AppRecord) -> None:
     """Remove the pause that ended, not a newer one another rollback wrote meanwhile."""
-    if Pause.of(record.status) == ended:
-        record.status.pop(PAUSE_KEY, None)
+    statuswrites.resume(record, ended)
 
 
-def _auto_sync_status(decision: Decision) -> dict[str, Any]:
-    return {"action": decision.action.value, "reason": decision.reason}
+def _auto_sync(decision: Decision) -> AutoSync:
+    return AutoSync(action=decision.action.value, reason=decision.reason)
