@@ -16,7 +16,9 @@ it when its parent thread ends (``PR_SET_PDEATHSIG``, the worker scripts do) die
 this process even when stuck. A worker caps its own memory, under the limit every
 child gets (``childMemoryLimit``, :mod:`gitops_ray.childproc`). Requests and replies are
 one JSON object per line; the first line a worker writes says it is ready.
-(:mod:`gitops_ray.diff.jqworker` is the same design, for libjq.)
+Both such workers use this pool: Lua health checks (:mod:`gitops_ray.health.lua`) and
+libjq ignore rules (:mod:`gitops_ray.diff.jqworker`), each with its own script, request
+encoding and reading of an exit code.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,12 @@ from gitops_ray import childproc, jsonio
 
 STARTUP_TIMEOUT = 30.0
 MAX_IDLE = 4
+
+
+Encode = Callable[[dict[str, Any]], bytes]
+"""A request as one line of JSON (without the newline)."""
+ExitReason = Callable[[int], str | None]
+"""What a worker's exit code means, when it means more than "exited with code N"."""
 
 
 class WorkerError(Exception):
@@ -79,8 +88,9 @@ class _Spawner:
 class _Worker:
     """One worker process and its pipes (raw file descriptors)."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], name: str) -> None:
-        self.proc, self.name = proc, name
+    def __init__(self, proc: subprocess.Popen[bytes], name: str,
+                 explain: ExitReason | None = None) -> None:
+        self.proc, self.name, self._explain = proc, name, explain
         assert proc.stdin is not None and proc.stdout is not None
         self._in, self._out = proc.stdin.fileno(), proc.stdout.fileno()
         os.set_blocking(self._in, False)
@@ -119,7 +129,9 @@ class _Worker:
         return line
 
     def _exit_reason(self) -> str:
-        return f"{self.name} worker exited with code {self.proc.wait(timeout=5)}"
+        code = self.proc.wait(timeout=5)
+        explained = self._explain(code) if self._explain else None
+        return explained or f"{self.name} worker exited with code {code}"
 
     def kill(self) -> None:
         self.proc.kill()
@@ -142,8 +154,9 @@ class Pool:
     """Workers running ``script`` handed out to concurrent callers; an overrun is killed."""
 
     def __init__(self, script: Path, name: str, *, max_idle: int = MAX_IDLE,
-                 max_workers: int = MAX_IDLE) -> None:
-        self.name = name
+                 max_workers: int = MAX_IDLE, encode: Encode = jsonio.dumps,
+                 explain: ExitReason | None = None) -> None:
+        self.name, self._encode, self._explain = name, encode, explain
         self._slots = threading.BoundedSemaphore(max_workers)
         self._argv = [sys.executable, "-P", str(script), str(os.getpid())]
         self._idle: list[_Worker] = []
@@ -156,8 +169,8 @@ class Pool:
     def run(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """The worker's reply, or :class:`WorkerTimeout` / :class:`WorkerError`."""
         try:
-            line = jsonio.dumps(request) + b"\n"
-        except jsonio.EncodeError as e:
+            line = self._encode(request) + b"\n"
+        except (jsonio.EncodeError, TypeError, ValueError) as e:
             raise WorkerError(str(e)) from None
         with self._slots:
             worker = self._take()
@@ -180,7 +193,7 @@ class Pool:
                 self._spawner = _Spawner(self._argv)
             spawner = self._spawner
         try:
-            return _Worker(spawner.start(), self.name)
+            return _Worker(spawner.start(), self.name, self._explain)
         except OSError as e:
             raise WorkerError(f"{self.name} worker did not start: {e}") from None
 

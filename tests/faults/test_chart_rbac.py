@@ -49,9 +49,11 @@ from tests.samples import raycluster
 
 RC_API = "ray.io/v1"
 APPLIED_KINDS = {"ServiceAccount", "ConfigMap", "Role", "RoleBinding", "ClusterRole",
-                 "ClusterRoleBinding",
+                 "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                 "ValidatingAdmissionPolicyBinding",
                  "NetworkPolicy"}  # validated by the API server (no network plugin enforces it)
-CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding"}
+CLUSTER_KINDS = {"ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+                 "ValidatingAdmissionPolicyBinding"}
 REPLACED_KINDS = {"Deployment", "Service",  # the local process stands in for the pod
                   "PodDisruptionBudget"}  # so there is no pod for a budget to guard
 # Requests the controller makes on purpose and handles: a kind is first watched
@@ -204,6 +206,41 @@ def test_chart_service_account_syncs_heals_and_prunes(
     with pytest.raises(Invalid, match="immutable"):  # update, the verb its records need
         as_sa.replace({**settings, "data": {"config.yaml": "interval: 1s\n"}},
                       field_manager="tests")
+    # ... nor delete and recreate it (delete is a verb its records need too): the chart's
+    # ValidatingAdmissionPolicy lets it write only its records among these ConfigMaps
+    _only_records_writable(as_sa, namespace, settings)
+
+
+def _only_records_writable(as_sa: Kube, namespace: str, settings: dict[str, Any]) -> None:
+    """The controller's token may write records in its namespace, and no other ConfigMap."""
+    name = settings["metadata"]["name"]
+
+    def refused() -> bool:  # the API server loads a new policy asynchronously
+        try:
+            as_sa.delete("v1", "ConfigMap", name=name, namespace=namespace, dry_run=True)
+        except Forbidden as err:
+            assert "only its app records" in str(err)
+            return True
+        return False
+
+    eventually(refused, message="the policy in force (a dry-run delete refused)")
+    with pytest.raises(Forbidden, match="only its app records"):
+        as_sa.delete("v1", "ConfigMap", name=name, namespace=namespace)
+    forged = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": f"{name}x", "namespace": namespace},
+              "data": {"config.yaml": "interval: 1s\n"}}
+    with pytest.raises(Forbidden, match="only its app records"):
+        as_sa.create(forged, field_manager="tests")
+    for other in ("instance-types", "patches"):
+        shapes = settings["metadata"]["name"].split("-config-")[0] + f"-{other}"
+        live = as_sa.get("v1", "ConfigMap", name=shapes, namespace=namespace)
+        assert live is not None
+        with pytest.raises(Forbidden, match="only its app records"):
+            as_sa.replace({**live, "data": {"version": "v2"}}, field_manager="tests")
+    probe = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": record_name("probe"), "namespace": namespace}}
+    as_sa.create(probe, field_manager="tests")  # its records: create, update, delete
+    as_sa.delete("v1", "ConfigMap", name=record_name("probe"), namespace=namespace)
 
 
 @pytest.mark.usefixtures("argocd_crds")

@@ -177,6 +177,18 @@ def test_cluster_wide_false_without_namespaces_fails(helm_bin: Path, tmp_path: P
     template(helm_bin, tmp_path, "--set", "rbac.clusterWide=false", "--set", "rbac.create=false")
 
 
+def test_the_control_namespace_guard_needs_kubernetes_1_30(helm_bin: Path,
+                                                            tmp_path: Path) -> None:
+    kinds = {d["kind"] for d in template(helm_bin, tmp_path)}
+    assert {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds
+    old = run_helm(helm_bin, tmp_path, "template", "gr", str(CHART), "--kube-version", "1.29.0")
+    assert old.returncode != 0
+    assert "rbac.guardControlNamespace=false" in old.stderr  # named, not silently dropped
+    off = template(helm_bin, tmp_path, "--kube-version", "1.29.0",
+                   "--set", "rbac.guardControlNamespace=false")
+    assert "ValidatingAdmissionPolicy" not in {d["kind"] for d in off}
+
+
 def test_service_monitor_only_where_its_crd_is(helm_bin: Path, tmp_path: Path) -> None:
     def monitors(*args: str) -> list[dict[str, Any]]:
         docs = template(helm_bin, tmp_path, "--set", "serviceMonitor.enabled=true", *args)

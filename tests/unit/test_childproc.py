@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gitops_ray import childproc, limits
-from gitops_ray.diff.jqworker import JqWorkerError, WorkerPool
+from gitops_ray.diff.jqworker import JqWorkerError, new_pool
 from gitops_ray.errors import ConfigError
 from gitops_ray.render.helm import url_allowed
 from gitops_ray.runtime.settings import load_settings
@@ -131,7 +131,7 @@ def test_mirror_directories_are_not_derivable_from_the_url(tmp_path: Path) -> No
 def test_a_jq_rule_over_the_limit_fails_its_worker_alone() -> None:
     """The issue's jq rule reached ~800 MB inside its deadline; now its worker stops."""
     childproc.configure(128 * MIB)
-    pool = WorkerPool(max_idle=0)  # a worker started now, with the limit
+    pool = new_pool(max_idle=0)  # a worker started now, with the limit
     try:
         with pytest.raises(JqWorkerError, match="MemoryLimitExceeded"):
             pool.run({"e": ".a | [range(0; 30000000)] | length as $n | .b",

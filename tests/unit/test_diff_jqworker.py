@@ -16,20 +16,21 @@ from typing import TypeVar
 
 import pytest
 
-from gitops_ray.diff.jqworker import JqTimeout, WorkerPool
+from gitops_ray.childpool import Pool
+from gitops_ray.diff.jqworker import JqTimeout, new_pool
 
 ROOT = Path(__file__).parents[2]
 T = TypeVar("T")
 
 
 @pytest.fixture
-def pool() -> Iterator[WorkerPool]:
-    workers = WorkerPool(max_idle=2)
+def pool() -> Iterator[Pool]:
+    workers = new_pool(max_idle=2)
     yield workers
     workers.close()
 
 
-def test_answers_outputs_errors_and_paths(pool: WorkerPool) -> None:
+def test_answers_outputs_errors_and_paths(pool: Pool) -> None:
     assert pool.run({"e": ".a", "d": {"a": 1, "b": 2}}, 5) == {"o": [{"b": 2}]}
     assert pool.run({"e": ".missing[]", "d": {}}, 5) == {"x": "Cannot iterate over null (null)"}
     assert pool.run({"e": ".a) , (.b", "d": {"a": 1, "b": 2}}, 5) == {"o": [{"b": 2}, 2]}
@@ -37,23 +38,23 @@ def test_answers_outputs_errors_and_paths(pool: WorkerPool) -> None:
         "o": [{"a": []}], "p": [[["a", 0], ["a", 1]]]}
 
 
-def test_stops_after_two_outputs(pool: WorkerPool) -> None:
+def test_stops_after_two_outputs(pool: Pool) -> None:
     reply = pool.run({"e": ".a) | range(1e12) | (.", "d": {"a": 1}}, 5)
     assert len(reply["o"]) == 2
 
 
-def test_deadline_kills_a_runaway_expression_and_the_pool_recovers(pool: WorkerPool) -> None:
+def test_deadline_kills_a_runaway_expression_and_the_pool_recovers(pool: Pool) -> None:
     with pytest.raises(JqTimeout):
         pool.run({"e": "until(false; .)", "d": {}}, 0.2)
     assert pool.run({"e": ".a", "d": {"a": 1}}, 5) == {"o": [{}]}
 
 
-def test_values_json_cannot_carry_are_sent_as_text(pool: WorkerPool) -> None:
+def test_values_json_cannot_carry_are_sent_as_text(pool: Pool) -> None:
     doc = {"a": datetime.date(2026, 1, 2), "b": 1}
     assert pool.run({"e": ".b", "d": doc}, 5) == {"o": [{"a": "2026-01-02"}]}
 
 
-def test_a_worker_outlives_the_thread_that_needed_it(pool: WorkerPool) -> None:
+def test_a_worker_outlives_the_thread_that_needed_it(pool: Pool) -> None:
     thread = threading.Thread(target=pool.run, args=({"e": ".a", "d": {}}, 5))
     thread.start()
     thread.join()
@@ -104,7 +105,7 @@ def _wait_for(condition: Callable[[], T], limit: float = 30.0) -> T:
     raise AssertionError("condition not reached")
 
 
-def test_environment_is_not_passed(pool: WorkerPool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_environment_is_not_passed(pool: Pool, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GITOPS_RAY_TEST_SECRET", "x")
     reply = pool.run({"e": ".a) | $ENV | (.", "d": {}}, 5)
     assert "GITOPS_RAY_TEST_SECRET" not in reply["o"][0]
