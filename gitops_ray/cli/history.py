@@ -44,7 +44,7 @@ from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.render.apps import short_revision
-from gitops_ray.runtime.settings import parse_duration
+from gitops_ray.settings import parse_duration
 from gitops_ray.sync.appstatus import Operation, decode_operation, encode_operation
 from gitops_ray.sync.records import AppRecord, RecordStore
 

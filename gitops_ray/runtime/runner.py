@@ -107,7 +107,6 @@ from gitops_ray.runtime.server import (
     Routes,
     group_routes,
 )
-from gitops_ray.runtime.settings import AppSourceSpec, Settings
 from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache, NamedObjects
 from gitops_ray.runtime.web.auth import FormTokens, Reviewer
@@ -120,6 +119,7 @@ from gitops_ray.runtime.webhook import (
     parse_push,
     provider_of,
 )
+from gitops_ray.settings import AppSourceSpec, Settings
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.types import Manifest
