@@ -663,7 +663,7 @@ class Runtime:
 
     def _on_push(self, push: Push, request: Request) -> dict[str, Any]:
         self.metrics.webhooks.labels(push.provider, "accepted").inc()
-        self.revisions.invalidate(push.repos)
+        self.revisions.pushed(push)  # its commit, if it follows the one known
         specs = [s for s in self.catalog.specs if push.matches(s.repo, s.revision)]
         if specs:
             self.queue.submit(CATALOG, "webhook")
