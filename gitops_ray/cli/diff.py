@@ -17,7 +17,8 @@ field makes the exit code 2.
 When a sync would change a Ray object's worker groups, the diff is followed by their
 worker-group view (git's ``replicas`` next to live's, who set them, ready and stale Pods),
 on stderr so stdout stays a diff; ``-o json`` carries it as ``workerGroupView`` next to
-the per-group changes (``workerGroups``).
+the per-group changes (``workerGroups``). Then what the KubeRay operator will do with each
+changed Ray object (:mod:`gitops_ray.cli.impact`; ``impact`` in the JSON).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.handover import not_honoured, preview_options, previewed
+from gitops_ray.cli.impact import print_impacts, with_impacts
 from gitops_ray.cli.live import key_of, read_tree
 from gitops_ray.cli.views import print_groups, stderr_console
 from gitops_ray.diff.format import to_json, unified
@@ -173,12 +175,14 @@ def _diff_all(pipeline: Destinations, selection: Selection, *, output: str, colo
                            "status": comparison.diff.status,
                            "conditions": [{"type": c.type, "message": c.message}
                                           for c in comparison.conditions],
-                           "resources": _with_views(to_json(comparison.diff), views)})
+                           "resources": with_impacts(_with_views(
+                               to_json(comparison.diff), views), comparison.impacts)})
             continue
         for resource in comparison.diff.resources:
             if resource.out_of_sync:
                 click.echo(unified(resource, color=color), nl=False)
         _print_views(views)
+        print_impacts(comparison.impacts)
     return changed, failed, report
 
 

@@ -9,6 +9,8 @@ RayCluster and that cluster's Pods), each Pod with its worker group. Each Ray ob
 ends with its worker-group view (:mod:`gitops_ray.health.workergroups`): git's
 ``replicas`` next to live's and who set them, which is what a Ray team asks first and
 what Argo CD, hiding ``replicas`` under ``ignoreDifferences``, never shows.
+An app that is OutOfSync shows, as ``Impact`` rows, what the KubeRay operator will do
+with each changed Ray object once it is synced (:mod:`gitops_ray.health.impact`).
 
 The state comes from the app's record (what the controller or the last ``sync`` /
 ``status --refresh`` compared); ``--refresh`` compares now and records it first (it needs
@@ -40,6 +42,7 @@ from gitops_ray.cli.common import (
     shapes_options,
 )
 from gitops_ray.cli.destinations import Destinations, recorded_destination
+from gitops_ray.cli.impact import recorded_lines
 from gitops_ray.cli.live import LiveTree, read_tree
 from gitops_ray.cli.sync import refresh
 from gitops_ray.cli.views import console, duration, human_time, iso, print_groups
@@ -119,6 +122,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "health": status.get("health", HealthStatus.UNKNOWN.value),
             "healthMessage": status.get("healthMessage", ""),
             "rolloutPending": list(status.get("rolloutPending") or []),
+            "impact": list(status.get("impact") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
             "conflicts": list(status.get("conflicts") or []),
             "lastOperation": last_operation(status),
@@ -212,6 +216,8 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
                                      else "")
     for conflict in info["conflicts"]:
         yield "Conflict", Text(conflict, style="yellow")
+    for line in recorded_lines(info):
+        yield "Impact", Text(line, style="yellow")
     yield "Last Operation", _operation_text(status)
     yield "Compared", human_time(status.get("comparedAt")) or "never"
     if info["renderWarnings"]:

@@ -39,7 +39,7 @@ import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
@@ -63,9 +63,11 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.delete import delete_recorded, report_teardown
 from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.diff import diff_options, error_text
+from gitops_ray.cli.impact import LOUD, impact_text
 from gitops_ray.cli.progress import Line, SyncDisplay
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
+from gitops_ray.health.impact import Impact
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application, short_revision
@@ -105,6 +107,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
     selection = select_apps(destinations.source, opts)
     origin = _origin(opts)
 
+    previews: dict[str, list[Line]] = {}  # --dry-run: what the operator will do, per app
+
     def sync_one(app: Application, display: SyncDisplay) -> SyncResult:
         progress = display.start(app.name)
         try:
@@ -112,6 +116,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
                 app, revision=selection.revision, local=selection.local, prune=prune,
                 dry_run=dry_run, timeout=timeout, poll=POLL_SECONDS, progress=progress)
             result = outcome.result
+            if dry_run:
+                previews[app.name] = impact_lines(app.name, outcome.before.impacts)
             if outcome.unrecorded is not None:
                 display.warn(_unrecorded(app.name, outcome.unrecorded))
         except GitOpsRayError as e:  # this app's input is bad: the others go on
@@ -130,8 +136,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
         for future in as_completed(futures):  # each app's results as soon as it is done
             result = future.result()
             tally.add(result)
-            display.finish(result.app, report_lines(result, dry_run=dry_run),
-                           failed=tally.failed)
+            display.finish(result.app, report_lines(result, dry_run=dry_run)
+                           + previews.get(result.app, []), failed=tally.failed)
     click.secho(tally.summary(time.monotonic() - began, dry_run=dry_run),
                 fg="red" if tally.failed else "green", err=True)
     failed = bool(tally.failed)
@@ -198,6 +204,12 @@ def _action_of(entry: dict[str, Any]) -> str:
         return action
     phase = f": {entry['hookPhase']}" if entry.get("hookPhase") else ""
     return f"{action} ({entry['hookType']} hook{phase})"
+
+
+def impact_lines(app: str, impacts: Sequence[Impact]) -> list[Line]:
+    """``sync --dry-run``: what the operator will do with each changed Ray object."""
+    return [Line(f"{app}: {impact_text(i)}", "red" if i.effect in LOUD else "yellow")
+            for i in impacts]
 
 
 def report_lines(result: SyncResult, *, dry_run: bool) -> list[Line]:

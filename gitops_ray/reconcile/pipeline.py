@@ -86,11 +86,13 @@ from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
+from gitops_ray.health.impact import Impact
 from gitops_ray.health.queued import waits_for_admission
 from gitops_ray.kube import Capabilities, Conflict, Kube, KubeError, UnknownKind
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
+from gitops_ray.reconcile.impacts import ImpactReads, impacts_of
 from gitops_ray.reconcile.project import (
     IN_CLUSTER,
     Cluster,
@@ -330,6 +332,9 @@ class Comparison:
     refuses the sync, :mod:`gitops_ray.reconcile.reconciler`)."""
     hooks: tuple[DesiredObject, ...] = ()
     """git's resource hooks (:mod:`gitops_ray.sync.hooks`): not compared, run by a sync."""
+    impacts: tuple[Impact, ...] = ()
+    """What the KubeRay operator will do with each changed Ray object
+    (:mod:`gitops_ray.health.impact`)."""
 
     @functools.cached_property
     def out_of_sync(self) -> frozenset[ResourceKey]:
@@ -775,7 +780,8 @@ class Pipeline:
                                  if h is not None},
                                 read,
                                 frozenset(settled), applied, frozenset(proven), shared,
-                                rendered.hooks if rendered is not None else ())
+                                rendered.hooks if rendered is not None else (),
+                                impacts_of(app_diff.resources, self._impact_reads(read, landed)))
         if reusable and not extraneous and not read:
             self._keep_reuse(app.name, _Reuse(inputs, generation, tuple(memos), comparison),
                              desired)
@@ -1048,6 +1054,20 @@ class Pipeline:
         if not _reads_events(key) or (not self._events.cached and live is None):
             return ()
         return self._events.pods(key.namespace, key.name)
+
+    def _impact_reads(self, read: Mapping[ResourceKey, Manifest | None],
+                      landed: Mapping[ResourceKey, Landed]) -> ImpactReads:
+        """How :func:`~gitops_ray.reconcile.impacts.impacts_of` reads live Ray objects.
+
+        A changed object's whole live object (read by this pass if it was) and its Pods.
+        """
+        def live(key: ResourceKey, api_version: str) -> Manifest | None:
+            if key in landed:
+                return landed[key].live
+            if key in read:
+                return read[key]
+            return self._live(api_version, key.kind, key.namespace, key.name)
+        return ImpactReads(live, self._events.pods)
 
     def _recall(self, key: ResourceKey, version: tuple[str, str]) -> _Memo | None:
         with self._lock:

@@ -85,6 +85,7 @@ def _inputs(comparison: Comparison) -> tuple[Any, ...]:
             tuple((r.key, r.status, r.reason, _live_api_version(r))
                   for r in comparison.diff.resources),
             comparison.health, tuple(comparison.resource_health.items()), comparison.rollouts,
+            comparison.impacts,
             comparison.conditions, tuple(comparison.warnings), comparison.render_problems)
 
 
@@ -102,6 +103,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "health": (health.status if health else HealthStatus.UNKNOWN).value,
         "healthMessage": (health.message if health else "") or _rollouts(comparison),
         "rolloutPending": list(comparison.rollouts),
+        "impact": [i.as_dict() for i in comparison.impacts],
         "resources": _rows(comparison, {f.key: f.replicas for f in facts
                                         if f.replicas is not None}),
         "conditions": [{"type": c.type.value, "message": c.message}

@@ -43,12 +43,12 @@ from urllib.parse import urlparse
 import yaml
 
 from gitops_ray import limits
-from gitops_ray.errors import RenderError, SourceError
+from gitops_ray.errors import RenderError
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, HelmSource
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
-from gitops_ray.render.tools import ToolResult, run_tool, scratch_copy, tool_error
-from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+from gitops_ray.render.tools import ToolResult, inside, run_tool, scratch_copy, tool_error
+from gitops_ray.safepath import check_no_escaping_symlinks
 
 MISSING_DEPENDENCY = ("found in Chart.yaml, but missing in charts/ directory",
                       "found in requirements.yaml, but missing in charts")
@@ -132,12 +132,7 @@ def resolve_value_file(repo_root: Path, app_path: str, value_file: str, *,
 def _value_file_in(root: Path, relative: str, value_file: str, *, ignore_missing: bool,
                    outside: str, missing: str) -> str | None:
     """``relative`` (normalised) as a file inside ``root``; ``None`` if missing and ignored."""
-    if relative == ".." or relative.startswith("../"):
-        raise RenderError(f"helm value file {value_file!r} resolves outside {outside}")
-    try:
-        path = safe_path(root, relative)
-    except SourceError as e:
-        raise RenderError(f"helm value file {value_file!r}: {e}") from e
+    path = inside(root, relative, f"helm value file {value_file!r}", outside=outside)
     if path.is_file():
         return str(path)
     if ignore_missing:
@@ -203,12 +198,7 @@ def _local_dependency(repo_root: Path, chart_dir: Path, name: str, repository: s
                           "chart, inside the repository")
     relative = posixpath.normpath(posixpath.join(
         chart_dir.relative_to(repo_root).as_posix(), location))
-    if relative == ".." or relative.startswith("../"):
-        raise RenderError(f"{shown} resolves outside the repository")
-    try:
-        target = safe_path(repo_root, relative)
-    except SourceError as e:
-        raise RenderError(f"{shown}: {e}") from e
+    target = inside(repo_root, relative, shown)
     if not target.is_dir():
         raise RenderError(f"{shown}: {relative} is not a directory of the repository")
     return target

@@ -37,8 +37,8 @@ from gitops_ray.errors import RenderError, SourceError
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Application, KustomizeSource
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
-from gitops_ray.render.tools import run_tool, scratch_copy, tool_error
-from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+from gitops_ray.render.tools import inside, run_tool, scratch_copy, tool_error
+from gitops_ray.safepath import check_no_escaping_symlinks
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 RESOURCE_LISTS = ("resources", "bases", "components")
@@ -210,12 +210,7 @@ def _local(repo_root: Path, directory: Path, entry: str, *, where: str,
         raise RenderError(f"{where}: absolute paths are not allowed")
     relative = posixpath.normpath(posixpath.join(
         directory.relative_to(repo_root).as_posix(), entry))
-    if relative == ".." or relative.startswith("../"):
-        raise RenderError(f"{where}: resolves outside the repository")
-    try:
-        target = safe_path(repo_root, relative)
-    except SourceError as e:
-        raise RenderError(f"{where}: {e}") from e
+    target = inside(repo_root, relative, where)
     if must_exist and not target.exists():
         raise RenderError(f"{where}: does not exist in the repository (kustomize would try "
                           "it as a remote URL, which is not fetched)")

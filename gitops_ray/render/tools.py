@@ -36,8 +36,15 @@ from pathlib import Path
 from typing import IO
 
 from gitops_ray import childproc, limits
-from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, LimitExceeded, RenderError
+from gitops_ray.errors import (
+    ChildMemoryExceeded,
+    ChildTimedOut,
+    LimitExceeded,
+    RenderError,
+    SourceError,
+)
 from gitops_ray.redact import redact
+from gitops_ray.safepath import safe_path
 
 HELM_BIN = "helm"
 """The helm v3 binary when none is configured (looked up on ``PATH``)."""
@@ -150,3 +157,19 @@ def scratch_copy(repo_root: Path) -> Iterator[Path]:
         shutil.copytree(repo_root, copy, symlinks=True,
                         ignore=shutil.ignore_patterns(".git"))
         yield copy
+
+
+def inside(root: Path, relative: str, shown: str, *, outside: str = "the repository") -> Path:
+    """``relative`` (normalised, POSIX) as a path inside ``root``, or the render's error.
+
+    The one check of every path a chart, a kustomization or a value file names (a
+    ``file://`` dependency, a base or resource, a value file): ``../`` is refused by name,
+    and :func:`~gitops_ray.safepath.safe_path` refuses a symlink out of ``root``.
+    ``shown`` names the entry in the message, ``outside`` the root.
+    """
+    if relative == ".." or relative.startswith("../"):
+        raise RenderError(f"{shown} resolves outside {outside}")
+    try:
+        return safe_path(root, relative)
+    except SourceError as e:
+        raise RenderError(f"{shown}: {e}") from e

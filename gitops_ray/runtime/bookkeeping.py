@@ -51,7 +51,7 @@ _log = structlog.get_logger("gitops_ray.runtime.controller")  # one log for its 
 STATUS_KEYS = ("revision", "sync", "health", "healthMessage", "resources", "repoURL", "path",
                "targetRevision", "destinationNamespace", "destinationName",
                "destinationServer", "error", "errorReason", "chart", "autoSync", "warnings",
-               "renderWarnings", "rolloutPending", "conditions", "images")
+               "renderWarnings", "rolloutPending", "conditions", "images", "impact")
 Requeue = Callable[[str, float], None]
 Refreshed = Callable[[str, GitOpsRayError | None], None]  # (app, error or None) after each
 Route = Callable[[Application], tuple[Reconciler, LiveCache]]

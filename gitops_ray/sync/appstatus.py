@@ -218,6 +218,7 @@ class AppStatus:
     auto_sync: AutoSync | None = _key("autoSync", AutoSync)  # noqa: RUF009
     pause_record: Mapping[str, Any] | None = _key(PAUSE_KEY, dict)
     app_source: Mapping[str, Any] | None = _key("appSource", dict)
+    impact: tuple[Mapping[str, Any], ...] | None = _key("impact", [dict])  # health.impact
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -26,13 +26,14 @@ from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import utc_text
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.render.apps import short_revision
-from gitops_ray.sync.appstatus import AutoSync, Operation, decode_status
+from gitops_ray.sync.appstatus import AppStatus, AutoSync, Operation, decode_status
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
 RESOURCES_PAGE = 50  # an app's own resources per page of the app page (with their children)
 MAX_QUERY = 200  # characters of a name filter
 SHORT_SHA = 12
+MAX_IMPACTS = 50  # impact rows of an app page (the controller predicts at most that many)
 
 
 @dataclass(frozen=True)
@@ -310,8 +311,16 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
             ("Sync policy", typed.sync_policy or ""),
             ("Self heal", _yes_no(typed.self_heal)),
             ("Auto-sync", _auto_sync(typed.auto_sync or AutoSync())),
-            ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""))
+            ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""),
+            *(("Impact", line) for line in _impacts(typed)))
     return tuple((k, v) for k, v in rows if v)
+
+
+def _impacts(status: AppStatus) -> list[str]:
+    """What the operator will do with each changed Ray object (the controller's record)."""
+    return [f"{text(e.get('key'))}: {text(e.get('message'))}"
+            for e in status.impact or () if text(e.get("key")) and text(e.get("message"))
+            ][:MAX_IMPACTS]
 
 
 def _auto_sync(auto: AutoSync) -> str:
