@@ -24,7 +24,6 @@ from typing import Any
 
 import click
 import yaml
-from rich.table import Table
 
 from gitops_ray.cli.common import (
     EXIT_ERROR,
@@ -38,7 +37,8 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
-from gitops_ray.cli.views import ago, console
+from gitops_ray.cli.table import Column, render, terminal_width
+from gitops_ray.cli.views import ago
 from gitops_ray.errors import ConfigError
 from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
@@ -101,16 +101,19 @@ def entry_view(entry: Operation | Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
+COLUMNS = (Column("ID"), Column("DATE", shrink=3, minimum=10), Column("REVISION"),
+           Column("PHASE", shrink=4, minimum=8), Column("SUBJECT", shrink=2, minimum=12),
+           Column("MESSAGE", shrink=1, minimum=20, wrap=True))
+"""The history table's columns (the one table renderer, :mod:`gitops_ray.cli.table`)."""
+
+
 def _print_table(entries: tuple[Operation, ...], *, now: float) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("ID", "DATE", "REVISION", "PHASE", "SUBJECT", "MESSAGE"):
-        table.add_column(column, overflow="fold")
-    for op in entries:
-        phase = (op.phase or "") + (f" ({op.reason})" if op.reason else "")
-        table.add_row("-" if op.id is None else str(op.id), _date(op, now),
-                      short_revision(op.revision or ""), phase, op.subject or "",
-                      _message(op))
-    console().print(table)
+    rows = [["-" if op.id is None else str(op.id), _date(op, now),
+             short_revision(op.revision or ""),
+             (op.phase or "") + (f" ({op.reason})" if op.reason else ""), op.subject or "",
+             _message(op)] for op in entries]
+    for line in render(COLUMNS, rows, terminal_width()):
+        click.echo(line)
 
 
 def _date(op: Operation, now: float) -> str:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import shutil
 import sys
 import textwrap
 import time
@@ -65,6 +64,7 @@ from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.cli.impact import LOUD, impact_text
 from gitops_ray.cli.progress import Line, SyncDisplay
+from gitops_ray.cli.table import terminal_width
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.health.impact import Impact
@@ -344,7 +344,7 @@ def _print_status(statuses: dict[str, Status], output: Output) -> None:
         click.echo(json.dumps(rows, indent=2) if output == Output.JSON
                    else yaml.safe_dump(rows, sort_keys=False), nl=output == Output.JSON)
         return
-    width = _terminal_width()
+    width = terminal_width()
     wide = output == Output.WIDE
     for line in table(statuses, wide=wide, width=width, now=time.time()):
         click.echo(line)
@@ -352,11 +352,6 @@ def _print_status(statuses: dict[str, Status], output: Output) -> None:
         for name, status in sorted(statuses.items()):
             for pending in status.get("rolloutPending") or ():
                 _echo_note(f"{name}: rollout pending: {pending}", width)
-
-
-def _terminal_width() -> int | None:
-    """The width of stdout if it is a terminal (``$COLUMNS`` first), else None: no fitting."""
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _echo_note(text: str, width: int | None) -> None:
