@@ -74,7 +74,7 @@ def table(statuses: Mapping[str, Status], *, wide: bool, width: int | None,
 
 def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> list[str]:
     """One app's row; ``short``: the repository without scheme and ``.git`` (terminals)."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     repo = typed.repo_url or ""
     row = [name, typed.destination_namespace or "", short_repo(repo) if short else repo,
            typed.path or "", typed.sync or SyncStatus.UNKNOWN.value, health(status),
@@ -87,7 +87,7 @@ def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> 
 
 def health(status: Status) -> str:
     """The health; ``(rollout pending)`` when Pods run an older template (see docs/ray.md)."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     value = typed.health or HealthStatus.UNKNOWN.value
     return f"{value} (rollout pending)" if typed.rollout_pending else value
 
@@ -102,7 +102,7 @@ def conditions_summary(status: Status) -> str:
 
 def message(status: Status) -> str:
     """Why the app is in its state: health message, a waiting sync, the conditions."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     running = _running(typed)
     warnings = len(typed.render_warnings or ())
     parts = [typed.health_message or "", (running.message or "") if running else "",
@@ -113,7 +113,7 @@ def message(status: Status) -> str:
 
 def last_phase(status: Status) -> str:
     """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     running = _running(typed)
     if running is not None:
         return f"{OperationPhase.RUNNING.value} (wave {running.wave})"
@@ -122,7 +122,7 @@ def last_phase(status: Status) -> str:
 
 def last_sync(status: Status, now: float) -> str:
     """The last operation (its phase and reason) and when it finished, or started if running."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     running = _running(typed)
     op = running or typed.operation or Operation()
     phase = last_phase(status)

@@ -232,8 +232,19 @@ class AppStatus:
         return self.history or ()
 
 
-def decode_status(raw: Mapping[str, Any]) -> AppStatus:
-    """The typed status of a record's ``status`` object (see the module docstring)."""
+HEAVY = frozenset({"resources", "history", "impact"})
+"""What grows with the app (a row per object, 50 history entries): a headline skips it."""
+
+
+def decode_status(raw: Mapping[str, Any], *, headline: bool = False) -> AppStatus:
+    """The typed status of a record's ``status`` object (see the module docstring).
+
+    ``headline``: without the :data:`HEAVY` keys (neither decoded nor kept), for a view
+    that shows many apps a line each (the status table, the web page's list): its cost
+    stays a few fields per app, whatever their size. Such a copy is never encoded back.
+    """
+    if headline:
+        raw = {k: v for k, v in raw.items() if k not in HEAVY}
     status: AppStatus = _decode(AppStatus, raw)
     return status
 

@@ -77,3 +77,13 @@ def test_absent_and_empty_stay_apart() -> None:
     op = Operation(revision="abc", phase="Failed", resources=())
     assert encode_operation(op) == {"revision": "abc", "phase": "Failed", "resources": []}
     assert decode_operation(encode_operation(op)) == op
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.stem)
+def test_a_headline_reads_the_same_fields_without_the_rows(path: Path) -> None:
+    raw = json.loads(json.loads(path.read_text())["status"])
+    full, headline = decode_status(raw), decode_status(raw, headline=True)
+    assert headline.resources is None and headline.history is None
+    assert not {"resources", "history", "impact"} & set(headline.extra)
+    assert (headline.sync, headline.operation, headline.running, headline.pause) == \
+        (full.sync, full.operation, full.running, full.pause)

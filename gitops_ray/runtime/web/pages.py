@@ -26,7 +26,14 @@ from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import utc_text
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.render.apps import short_revision
-from gitops_ray.sync.appstatus import AppStatus, AutoSync, Operation, decode_status
+from gitops_ray.sync.appstatus import (
+    PAUSE_KEY,
+    AppStatus,
+    AutoSync,
+    Operation,
+    Pause,
+    decode_status,
+)
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
@@ -246,7 +253,7 @@ def page_of(names: Sequence[str], *, number: int, query: str = "",
 
 def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = "") -> AppRow:
     """The list's line for one app, from its record's status."""
-    typed = decode_status(status)
+    typed = decode_status(status, headline=True)
     op = typed.operation or Operation()
     return AppRow(name=name, href=app_href(name), sync=typed.sync or "Unknown",
                   health=typed.health or "Unknown",
@@ -355,7 +362,7 @@ def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
         history=rollback_targets([history_entry(h, now=now) for h in history], history),
         error=error or text(status.get("error")),
         warnings=tuple(text(w) for w in status.get("warnings") or []),
-        paused=pause.message if (pause := decode_status(status).pause) is not None else "",
+        paused=pause.message if (pause := Pause.parse(status.get(PAUSE_KEY))) else "",
         hooks=hook_rows(status))
 
 
