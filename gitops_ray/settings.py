@@ -481,6 +481,25 @@ OPTIONS: tuple[Option, ...] = (
            "More namespaces whose Applications are reconciled (comma-separated; Argo CD's "
            "\"applications in any namespace\"; their AppProject must allow them in "
            "sourceNamespaces).", flag="--argocd-application-namespaces"),
+    Option("argocd.views", _bool, True,
+           "Publish each handed-over app's resource tree and managed resources into Argo "
+           "CD's Redis, where argocd-server reads them for the UI's tree and diff and for "
+           "argocd app resources/diff/manifests (docs/argocd.md).",
+           flag="--argocd-views/--no-argocd-views"),
+    Option("argocd.redis", _address, "",
+           "Argo CD's Redis as host:port (default: argocd-redis.<argocd.namespace>.svc:6379); "
+           "its password is the key auth of the Secret argocd-redis there.",
+           flag="--argocd-redis"),
+    Option("argocd.redisCompression", _choice("gzip", "none"), "gzip",
+           "Argo CD's Redis compression (its --redis-compress; gzip is Argo CD's default).",
+           flag="--argocd-redis-compress"),
+    Option("argocd.server", _url, "",
+           "argocd-server's URL, whose /api/version says which cache format to write "
+           "(default: https://argocd-server.<argocd.namespace>.svc).", flag="--argocd-server"),
+    Option("argocd.version", _str, "",
+           "Argo CD's version, for a build whose argocd-server does not report a release's "
+           "(e.g. v99.99.99+unknown from source); empty: ask argocd-server.",
+           flag="--argocd-version"),
 )
 _BY_KEY = {o.key: o for o in OPTIONS}
 
@@ -564,6 +583,19 @@ class ArgoCD:
     enabled: bool = False
     namespace: str = "argocd"
     application_namespaces: tuple[str, ...] = ()
+    views: bool = False  # the resource tree and managed resources into Argo CD's Redis
+    redis: str = ""  # host:port; "" = argocd-redis in Argo CD's namespace
+    redis_compression: str = "gzip"
+    server: str = ""  # argocd-server's URL; "" = argocd-server in Argo CD's namespace
+    version: str = ""  # "" = argocd-server's /api/version
+
+    @property
+    def redis_address(self) -> str:
+        return self.redis or f"argocd-redis.{self.namespace}.svc:6379"
+
+    @property
+    def server_url(self) -> str:
+        return (self.server or f"https://argocd-server.{self.namespace}.svc").rstrip("/")
 
     @property
     def watched(self) -> tuple[str, ...]:
@@ -721,7 +753,9 @@ def _build(s: dict[str, Any], lists: dict[str, Any], where: str) -> Settings:
                              s["podShapes.patchesConfigMap"]),
         argocd=ArgoCD(s["argocd.enabled"],
                       _namespace(s["argocd.namespace"], "argocd.namespace", where),
-                      s["argocd.applicationNamespaces"]),
+                      s["argocd.applicationNamespaces"], s["argocd.views"],
+                      s["argocd.redis"], s["argocd.redisCompression"], s["argocd.server"],
+                      s["argocd.version"].strip()),
         sharding=Sharding(s["sharding.enabled"], s["sharding.shards"]),
         sources=Sources(s["sources.allowedHosts"], s["sources.timeout"],
                         s["sources.maxIndexSize"], s["sources.maxChartSize"]))

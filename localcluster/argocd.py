@@ -112,9 +112,12 @@ class ArgoCD:
     """argocd-server (+ Redis, + optionally the application controller) on a control plane."""
 
     def __init__(self, control_plane: LocalControlPlane, *, workdir: Path | None = None,
-                 namespace: str = "argocd") -> None:
+                 namespace: str = "argocd", redis_password: str = "") -> None:
         self.control_plane = control_plane
         self.namespace = namespace
+        self.redis_password = redis_password
+        """Non-empty: Redis requires it, every component gets it as ``REDIS_PASSWORD``
+        and the Secret ``argocd-redis`` holds it as ``auth``, as in Argo CD's install."""
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="gitops-ray-argocd-"))
         self.binary = Path()
@@ -267,6 +270,7 @@ class ArgoCD:
         metrics = free_port()
         proc = self._spawn("argocd-repo-server", [
             "--address=127.0.0.1", f"--port={self.repo_server_port}", "--disable-tls",
+            "--client-ca-path=",  # v3.6 refuses --disable-tls beside its default CA path
             f"--redis={self.redis}", "--metrics-address=127.0.0.1", f"--metrics-port={metrics}",
             "--logformat=text"], extra_env={"ARGOCD_GPG_ENABLED": "false"})
         self._wait("argocd-repo-server",
@@ -330,16 +334,27 @@ class ArgoCD:
 
     def _bootstrap(self) -> None:
         kube = Kube.connect(str(self.control_plane.kubeconfig))
-        for obj in [*settings_objects(self.namespace), default_project(self.namespace)]:
+        for obj in [*settings_objects(self.namespace), default_project(self.namespace),
+                    *self._redis_secret()]:
             kube.apply(obj, field_manager=FIELD_MANAGER, force=True)
+
+    def _redis_secret(self) -> list[Manifest]:
+        if not self.redis_password:
+            return []
+        auth = base64.b64encode(self.redis_password.encode()).decode()
+        return [{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                 "metadata": {"name": "argocd-redis", "namespace": self.namespace,
+                              "labels": PART_OF},
+                 "data": {"auth": auth}}]
 
     def _start_redis(self, redis: str) -> None:
         self.redis_port = free_port()
         self._spawn("redis", [
             redis, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no"],
+            "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no",
+            *(["--requirepass", self.redis_password] if self.redis_password else [])],
             component="")
-        self._wait("redis", lambda: _redis_ping(self.redis_port),
+        self._wait("redis", lambda: _redis_ping(self.redis_port, self.redis_password),
                    time.monotonic() + 30)
 
     def _start_server(self, deadline: float) -> None:
@@ -368,6 +383,8 @@ class ArgoCD:
                "PATH": os.pathsep.join([str(self.binary.parent), os.environ.get("PATH", "")])}
         if component:
             env["ARGOCD_BINARY_NAME"] = component
+        if component and self.redis_password:
+            env["REDIS_PASSWORD"] = self.redis_password
         env.update(extra_env or {})
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=self.workdir,
@@ -391,10 +408,17 @@ def _crds() -> list[Manifest]:
     return crds
 
 
-def _redis_ping(port: int) -> bool:
+def _redis_ping(port: int, password: str = "") -> bool:
+    auth = f"AUTH {password}\r\n".encode() if password else b""
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            sock.sendall(auth + b"PING\r\n")
+            got = b""
+            while b"\r\n" not in got or (auth and got.count(b"\r\n") < 2):
+                chunk = sock.recv(32)
+                if not chunk:
+                    break
+                got += chunk
+            return got.endswith(b"+PONG\r\n")
     except OSError:
         return False

@@ -48,7 +48,7 @@ KUBERAY_VERSION = "v1.6.1"
 KUBERAY_MODULE = "github.com/ray-project/kuberay/ray-operator"
 KUEUE_VERSION = "v0.17.0"
 KUEUE_MODULE = "sigs.k8s.io/kueue"
-ARGOCD_VERSION = "v3.2.11"
+ARGOCD_VERSION = "v3.6.1"
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 SCHEDULER = "kube-scheduler"  # the Ray stack's; same module as BINARIES
@@ -182,10 +182,17 @@ def ensure_kueue() -> Path:
 
 
 def ensure_argocd() -> Path:
-    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component."""
-    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "argocd", "argocd",
+    """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component.
+
+    Its version is stamped as Argo CD's Makefile does (``-X .../common.version``), so
+    argocd-server's ``/api/version`` says ``v3.6.1+unknown`` (a release: ``v3.6.1``), not
+    ``v99.99.99+unknown``: gitops-ray picks the Redis format it writes by that version.
+    """
+    stamp = f"-X {ARGOCD_MODULE}/common.version={ARGOCD_VERSION.lstrip('v')}"
+    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "stamped" / "argocd", "argocd",
                       f"Argo CD {ARGOCD_VERSION}",
-                      ["-ldflags", "-s -w", f"{ARGOCD_MODULE}/cmd"], ARGOCD_MODULE_DIR)
+                      ["-ldflags", f"-s -w {stamp}", f"{ARGOCD_MODULE}/cmd"],
+                      ARGOCD_MODULE_DIR)
 
 
 def ensure_ray_stack() -> RayStackTools:

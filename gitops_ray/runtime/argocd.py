@@ -56,8 +56,10 @@ from gitops_ray.reconcile.argostatus import (
     refresh_requested,
     requested_operation,
 )
+from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.render import parse_application
 from gitops_ray.render.apps import Application, Destination
+from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
 from gitops_ray.settings import ArgoCD
@@ -447,10 +449,24 @@ def _escape(key: str) -> str:
 
 
 class ArgoBridge:
-    """What the controller asks of Argo CD's side: operations, refreshes, status, release."""
+    """What the controller asks of Argo CD's side: operations, refreshes, status, release.
 
-    def __init__(self, apps: ClusterApplications, writer: StatusWriter) -> None:
-        self.apps, self.writer = apps, writer
+    ``views``: the apps' resource trees and managed resources written into Argo CD's
+    Redis (:mod:`gitops_ray.runtime.argoredis`), before the status that ends a refresh.
+    """
+
+    def __init__(self, apps: ClusterApplications, writer: StatusWriter,
+                 views: ArgoViews | None = None) -> None:
+        self.apps, self.writer, self.views = apps, writer, views
+
+    def compared(self, name: str, comparison: Comparison, cache: Any) -> None:
+        """The app's newest comparison (and its destination's watch cache), for the views."""
+        if self.views is not None and self.manages(name):
+            self.views.compared(name, comparison, cache)
+
+    def forget(self, name: str) -> None:
+        if self.views is not None:
+            self.views.forget(name)
 
     def manages(self, name: str) -> bool:
         return self.apps.object(name) is not None
@@ -466,6 +482,8 @@ class ArgoBridge:
 
     def publish(self, name: str, record: Mapping[str, Any], app: Application | None, *,
                 refreshed: bool = False) -> bool:
+        if self.views is not None:  # first: argocd-server reads them once the refresh ends
+            self.views.publish(name, record)
         return self.writer.publish(name, record, app, refreshed=refreshed)
 
     def release(self, app: Application) -> None:

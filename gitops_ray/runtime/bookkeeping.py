@@ -148,6 +148,8 @@ class Bookkeeping:
 
     def _publish(self, name: str, comparison: Comparison) -> None:
         self.compared.remember(name, comparison)
+        if self._argocd is not None:
+            self._argocd.compared(name, comparison, self._target(comparison.app)[1])
         health = (comparison.health.status if comparison.health else HealthStatus.UNKNOWN).value
         last = self.metrics.apps.get(name).last_sync
         self.metrics.apps.set(name, AppState(comparison.diff.status, health, last))

@@ -332,6 +332,8 @@ class Controller(Operations):
         with self._apps.of(app.name) as memory:
             memory.gone, memory.requested = app, None
         self.compared.forget(app.name)
+        if self._argocd is not None:
+            self._argocd.forget(app.name)
 
     def _delete(self, app: Application, log: FilteringBoundLogger) -> None:
         """Delete (or orphan) a removed app's objects and drop its record; leader only."""

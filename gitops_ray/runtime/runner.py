@@ -79,6 +79,7 @@ from gitops_ray.reconcile.project import IN_CLUSTER, Cluster, ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
+from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.catalog import Catalog
 from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
 from gitops_ray.runtime.controller import Controller
@@ -204,7 +205,8 @@ class Runtime:
         self.clusters = self._clusters(local, reconciler)
         if self.applications is not None:
             self.applications.handed_over = self.clusters.handed_over
-        argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications))
+        argocd = (ArgoBridge(self.applications, StatusWriter(self.kube, self.applications),
+                             ArgoViews(self.kube, s.argocd) if s.argocd.views else None)
                   if self.applications is not None else None)
         return Controller(
             reconciler=local, cache=self.cache, route=self._route,

@@ -84,7 +84,9 @@ def argocd_applicationset_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
 @pytest.fixture
 def gitops_ray(argocd: ArgoCD, start_controller: Callable[..., Controller]  # noqa: F811
                ) -> Controller:
-    return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": argocd.namespace})
+    return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": argocd.namespace,
+                                   "argocd.redis": argocd.redis,
+                                   "argocd.server": f"http://{argocd.server}"})
 
 
 @pytest.fixture

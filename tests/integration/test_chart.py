@@ -427,6 +427,21 @@ def test_a_network_policy_by_default_lets_in_only_the_webhook_and_the_page(
     assert "NetworkPolicy" not in {d["kind"] for d in off}
 
 
+def test_in_argo_cd_mode_the_network_policy_lets_the_views_reach_argo_cds_redis(
+        helm_bin: Path, tmp_path: Path) -> None:
+    policy = _network_policy(template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                                      "--set", "config.argocd.namespace=gitops"))["spec"]
+    argocd = policy["egress"][-1]
+    assert _ports(argocd) == {6379, 8080}  # Redis; argocd-server's /api/version
+    [peer] = argocd["to"]
+    assert peer["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "gitops"}}
+    assert peer["podSelector"]["matchExpressions"][0]["values"] == [
+        "argocd-redis", "argocd-redis-ha-haproxy", "argocd-server"]
+    off = _network_policy(template(helm_bin, tmp_path, "--set", "config.argocd.enabled=true",
+                                   "--set", "config.argocd.views=false"))["spec"]
+    assert all(6379 not in _ports(rule) for rule in off["egress"])
+
+
 def test_the_webhook_has_its_own_service_apart_from_the_page(helm_bin: Path,
                                                              tmp_path: Path) -> None:
     docs = template(helm_bin, tmp_path, "--set", "webhookService.type=LoadBalancer",
