@@ -1,26 +1,31 @@
 """Shared fixtures: a real control plane, real git repositories, real helm.
 
 The control plane is started once per test session (it takes a few seconds once built)
-and every test that needs the cluster gets a fresh namespace of its own. ``ray_stack`` is
-the same with Pods that run and the KubeRay operator (used by ``tests/e2e``).
+and every test that needs the cluster gets a fresh namespace of its own. The helpers the
+fixtures hand out (a controller in-process or as a process, the CLI, git) are in
+:mod:`tests.harness`. ``ray_stack`` is the same with Pods that run and the KubeRay
+operator (used by ``tests/e2e``).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.build import argocd_crds as argocd_crds_file
 from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.namespaces import fresh_namespace
+from tests.harness.pipeline import Env
+from tests.harness.process import ControllerProcesses, StartController
+from tests.harness.runtime import Controller, Controllers
 
 TIERS = ("unit", "integration", "e2e", "faults", "argocd")
 """Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""
@@ -62,15 +67,6 @@ def kube(control_plane: LocalControlPlane) -> Kube:
     return Kube.connect(str(control_plane.kubeconfig))
 
 
-def fresh_namespace(kube: Kube, prefix: str) -> Iterator[str]:
-    """A new namespace named ``<prefix>-<random>`` for one test, deleted after it."""
-    name = f"{prefix}-{secrets.token_hex(4)}"
-    kube.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                field_manager="tests")
-    yield name
-    kube.delete("v1", "Namespace", name=name)
-
-
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     yield from fresh_namespace(kube, "t")
@@ -97,51 +93,36 @@ def helm_bin() -> Path:
     return ensure_helm()
 
 
-class GitRepo:
-    """A bare repository on disk plus a work tree to commit into (real git, no mocks)."""
-
-    def __init__(self, root: Path) -> None:
-        self.bare = root / "remote.git"
-        self.work = root / "work"
-        root.mkdir(parents=True, exist_ok=True)
-        self._git(root, "init", "--bare", "-b", "main", str(self.bare))
-        self._git(root, "clone", "-q", str(self.bare), str(self.work))
-
-    @property
-    def url(self) -> str:
-        return self.bare.as_uri()
-
-    @staticmethod
-    def _git(cwd: Path, *args: str) -> str:
-        return subprocess.run(
-            ["git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args],
-            cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-    def git(self, *args: str) -> str:
-        return self._git(self.work, *args)
-
-    def write(self, files: dict[str, str | object]) -> None:
-        for rel, content in files.items():
-            path = self.work / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if content is None:
-                path.unlink(missing_ok=True)
-            elif isinstance(content, str):
-                path.write_text(content)
-            else:
-                path.write_text(yaml.safe_dump_all(content if isinstance(content, list)
-                                                   else [content]))
-
-    def commit(self, files: dict[str, str | object], message: str = "update",
-               branch: str = "main") -> str:
-        """Write (``None`` deletes), commit and push; return the new commit SHA."""
-        self.write(files)
-        self.git("add", "-A")
-        self.git("commit", "-q", "--allow-empty", "-m", message)
-        self.git("push", "-q", "origin", f"HEAD:{branch}")
-        return self.git("rev-parse", "HEAD")
-
-
 @pytest.fixture
 def git_repo(tmp_path: Path) -> GitRepo:
     return GitRepo(tmp_path / "repo")
+
+
+@pytest.fixture
+def start_controller(control_plane: LocalControlPlane, kube: Kube, namespace: str,
+                     tmp_path: Path, helm_bin: Path) -> Iterator[Callable[..., Controller]]:
+    """``start(settings, **flags)``: an in-process controller on the test namespace."""
+    controllers = Controllers(control_plane, kube, namespace, tmp_path, helm_bin)
+    yield controllers
+    controllers.shutdown()
+
+
+@pytest.fixture
+def controller_process(tmp_path: Path) -> Iterator[StartController]:
+    """``start(identity, settings, env=..., args=...)``: the controller as a process; every
+    process is killed after the test."""
+    processes = ControllerProcesses(tmp_path)
+    yield processes
+    processes.stop()
+
+
+@pytest.fixture
+def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path,
+        helm_bin: Path) -> Cli:
+    return Cli(control_plane, namespace, tmp_path / "cache", helm_bin)
+
+
+@pytest.fixture
+def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
+    """A pipeline, syncer and reconciler on the test namespace (no controller)."""
+    return Env(kube, namespace, tmp_path, helm_bin)

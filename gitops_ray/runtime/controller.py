@@ -264,14 +264,19 @@ class Controller(Operations):
         """Compare, then (leader only) decide and maybe sync; the sync's result, if any.
 
         ``refreshed``: Argo CD asked for this refresh (its annotation goes afterwards).
+        The revision and comparison are acted on only in the lease term they were made in:
+        a replica paused mid-refresh may lose the lease and win it again before it goes
+        on, and what it resolved before (a push's commit) may be older than what the
+        owner in between synced.
         """
         pipeline = self._target(app)[0].pipeline
+        term = self._term_now(app.name)
         sha = "" if pipeline.refuses(app) else self._revision(app, max_age=max_age)
         comparison = pipeline.compare(app, revision=sha or None)
         self._publish(app.name, comparison)
         log.debug("app_compared", revision=sha[:12], sync=comparison.diff.status)
         with self._write_guard(app.name) as leading:
-            if not leading:
+            if not leading or self._term_now(app.name) != term:
                 self._retry_unwritten(app.name)
                 return None
             try:

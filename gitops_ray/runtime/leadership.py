@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from gitops_ray.kube import KubeError
+from gitops_ray.kube.fence import NO_TERM
 from gitops_ray.reconcile.autosync import LastOperation
 from gitops_ray.runtime.bookkeeping import Bookkeeping, _log, fingerprint
 from gitops_ray.sync.operation import OperationState
@@ -113,6 +114,12 @@ class Leadership(Bookkeeping):
                     if not self._writing[name]:
                         del self._writing[name]
                     self._cond.notify_all()
+
+    def _term_now(self, name: str) -> int:
+        """The lease term ``name`` is written in now (``NO_TERM``: none, or no election)."""
+        if self._shards is not None:
+            return self._shards.term(name)
+        return self._fence.term() if self._fence else NO_TERM
 
     def _term(self, name: str) -> contextlib.AbstractContextManager[bool]:
         """Capture the lease term for the writes made inside (see the module docstring)."""

@@ -207,6 +207,10 @@ class ShardCoordinator:
         with self._lock:
             return shard in self._ready and shard not in self._releasing
 
+    def term(self, app: str) -> int:
+        """The term of the app's shard fence, if valid now (else ``NO_TERM``)."""
+        return self.electors[self.shard_of(app)].fence.term()
+
     def scope(self, app: str) -> contextlib.AbstractContextManager[bool]:
         """Capture the app's shard fence for the writes made inside (kube.fence)."""
         return self.electors[self.shard_of(app)].fence.scope()

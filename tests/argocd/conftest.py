@@ -50,7 +50,7 @@ from gitops_ray.types import Manifest
 from localcluster import LocalControlPlane
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import APPLICATION
-from tests.integration.test_controller import Controller, start_controller  # noqa: F401
+from tests.harness.runtime import Controller
 
 
 @pytest.fixture(scope="session")
@@ -82,7 +82,7 @@ def argocd_applicationset_controller(argocd: ArgoCD) -> Iterator[ArgoCD]:
 
 
 @pytest.fixture
-def gitops_ray(argocd: ArgoCD, start_controller: Callable[..., Controller]  # noqa: F811
+def gitops_ray(argocd: ArgoCD, start_controller: Callable[..., Controller]
                ) -> Controller:
     return start_controller({}, **{"argocd.enabled": True, "argocd.namespace": argocd.namespace,
                                    "argocd.redis": argocd.redis,

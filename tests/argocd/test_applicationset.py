@@ -18,9 +18,9 @@ from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import app_name
 from tests.argocd.test_gitops_ray_e2e import OURS, app_status, manifests, ray_version
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 APP_API = "argoproj.io/v1alpha1"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import SHA, SOURCE, app_name, application, synced_status
-from tests.waiting import eventually
+from tests.harness import eventually
 
 
 def rows(text: str) -> list[list[str]]:

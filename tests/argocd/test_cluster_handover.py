@@ -29,9 +29,9 @@ from tests.argocd.test_gitops_ray_e2e import (
     ray_version,
     status_when,
 )
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 
 @pytest.fixture

@@ -35,7 +35,6 @@ from localcluster import LocalControlPlane
 from localcluster.argocd import ArgoCD
 from localcluster.build import argocd_crds
 from tests.argocd.applications import APPLICATION, MANAGED, SKIP_RECONCILE
-from tests.conftest import GitRepo
 from tests.docs_commands import (
     DOCS,
     Shell,
@@ -45,10 +44,11 @@ from tests.docs_commands import (
     run_program,
     tool_env,
 )
-from tests.faults.conftest import ControllerProcess, service_account_kubeconfig
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, service_account_kubeconfig
 from tests.integration.test_chart import CHART
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 RC_API = "ray.io/v1"
 

@@ -32,10 +32,10 @@ from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import MANAGED, SKIP_RECONCILE, app_name
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 APP_API = "argoproj.io/v1alpha1"
 RC_API = "ray.io/v1"

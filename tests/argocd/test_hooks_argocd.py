@@ -18,12 +18,12 @@ from gitops_ray.kube import Kube
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import app_name
 from tests.argocd.test_gitops_ray_e2e import MakeApp, application, compared, rows, status_when
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 from tests.integration.test_hooks import HOOK, POLICY, config_map, finish, job
 from tests.integration.test_sync_waves import report as report_rc
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 
 @pytest.mark.usefixtures("argocd_repo_server")

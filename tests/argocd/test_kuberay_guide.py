@@ -23,7 +23,6 @@ from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.test_gitops_ray_e2e import OURS, app_status, cli_ok
 from tests.chartservers import Served, helm_repository, serve_directory
-from tests.conftest import GitRepo
 from tests.e2e.test_kuberay_guide import (
     CHART,
     CLUSTER,
@@ -32,8 +31,9 @@ from tests.e2e.test_kuberay_guide import (
     groups,
     guide_applications,
 )
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 PASSWORD = "guide-pa55"
 

@@ -34,9 +34,9 @@ from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD, stock_notifications
 from tests.argocd.applications import APPLICATION, app_name
 from tests.argocd.test_gitops_ray_e2e import OURS, application, manifests
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 TRIGGERS = ("on-sync-succeeded", "on-sync-failed", "on-health-degraded", "on-deployed")
 MERGE_PATCH = "application/merge-patch+json"

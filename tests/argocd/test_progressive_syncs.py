@@ -33,9 +33,9 @@ from localcluster.argocd import ArgoCD
 from tests.argocd.applications import APPLICATION, app_name
 from tests.argocd.test_applicationset import APP_API, applicationset, make_appset
 from tests.argocd.test_gitops_ray_e2e import OURS, application, manifests
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 MERGE_PATCH = "application/merge-patch+json"
 STEPS = ("alpha", "beta", "gamma")

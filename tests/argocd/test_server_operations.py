@@ -44,7 +44,7 @@ from tests.argocd.applications import (
     history_entry,
     synced_status,
 )
-from tests.waiting import eventually
+from tests.harness import eventually
 
 MERGE_PATCH = "application/merge-patch+json"
 

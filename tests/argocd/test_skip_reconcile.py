@@ -26,7 +26,7 @@ from gitops_ray.kube import Kube
 from gitops_ray.types import Manifest
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import APPLICATION, NEW_SHA, SOURCE, app_name, application
-from tests.waiting import eventually
+from tests.harness import eventually
 
 CONTROLLER = "argocd-application-controller"
 MERGE_PATCH = "application/merge-patch+json"

@@ -35,8 +35,8 @@ from tests.argocd.test_gitops_ray_e2e import (
     ray_version,
     status_when,
 )
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 
 APP_API = "argoproj.io/v1alpha1"
 ALWAYS = {"kind": "deny", "schedule": "* * * * *", "duration": "24h", "applications": ["*"]}

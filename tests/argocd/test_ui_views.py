@@ -29,10 +29,11 @@ from localcluster import LocalControlPlane
 from localcluster.argocd import ArgoCD
 from tests.argocd.applications import app_name
 from tests.argocd.test_gitops_ray_e2e import application, compared, ray_version, status_when
-from tests.conftest import GitRepo, fresh_namespace
-from tests.integration.test_controller import Controller
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.namespaces import fresh_namespace
+from tests.harness.runtime import Controller
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 SECRET_VALUE = "s3cret-" + secrets.token_hex(6)
 PASSWORD = "redis-" + secrets.token_hex(8)

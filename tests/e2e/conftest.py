@@ -21,10 +21,7 @@ import pytest
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.kueue import start_kueue
-from tests.conftest import fresh_namespace
-from tests.integration.test_controller import start_controller
-
-__all__ = ["start_controller"]
+from tests.harness.namespaces import fresh_namespace
 
 
 @pytest.fixture(scope="session")

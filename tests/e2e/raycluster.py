@@ -8,7 +8,8 @@ from typing import Any
 
 from gitops_ray.kube import Kube
 from localcluster.raystack import fake_node, ready_and_untainted
-from tests.integration.test_controller import RC_API, eventually
+from tests.harness import eventually
+from tests.harness.runtime import RC_API
 
 POOL_LABEL = "gitops-ray.io/e2e-pool"
 

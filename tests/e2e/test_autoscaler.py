@@ -16,15 +16,10 @@ from typing import Any
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
-from tests.integration.test_controller import (
-    RC_API,
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 APP = "scaled"

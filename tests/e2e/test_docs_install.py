@@ -34,13 +34,13 @@ import yaml
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
 from tests.docs_commands import Shell, block, cluster_runners, installed_config, tool_env, yaml_file
-from tests.faults.conftest import ControllerProcess, service_account_kubeconfig
 from tests.gitserver import serve_git
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, service_account_kubeconfig
 from tests.integration.test_chart import CHART
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 RC_API = "ray.io/v1"
 TOKEN = secrets.token_hex(12)

@@ -19,7 +19,7 @@ import pytest
 
 from bench.fleet import CLUSTERS, Applied, Fleet, FleetWorkload, fleet_environment, overlaps
 from bench.fleet import start_replicas as start
-from tests.waiting import eventually
+from tests.harness import eventually
 
 FLEET = FleetWorkload(per_cluster=6, apps=2)
 SHARDS = 8

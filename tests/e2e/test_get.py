@@ -22,14 +22,12 @@ from typing import Any
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import operator_ready
 from tests.e2e.test_rayjob_rayservice import rayjob
-from tests.integration.test_cli_diff import Cli, app_yaml, cli
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
 from tests.samples import raycluster, worker_group
-from tests.waiting import eventually
-
-__all__ = ["cli"]
 
 TIMEOUT = 120.0
 

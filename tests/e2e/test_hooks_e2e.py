@@ -18,8 +18,9 @@ import pytest
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.integration.test_hooks import config_map, job
 from tests.samples import raycluster
 

@@ -23,14 +23,13 @@ from collections import Counter
 from typing import Any
 
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import pods
 from tests.e2e.test_rayjob_rayservice import live, rayservice
-from tests.integration.test_cli_diff import Cli, app_yaml, cli
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
 from tests.samples import raycluster, worker_group
-from tests.waiting import eventually
 
-__all__ = ["cli"]
 TIMEOUT = 180.0
 APP = "impact"
 

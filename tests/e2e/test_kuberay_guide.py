@@ -28,9 +28,10 @@ from gitops_ray.sync.tracking import TRACKING_ANNOTATION
 from localcluster import LocalControlPlane
 from localcluster.crds import ray_crds
 from tests.chartservers import Served, helm_repository, serve_directory
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, wait
-from tests.integration.test_controller import RC_API, Controller, _count, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, metric_value
 
 TIMEOUT = 180.0
 CHART = Path(__file__).resolve().parents[1] / "testdata" / "charts" / "ray-cluster"
@@ -186,8 +187,8 @@ def test_the_kuberay_guide_applications_as_written(
     assert synced.exit_code == 0, synced.output
     before = len(ctl.status("raycluster").get("history") or [])
     series = 'gitops_ray_reconcile_total{app="raycluster",result="success"}'
-    passes = _count(ctl.metrics(), series)
-    eventually(lambda: _count(ctl.metrics(), series) >= passes + 2, TIMEOUT,
+    passes = metric_value(ctl.metrics(), series)
+    eventually(lambda: metric_value(ctl.metrics(), series) >= passes + 2, TIMEOUT,
                "two more refreshes (self-heal passes: selfHeal is on)")
     assert ctl.status("raycluster").get("sync") == "Synced"
     assert groups(kube, namespace)["standard-worker"] == 3

@@ -27,15 +27,10 @@ from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
 from localcluster.kueue import ELASTIC_ANNOTATION, QUEUE_LABEL, queue_objects, resource_flavor
 from localcluster.raystack import fake_node, ready_and_untainted
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import pods, wait
-from tests.integration.test_controller import (
-    RC_API,
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 TIMEOUT = 180.0

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import (
     POOL_LABEL,
     conditions,
@@ -22,12 +21,9 @@ from tests.e2e.raycluster import (
     phases,
     wait,
 )
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 APP = "ray"

@@ -37,9 +37,10 @@ import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import POOL_LABEL, conditions, node_pool, pods, wait
-from tests.integration.test_controller import RC_API, Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application
 from tests.samples import pod_template, worker_group
 
 APP = "ray"

@@ -16,9 +16,10 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from gitops_ray.sync.restartplan import RESTART_FIELD_MANAGER, RESTARTED_AT
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
-from tests.integration.test_controller import Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster, worker_group
 
 APP = "restarted"

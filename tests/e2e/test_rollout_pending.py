@@ -23,15 +23,11 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import live_status, operator_ready, pods, wait
 from tests.e2e.test_autoscaler import CLUSTER, running_workers
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    eventually,
-    push_payload,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload
 from tests.samples import raycluster, worker_group
 
 APP = "rollout"

@@ -28,9 +28,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.autoscaler import Autoscaler
-from tests.conftest import GitRepo
 from tests.e2e.raycluster import operator_ready, pods
-from tests.integration.test_controller import Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster, worker_group
 
 CHROMIUM = "/usr/bin/chromium"

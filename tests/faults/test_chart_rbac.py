@@ -36,15 +36,16 @@ from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.runtime.shards import GROUP_LABEL
 from gitops_ray.sync.records import record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import (
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import (
     SECRET,
     ControllerProcess,
     StartController,
     service_account_kubeconfig,
 )
+from tests.harness.runtime import application
 from tests.integration.test_chart import CHART, _can, helm
-from tests.integration.test_controller import application, eventually
 from tests.samples import raycluster
 
 RC_API = "ray.io/v1"

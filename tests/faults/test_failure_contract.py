@@ -26,10 +26,12 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore, record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
 from tests.faults.test_readiness import grant
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController, service_account_kubeconfig
+from tests.harness.runtime import application
+from tests.harness.settings import NO_LEADER_ELECTION, controller_settings
 from tests.samples import raycluster
 
 RETRY_LIMIT = 2  # so the third failed attempt is the last one
@@ -45,12 +47,11 @@ READ_ONLY_RECORDS = {"apiGroups": [""], "resources": ["configmaps"],
 
 def settings(kubeconfig: Path, namespace: str, repo: GitRepo, app: str,
              interval: str = "1h") -> dict[str, Any]:
-    return {"kubeconfig": str(kubeconfig), "controlNamespace": namespace,
-            "interval": interval, "jitter": "0", "debounce": "100ms",
-            "leaderElection": {"enabled": False},
-            "retry": {"limit": RETRY_LIMIT,
-                      "backoff": {"initial": "200ms", "factor": 1, "cap": "200ms"}},
-            "applications": [application(app, repo.url, namespace)]}
+    return controller_settings(
+        kubeconfig, namespace, interval=interval, leaderElection=NO_LEADER_ELECTION,
+        retry={"limit": RETRY_LIMIT, "backoff": {"initial": "200ms", "factor": 1,
+                                                 "cap": "200ms"}},
+        applications=[application(app, repo.url, namespace)])
 
 
 def as_account(kube: Kube, control_plane: LocalControlPlane, namespace: str, tmp: Path,

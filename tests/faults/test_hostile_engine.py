@@ -33,10 +33,12 @@ from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import claimed_by
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController
+from tests.harness.runtime import application
+from tests.harness.settings import NO_LEADER_ELECTION, controller_settings
 from tests.integration.test_argocd_cm import argocd_cm, open_project
-from tests.integration.test_controller import application, eventually
 
 TOKEN = "live-token-0d2f7c91"
 LIVE_B64 = base64.b64encode(TOKEN.encode()).decode()
@@ -95,12 +97,10 @@ def health_of(store: RecordStore, app_name: str, key: str) -> dict[str, Any]:
 
 def start(controller_process: StartController, control_plane: LocalControlPlane,
           git_repo: GitRepo, namespace: str, argocd: str) -> ControllerProcess:
-    return controller_process("engine", {
-        "kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
-        "interval": "1s", "jitter": "0", "debounce": "100ms",
-        "leaderElection": {"enabled": False},
-        "argocd": {"enabled": True, "namespace": argocd},
-        "appSources": [{"repo": git_repo.url, "revision": "main", "path": "apps"}]})
+    return controller_process("engine", controller_settings(
+        control_plane.kubeconfig, namespace, interval="1s", leaderElection=NO_LEADER_ELECTION,
+        argocd={"enabled": True, "namespace": argocd},
+        appSources=[{"repo": git_repo.url, "revision": "main", "path": "apps"}]))
 
 
 def test_hostile_checks_rules_and_shared_objects_fail_their_app_only(

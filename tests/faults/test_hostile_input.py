@@ -20,9 +20,11 @@ import yaml
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController
+from tests.harness.runtime import application
+from tests.harness.settings import NO_LEADER_ELECTION, controller_settings
 from tests.samples import raycluster
 from tests.unit.test_render_bounds import alias_bomb
 
@@ -82,11 +84,10 @@ def repo(git_repo: GitRepo, kube: Kube, namespace: str) -> Repo:
 
 def start(controller_process: StartController, control_plane: LocalControlPlane,
           repo: Repo, helm_bin: Path) -> ControllerProcess:
-    return controller_process("hostile", {
-        "kubeconfig": str(control_plane.kubeconfig), "controlNamespace": repo.namespace,
-        "helm": str(helm_bin), "interval": "1s", "jitter": "0", "debounce": "100ms",
-        "leaderElection": {"enabled": False},
-        "appSources": [{"repo": repo.git.url, "revision": "main", "path": "apps"}]})
+    return controller_process("hostile", controller_settings(
+        control_plane.kubeconfig, repo.namespace, interval="1s", helm=str(helm_bin),
+        leaderElection=NO_LEADER_ELECTION,
+        appSources=[{"repo": repo.git.url, "revision": "main", "path": "apps"}]))
 
 
 def bootstrap(repo: Repo, files: dict[str, object], *apps: str) -> str:

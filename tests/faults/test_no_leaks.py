@@ -34,10 +34,12 @@ from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController
 from tests.gitserver import serve_git
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController
+from tests.harness.runtime import application
+from tests.harness.settings import controller_settings
 
 TOKEN = "tok-" + secrets.token_hex(12)
 MARKER = "leakmarker" + secrets.token_hex(6)
@@ -87,10 +89,10 @@ def _settings(control_plane: LocalControlPlane, control: str, url: str,
     marked = application("marked", url, destination, "marked")
     marked["spec"]["ignoreDifferences"] = [
         {"kind": "ConfigMap", "jqPathExpressions": [".data.config | fromjson | .x"]}]
-    return {"kubeconfig": str(control_plane.kubeconfig), "controlNamespace": control,
-            "interval": "2s", "jitter": "0", "debounce": "100ms",
-            "applications": [application("plain", url, destination, "plain"), marked,
-                             application("invalid", url, destination, "invalid")]}
+    return controller_settings(
+        control_plane.kubeconfig, control, interval="2s",
+        applications=[application("plain", url, destination, "plain"), marked,
+                      application("invalid", url, destination, "invalid")])
 
 
 def _operation(store: RecordStore, app: str) -> dict[str, Any]:

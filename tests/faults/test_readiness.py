@@ -23,9 +23,11 @@ import yaml
 
 from gitops_ray.kube import Kube, Unreachable
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController, service_account_kubeconfig
+from tests.harness.runtime import application
+from tests.harness.settings import FAST_LEASE, NO_LEADER_ELECTION, controller_settings
 from tests.samples import raycluster
 
 
@@ -130,10 +132,9 @@ def kubeconfig_via(source: Path, port: int, path: Path) -> Path:
 
 
 def settings(kubeconfig: Path, namespace: str, repo: GitRepo) -> dict[str, Any]:
-    return {"kubeconfig": str(kubeconfig), "controlNamespace": namespace,
-            "interval": "2s", "jitter": "0", "debounce": "100ms",
-            "leaderElection": {"enabled": False},
-            "applications": [application("probed", repo.url, namespace)]}
+    return controller_settings(kubeconfig, namespace, interval="2s",
+                               leaderElection=NO_LEADER_ELECTION,
+                               applications=[application("probed", repo.url, namespace)])
 
 
 def readyz(proc: ControllerProcess) -> tuple[int, dict[str, Any]]:
@@ -252,9 +253,7 @@ def test_leader_election_denied_is_503_until_leases_are_allowed(
     config = service_account_kubeconfig(kube, control_plane, namespace=namespace,
                                         name="no-leases", path=tmp_path / "sa.kubeconfig")
     proc = controller_process("ready-lease", {
-        **settings(config, namespace, git_repo),
-        "leaderElection": {"enabled": True, "leaseDuration": "3s", "renewDeadline": "2s",
-                           "retryPeriod": "500ms"}})
+        **settings(config, namespace, git_repo), "leaderElection": FAST_LEASE})
     try:
         failed = eventually(lambda: failing_checks(proc).get("leader_election"),
                             message="503 naming leader_election")

@@ -24,11 +24,12 @@ import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import StartController
 from tests.faults.test_hostile_input import Repo, configmap
-from tests.integration.test_controller import application
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import StartController
+from tests.harness.runtime import application
+from tests.harness.settings import NO_LEADER_ELECTION, controller_settings
 
 SECRET = "TOP-SECRET-TOKEN-VALUE"
 CHART = "apiVersion: v2\nname: c\nversion: 0.1.0\n"
@@ -47,10 +48,10 @@ def repo(git_repo: GitRepo, kube: Kube, namespace: str) -> Repo:
 
 
 def settings(control_plane: LocalControlPlane, repo: Repo, helm_bin: Path) -> dict[str, object]:
-    return {"kubeconfig": str(control_plane.kubeconfig), "controlNamespace": repo.namespace,
-            "helm": str(helm_bin), "interval": "1s", "jitter": "0", "debounce": "100ms",
-            "leaderElection": {"enabled": False}, "childMemoryLimit": f"{CHILD_LIMIT_MIB}Mi",
-            "appSources": [{"repo": repo.git.url, "revision": "main", "path": "apps"}]}
+    return controller_settings(
+        control_plane.kubeconfig, repo.namespace, interval="1s", helm=str(helm_bin),
+        leaderElection=NO_LEADER_ELECTION, childMemoryLimit=f"{CHILD_LIMIT_MIB}Mi",
+        appSources=[{"repo": repo.git.url, "revision": "main", "path": "apps"}])
 
 
 def evil_files(repo: Repo, outside: Path, cache: Path) -> dict[str, object]:

@@ -28,9 +28,11 @@ from gitops_ray.kube import Kube
 from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import ControllerProcess, StartController, service_account_kubeconfig
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController, service_account_kubeconfig
+from tests.harness.runtime import application
+from tests.harness.settings import controller_settings
 from tests.samples import raycluster
 
 CLUSTERS = 40
@@ -55,11 +57,10 @@ see the term the sync started under, so a resumed stale leader sends none of the
 
 def settings(control_plane: LocalControlPlane, repo: GitRepo, namespace: str,
              control_namespace: str | None = None) -> dict[str, Any]:
-    return {"kubeconfig": str(control_plane.kubeconfig),
-            "controlNamespace": control_namespace or namespace,
-            "interval": "1s", "jitter": "0", "debounce": "100ms",
-            "applications": [application(APP, repo.url, namespace)],
-            "leaderElection": LEASE, "sync": {"parallelism": PARALLELISM}}
+    return controller_settings(
+        control_plane.kubeconfig, control_namespace or namespace, interval="1s",
+        applications=[application(APP, repo.url, namespace)],
+        leaderElection=LEASE, sync={"parallelism": PARALLELISM})
 
 
 def lease_holder(kube: Kube, namespace: str) -> str:

@@ -14,9 +14,11 @@ from typing import Any
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import StartController
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import StartController
+from tests.harness.runtime import application
+from tests.harness.settings import FAST_LEASE, controller_settings
 from tests.integration.test_sync_waves import (
     cm_exists,
     config_map,
@@ -29,11 +31,8 @@ from tests.samples import raycluster
 
 
 def settings(kubeconfig: Path, namespace: str, repo: GitRepo) -> dict[str, Any]:
-    return {"kubeconfig": str(kubeconfig), "controlNamespace": namespace,
-            "interval": "1h", "jitter": "0", "debounce": "100ms",
-            "leaderElection": {"enabled": True, "leaseDuration": "3s",
-                               "renewDeadline": "2s", "retryPeriod": "500ms"},
-            "applications": [application("waves", repo.url, namespace)]}
+    return controller_settings(kubeconfig, namespace, leaderElection=FAST_LEASE,
+                               applications=[application("waves", repo.url, namespace)])
 
 
 def _recorded_by_controller(store: RecordStore) -> dict[str, Any] | None:

@@ -23,9 +23,11 @@ import requests
 
 from gitops_ray.runtime.server import LIMITS, MIB
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import SECRET, ControllerProcess, StartController, proc_status_kib
-from tests.integration.test_controller import application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import SECRET, ControllerProcess, StartController, proc_status_kib
+from tests.harness.runtime import application
+from tests.harness.settings import NO_LEADER_ELECTION, controller_settings
 from tests.samples import raycluster
 
 BIG = 24 * MIB
@@ -37,10 +39,9 @@ SILENT = 300
 def hooked(control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo,
            controller_process: StartController) -> ControllerProcess:
     git_repo.commit({"manifests/rc.yaml": raycluster("hooked")})
-    proc = controller_process("webhook-abuse", {
-        "kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
-        "interval": "1h", "jitter": "0", "leaderElection": {"enabled": False},
-        "applications": [application("hooked", git_repo.url, namespace)]})
+    proc = controller_process("webhook-abuse", controller_settings(
+        control_plane.kubeconfig, namespace, debounce=None, leaderElection=NO_LEADER_ELECTION,
+        applications=[application("hooked", git_repo.url, namespace)]))
     eventually(proc.ready, message="controller ready")
     return proc
 

@@ -21,12 +21,10 @@ from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration import test_controller
-from tests.integration.test_controller import RC_API, Controller, application, eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application
 from tests.samples import raycluster
-
-start_controller = test_controller.start_controller  # the in-process controller fixture
 
 FINALIZER = "resources-finalizer.argocd.argoproj.io"
 

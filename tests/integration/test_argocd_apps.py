@@ -22,11 +22,11 @@ from gitops_ray.reconcile.argostatus import (
     REFRESH_ANNOTATION,
     SKIP_RECONCILE_ANNOTATION,
 )
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller, start_controller  # noqa: F401
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller
 from tests.integration.test_sync_waves import report
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 APP_API = "argoproj.io/v1alpha1"
 RC_API = "ray.io/v1"
@@ -50,7 +50,7 @@ def application(name: str, repo: GitRepo, namespace: str, *, annotations: dict[s
 Start = Callable[..., Controller]
 
 
-def start(start_controller: Start, kube: Kube, namespace: str, *,  # noqa: F811
+def start(start_controller: Start, kube: Kube, namespace: str, *,
           project: dict[str, Any] | None = None, **flags: Any) -> Controller:
     """The controller, with the test namespace as Argo CD's and its AppProject ``default``."""
     appproject(kube, namespace, "default", project or OPEN)
@@ -68,7 +68,7 @@ def appproject(kube: Kube, namespace: str, name: str, spec: dict[str, Any]) -> N
                field_manager="tests", force=True)
 
 
-def deploy(kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,  # noqa: F811
+def deploy(kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,
            name: str, *, annotations: dict[str, str] = OURS,
            project: dict[str, Any] | None = None, flags: dict[str, Any] | None = None,
            **app: Any) -> tuple[str, Controller]:
@@ -106,7 +106,7 @@ def rayclusters(version: str, namespace: str) -> dict[str, object]:
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_annotated_application_is_synced_and_shows_argo_cd_status(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     sha, _ = deploy(kube, namespace, git_repo, start_controller, "ray")
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
@@ -136,7 +136,7 @@ def test_annotated_application_is_synced_and_shows_argo_cd_status(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_half_opt_in_is_left_alone_with_a_warning_event(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     deploy(kube, namespace, git_repo, start_controller, "half",
            annotations={MANAGED_ANNOTATION: "true"})
 
@@ -152,7 +152,7 @@ def test_half_opt_in_is_left_alone_with_a_warning_event(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_operation_sync_rollback_and_refresh(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     first, _ = deploy(kube, namespace, git_repo, start_controller, "manual", automated=False)
     status_when(kube, namespace, "manual", sync_is("OutOfSync"), "OutOfSync before any sync")
     assert kube.get(RC_API, "RayCluster", name="demo", namespace=namespace) is None
@@ -189,7 +189,7 @@ def test_operation_sync_rollback_and_refresh(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_dry_run_and_malformed_operations_change_nothing(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     sha, _ = deploy(kube, namespace, git_repo, start_controller, "dry", automated=False)
     request(kube, namespace, "dry", {"sync": {"dryRun": True}})
     obj = status_when(kube, namespace, "dry", _done(sha), "the dry run finished")
@@ -209,7 +209,7 @@ def test_dry_run_and_malformed_operations_change_nothing(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_failed_operation_is_retried_up_to_its_limit(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     """``retry.limit``: a failed attempt leaves the operation running (Argo CD's "Retrying
     attempt #n"); the next attempt resolves the revision again and succeeds."""
     broken = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -232,7 +232,7 @@ def test_a_failed_operation_is_retried_up_to_its_limit(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_deleting_an_application_with_the_resources_finalizer_deletes_its_objects(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     deploy(kube, namespace, git_repo, start_controller, "doomed", finalizer=True)
     eventually(lambda: kube.get(RC_API, "RayCluster", name="demo", namespace=namespace),
                message="RayCluster applied")
@@ -272,7 +272,7 @@ def live_version(kube: Kube, namespace: str) -> str:
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_message(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     deploy(kube, namespace, git_repo, start_controller, "blocked", project={
         "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "elsewhere"}]})
     obj = status_when(kube, namespace, "blocked",
@@ -296,7 +296,7 @@ def test_a_project_that_forbids_the_destination_blocks_the_app_with_argo_cds_mes
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_removing_the_annotations_hands_the_app_back_without_deleting_anything(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     """Even with the resources finalizer: handing back is not deleting."""
     _, ctl = deploy(kube, namespace, git_repo, start_controller, "back", finalizer=True)
     status_when(kube, namespace, "back", sync_is("Synced"), "synced by gitops-ray")
@@ -312,7 +312,7 @@ def test_removing_the_annotations_hands_the_app_back_without_deleting_anything(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_applications_in_any_namespace_need_the_projects_source_namespaces(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start,
         extra_namespace: Callable[[str], str]) -> None:
     """``argocd.applicationNamespaces``: Argo CD's "applications in any namespace"; the app
     is named ``<namespace>_<name>`` (Argo CD's instance name) and its project must list the
@@ -337,7 +337,7 @@ def test_applications_in_any_namespace_need_the_projects_source_namespaces(
 
 
 def waiting_for_wave_0(kube: Kube, namespace: str, git_repo: GitRepo,
-                       start_controller: Start, name: str,  # noqa: F811
+                       start_controller: Start, name: str,
                        operation: dict[str, Any]) -> str:
     """App ``name``: a RayCluster in wave 0 (no operator makes it ready) and a ConfigMap in
     wave 1; ``operation`` requested and waiting for wave 0. The commit's SHA."""
@@ -359,7 +359,7 @@ def waiting_for_wave_0(kube: Kube, namespace: str, git_repo: GitRepo,
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_terminate_op_ends_a_sync_waiting_for_a_wave(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     """``argocd app terminate-op`` sets ``operationState.phase: Terminating``: the sync that
     waits for wave 0 (a RayCluster no operator makes ready) ends, wave 1 is never applied."""
     sha = waiting_for_wave_0(kube, namespace, git_repo, start_controller, "waves",
@@ -375,7 +375,7 @@ def test_terminate_op_ends_a_sync_waiting_for_a_wave(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_requested_operations_sync_options_hold_for_every_wave(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     """``argocd app sync --sync-option Replace=true``: wave 1, applied by the step after the
     wait for wave 0, is written with Replace too (a PUT/POST, not a server-side apply)."""
     sha = waiting_for_wave_0(kube, namespace, git_repo, start_controller, "opts",
@@ -390,7 +390,7 @@ def test_a_requested_operations_sync_options_hold_for_every_wave(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_deleting_an_application_leaves_what_its_project_forbids(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     """As Argo CD's resources finalizer: only objects the AppProject permits are deleted."""
     cm = {"apiVersion": "v1", "kind": "ConfigMap",
           "metadata": {"name": "settings", "namespace": namespace}}

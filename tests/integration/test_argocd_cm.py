@@ -18,15 +18,11 @@ import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.types import SyncStatus
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli, app_yaml, cli  # noqa: F401 (fixture)
-from tests.integration.test_controller import (  # noqa: F401 (fixture)
-    Controller,
-    application,
-    start_controller,
-)
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 KNOWN_TYPES = yaml.safe_dump([
     {"field": "spec.headGroupSpec.template.spec", "type": "core/v1/PodSpec"},
@@ -63,7 +59,7 @@ def set_live_head_cpu(kube: Kube, namespace: str, name: str, cpu: Any) -> None:
 
 
 def test_cli_reads_argocd_cm_from_the_cluster_or_a_file(
-        cli: Cli, git_repo: GitRepo, kube: Kube, argocd_crds: None,  # noqa: F811
+        cli: Cli, git_repo: GitRepo, kube: Kube, argocd_crds: None,
         extra_namespace: Callable[[str], str], tmp_path: Path) -> None:
     argocd = extra_namespace("argocd")
     open_project(kube, argocd)
@@ -97,7 +93,7 @@ def test_cli_reads_argocd_cm_from_the_cluster_or_a_file(
 
 
 def test_controller_picks_up_an_argocd_cm_change_without_a_restart(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
         namespace: str, extra_namespace: Callable[[str], str], argocd_crds: None) -> None:
     argocd = extra_namespace("argocd")
     open_project(kube, argocd)

@@ -14,8 +14,8 @@ from gitops_ray.render.apps import Application
 from gitops_ray.runtime.catalog import Catalog, CatalogChange
 from gitops_ray.settings import AppSourceSpec
 from gitops_ray.source import GitSource
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import app_yaml
+from tests.harness.cli import app_yaml
+from tests.harness.git import GitRepo
 
 
 class Gated:

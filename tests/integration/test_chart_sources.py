@@ -30,16 +30,11 @@ from tests.chartservers import (
     serve_registry,
     tls_files,
 )
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, push_payload
 from tests.integration.test_argocd_apps import APP_API, OPEN, OURS, start
-from tests.integration.test_cli_sync import Cli
-from tests.integration.test_controller import (  # noqa: F401 (fixture)
-    RC_API,
-    Controller,
-    push_payload,
-    start_controller,
-)
-from tests.waiting import eventually
 
 CHART = Path(__file__).resolve().parents[1] / "testdata" / "charts" / "ray-cluster"
 PASSWORD = "chart-pa55word"
@@ -82,7 +77,7 @@ def live_chart(kube: Kube, namespace: str, name: str) -> str:
 
 
 def test_a_chart_version_is_the_revision_and_a_new_matching_one_is_applied(
-        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,  # noqa: F811
+        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,
         kube: Kube, namespace: str) -> None:
     app = chart_app("rc", chart_repo.url, namespace, revision="1.5.*")
     ctl = start_controller({"applications": [app]}, interval="1s")
@@ -108,7 +103,7 @@ def test_a_chart_version_is_the_revision_and_a_new_matching_one_is_applied(
 
 
 def test_credentials_and_tls_reach_the_repository_and_nowhere_else(
-        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,
         kube: Kube, namespace: str) -> None:
     repo = helm_repository(helm_bin, tmp_path / "repo", CHART)
     ca, cert, key = tls_files(tmp_path / "tls")
@@ -133,7 +128,7 @@ def test_credentials_and_tls_reach_the_repository_and_nowhere_else(
 
 
 def test_bad_chart_sources_fail_their_own_app_and_prune_nothing(
-        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,  # noqa: F811
+        start_controller: Callable[..., Controller], chart_repo: Served, helm_bin: Path,
         tmp_path: Path, kube: Kube, namespace: str) -> None:
     big = tmp_path / "big" / "charts"
     big.mkdir(parents=True)
@@ -181,7 +176,7 @@ def test_bad_chart_sources_fail_their_own_app_and_prune_nothing(
 
 
 def test_allowed_source_hosts_keep_every_other_host_uncontacted(
-        start_controller: Callable[..., Controller], chart_repo: Served,  # noqa: F811
+        start_controller: Callable[..., Controller], chart_repo: Served,
         namespace: str) -> None:
     ctl = start_controller({"applications": [chart_app("elsewhere", chart_repo.url, namespace)]},
                            **{"sources.allowedHosts": "charts.example.com"})
@@ -194,7 +189,7 @@ def test_allowed_source_hosts_keep_every_other_host_uncontacted(
 # -- OCI registries ---------------------------------------------------------------------
 
 def test_charts_from_an_oci_registry_by_tag_constraint_and_digest(
-        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,
         kube: Kube, namespace: str) -> None:
     """A real docker-registry: ``helm push``-ed charts, anonymous and behind htpasswd."""
     archives = tmp_path / "archives"
@@ -236,7 +231,7 @@ def test_charts_from_an_oci_registry_by_tag_constraint_and_digest(
 # -- multi-source Applications -----------------------------------------------------------
 
 def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
-        start_controller: Callable[..., Controller], chart_repo: Served,  # noqa: F811
+        start_controller: Callable[..., Controller], chart_repo: Served,
         helm_bin: Path, git_repo: GitRepo, control_plane: LocalControlPlane, kube: Kube,
         namespace: str, tmp_path: Path) -> None:
     """The chart from the Helm repository, its values from git through ``ref``/``$values``."""
@@ -272,7 +267,7 @@ def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
 
     cli = Cli(control_plane, namespace, tmp_path / "cli-cache")
     oldest = history[2]["id"]
-    rolled = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), "--helm",
+    rolled = cli.raw("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), "--helm",
                  str(helm_bin), "--repo", git_repo.url, "--apps", "apps", "multi", str(oldest))
     assert rolled.exit_code == 0, rolled.output
     assert replicas() == 2  # the values of the first commit ...
@@ -283,7 +278,7 @@ def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_argocd_mode_uses_repository_secrets_and_the_projects_source_repos(
-        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,  # noqa: F811
+        start_controller: Callable[..., Controller], helm_bin: Path, tmp_path: Path,
         kube: Kube, namespace: str) -> None:
     repo = helm_repository(helm_bin, tmp_path / "repo", CHART)
     with serve_directory(repo.parent, username="argo", password=PASSWORD) as served, \

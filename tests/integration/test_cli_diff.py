@@ -9,43 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import requests
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
 from tests.samples import raycluster, worker_group
-
-
-class Cli:
-    def __init__(self, cp: LocalControlPlane, namespace: str, tmp: Path, helm: Path) -> None:
-        self.kube_args = ["--kubeconfig", str(cp.kubeconfig), "--control-namespace", namespace]
-        self.base = [*self.kube_args, "--cache-dir", str(tmp / "cache"), "--helm", str(helm)]
-        self.namespace = namespace
-
-    def __call__(self, command: str, *args: str) -> Result:
-        base = self.kube_args if command in ("status", "wait") else self.base
-        if command == "render":
-            base = self.base[4:]
-        return CliRunner().invoke(main, [command, *base, *args], catch_exceptions=False)
-
-
-@pytest.fixture
-def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path,
-        helm_bin: Path) -> Cli:
-    return Cli(control_plane, namespace, tmp_path, helm_bin)
-
-
-def app_yaml(repo: GitRepo, name: str, namespace: str, path: str, **spec: object) -> dict:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "namespace": "argocd"},
-            "spec": {"project": "default", "destination": {"namespace": namespace},
-                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"},
-                     **spec}}
 
 
 def autoscale(cp: LocalControlPlane, namespace: str, name: str, replicas: int) -> None:
@@ -121,7 +94,7 @@ def test_helm_and_kustomize_apps(cli: Cli, git_repo: GitRepo) -> None:
     args = ["--repo", git_repo.url, "--apps", "apps"]
     assert cli("sync", *args).exit_code == 0
     assert cli("diff", *args).exit_code == 0
-    kube = Kube.connect(cli.base[1])
+    kube = Kube.connect(cli.kube_args[1])
     assert kube.get("v1", "ConfigMap", name="k-cfg", namespace=cli.namespace) is not None
     assert kube.get("ray.io/v1", "RayCluster", name="hr-rc", namespace=cli.namespace) is not None
 

@@ -8,11 +8,10 @@ import re
 
 from gitops_ray.health.workergroups import writer_label
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli, app_yaml, autoscale, cli
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.integration.test_cli_diff import autoscale
 from tests.samples import raycluster
-
-__all__ = ["cli"]
 
 EPOCH = re.compile(r"\b1[0-9]{9}(\.[0-9]+)?\b")
 """An epoch time in seconds (2001..2286), which people must never be shown."""

@@ -13,15 +13,15 @@ from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pause import PAUSE_KEY
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_sync import Cli
-from tests.integration.test_controller import application, with_version
-from tests.integration.test_sync import autoscaler_patch, groups_by_name
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import autoscaler_patch, groups_by_name
+from tests.harness.runtime import application, with_version
 from tests.samples import raycluster, worker_group
 
 
 def history(cli: Cli, app: str) -> list[dict[str, Any]]:
-    shown = cli("history", *cli.kube_args, app, "-o", "json")
+    shown = cli.raw("history", *cli.kube_args, app, "-o", "json")
     assert shown.exit_code == 0, shown.output
     return json.loads(shown.stdout)  # type: ignore[no-any-return]
 
@@ -45,12 +45,12 @@ def test_rollback_applies_the_old_revision_keeps_the_autoscalers_replicas_and_is
     assert [(e["id"], e["revision"], e["subject"]) for e in before] == [
         (1, second, "upgrade to ray 2.53"), (0, first, "ray 2.52 for the analytics team")]
     assert before[0]["finishedAt"].endswith("Z")  # RFC 3339, not epoch seconds
-    table = cli("history", *cli.kube_args, "roll")
+    table = cli.raw("history", *cli.kube_args, "roll")
     assert table.exit_code == 0, table.output
     assert "SUBJECT" in table.stdout and "ray 2.52 for the analytics team" in table.stdout
     assert first[:12] in table.stdout and "UTC (" in table.stdout
 
-    rolled = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app, "roll", "0")
+    rolled = cli.raw("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app, "roll", "0")
     assert rolled.exit_code == 0, rolled.output
     live = kube.get("ray.io/v1", "RayCluster", name="roll", namespace=namespace)
     assert live is not None and live["spec"]["rayVersion"] == "2.52.0"
@@ -63,14 +63,14 @@ def test_rollback_applies_the_old_revision_keeps_the_autoscalers_replicas_and_is
     assert PAUSE_KEY not in record  # no automated sync: nothing to pause
     assert record["revision"] == first and record["sync"] == "Synced"
 
-    unknown = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app, "roll", "7")
+    unknown = cli.raw("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app, "roll", "7")
     assert unknown.exit_code == 2
     assert unknown.output.strip().splitlines() == [
         "error (config): app roll has no deployment #7 in its history (known ids: 0-2; "
         "see gitops-ray history roll)"]
-    nothing = cli("resume", *cli.kube_args, "roll")
+    nothing = cli.raw("resume", *cli.kube_args, "roll")
     assert nothing.exit_code == 0 and "was not paused" in nothing.stdout
-    missing = cli("history", *cli.kube_args, "rol")
+    missing = cli.raw("history", *cli.kube_args, "rol")
     assert missing.exit_code == 2 and "did you mean roll?" in missing.output
 
 
@@ -87,15 +87,15 @@ def test_rollback_of_an_automated_app_pauses_it_for_the_given_time_until_resumed
     assert cli.sync(*app).exit_code == 0
 
     started = time.time()
-    rolled = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app,
+    rolled = cli.raw("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), *app,
                  "--pause-for", "2h", "auto", "0")
     assert rolled.exit_code == 0, rolled.output
     assert "automated sync paused until" in rolled.output and "(rollback to #0)" in rolled.output
     pause = RecordStore(kube, namespace).read("auto").status[PAUSE_KEY]
     assert pause["rollbackId"] == 0 and pause["until"] >= started + 7200
-    shown = cli("history", *cli.kube_args, "auto")
+    shown = cli.raw("history", *cli.kube_args, "auto")
     assert "automated sync paused until" in shown.output  # on stderr, after the table
 
-    resumed = cli("resume", *cli.kube_args, "auto")
+    resumed = cli.raw("resume", *cli.kube_args, "auto")
     assert resumed.exit_code == 0 and "automated sync resumed" in resumed.stdout
     assert PAUSE_KEY not in RecordStore(kube, namespace).read("auto").status

@@ -11,7 +11,7 @@ from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from gitops_ray.render import parse_application
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 from tests.samples import raycluster
 
 ROOT = Path(__file__).resolve().parents[2]

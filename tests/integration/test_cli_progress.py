@@ -22,21 +22,15 @@ import sys
 import termios
 from pathlib import Path
 
-import pytest
-from click.testing import CliRunner, Result
-
-from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from gitops_ray.types import ResourceAction, ResourceKey
-from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_truth import app_yaml
-from tests.integration.test_sync import Env
-from tests.integration.test_sync_waves import config_map, env, in_wave, report
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
+from tests.integration.test_sync_waves import config_map, in_wave, report
 from tests.samples import raycluster
-from tests.waiting import eventually
 
-FIXTURES = (env,)  # imported so pytest finds it here
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = 120
 SPINNER = re.compile("[\u2800-\u28ff]")  # rich's "dots" spinner: braille patterns
@@ -125,28 +119,6 @@ def piped(args: list[str]) -> subprocess.Popen[str]:
                             stderr=subprocess.PIPE, env=env)
 
 
-class Cli:
-    """Arguments for the test cluster, the test namespace as control namespace."""
-
-    def __init__(self, cp: LocalControlPlane, namespace: str, tmp: Path) -> None:
-        self.kube = ["--kubeconfig", str(cp.kubeconfig), "--control-namespace", namespace]
-        self.cache = ["--cache-dir", str(tmp / "cache")]
-
-    def sync(self, *args: str) -> list[str]:
-        return ["sync", *self.kube, *self.cache, *args]
-
-    def status(self, *args: str) -> list[str]:
-        return ["status", *self.kube, *args]
-
-    def invoke(self, args: list[str]) -> Result:
-        return CliRunner().invoke(main, args, catch_exceptions=False)
-
-
-@pytest.fixture
-def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Cli:
-    return Cli(control_plane, namespace, tmp_path)
-
-
 LONG_PATH = "clusters/production/us-east-1/ray-training-platform"
 
 
@@ -164,11 +136,11 @@ def two_apps(git_repo: GitRepo, namespace: str) -> None:
 def test_status_fits_the_terminal_and_piped_is_one_line_per_app(
         cli: Cli, git_repo: GitRepo, namespace: str) -> None:
     two_apps(git_repo, namespace)
-    synced = cli.invoke(cli.sync("--repo", git_repo.url, "--apps", "apps"))
+    synced = cli("sync", "--repo", git_repo.url, "--apps", "apps")
     assert synced.exit_code == 0, synced.output
     names = ["gateway-eu-west-1", "training-us-east-1"]
 
-    piped_table = cli.invoke(cli.status())
+    piped_table = cli("status")
     assert piped_table.exit_code == 0, piped_table.output
     lines = piped_table.stdout.splitlines()
     assert len(lines) == 1 + len(names)  # a header and one whole line per app
@@ -176,7 +148,7 @@ def test_status_fits_the_terminal_and_piped_is_one_line_per_app(
     assert all(git_repo.url in line and LONG_PATH in line for line in lines[1:])
     assert max(len(line) for line in lines) > COLUMNS  # so the terminal has to fit it
 
-    code, output = in_terminal(cli.status())
+    code, output = in_terminal(cli.argv("status"))
     assert code == 0, output
     shown = Screen(COLUMNS).feed(output).text()
     assert all(len(line) <= COLUMNS for line in output.replace("\r", "").split("\n")), output
@@ -192,12 +164,12 @@ def test_status_fits_the_terminal_and_piped_is_one_line_per_app(
 def test_wide_says_why_an_app_is_progressing(cli: Cli, git_repo: GitRepo,
                                              namespace: str) -> None:
     two_apps(git_repo, namespace)
-    assert cli.invoke(cli.sync("--repo", git_repo.url, "--apps", "apps")).exit_code == 0
-    recorded = {r["name"]: r for r in json.loads(cli.invoke(cli.status("-o", "json")).stdout)}
+    assert cli("sync", "--repo", git_repo.url, "--apps", "apps").exit_code == 0
+    recorded = {r["name"]: r for r in json.loads(cli("status", "-o", "json").stdout)}
     training = recorded["training-us-east-1"]
     assert training["health"] == "Progressing" and training["healthMessage"]
 
-    wide = cli.invoke(cli.status("-o", "wide"))
+    wide = cli("status", "-o", "wide")
     assert wide.exit_code == 0, wide.output
     header, *rows = wide.stdout.splitlines()
     assert header.split()[-5:] == ["CONDITIONS", "TARGET", "LAST", "SYNC", "MESSAGE"]
@@ -205,7 +177,7 @@ def test_wide_says_why_an_app_is_progressing(cli: Cli, git_repo: GitRepo,
     assert "Progressing" in row and training["healthMessage"] in row
     assert re.search(r"Succeeded \d+[smh] ago", row), row  # a time people read
 
-    code, output = in_terminal(cli.status("-o", "wide"))
+    code, output = in_terminal(cli.argv("status", "-o", "wide"))
     assert code == 0, output
     shown = Screen(COLUMNS).feed(output).text()
     assert all(len(line) <= COLUMNS for line in shown), shown
@@ -225,7 +197,7 @@ def slow_and_fast(git_repo: GitRepo, namespace: str) -> None:
 def test_piped_sync_streams_each_app_as_it_finishes_with_no_control_codes(
         cli: Cli, git_repo: GitRepo, kube: Kube, namespace: str) -> None:
     slow_and_fast(git_repo, namespace)
-    proc = piped(cli.sync("--repo", git_repo.url, "--apps", "apps", "--parallel", "2"))
+    proc = piped(cli.argv("sync", "--repo", git_repo.url, "--apps", "apps", "--parallel", "2"))
     assert proc.stdout is not None and proc.stderr is not None
     before: list[str] = []
     while not any(line.startswith("app b-fast:") for line in before):
@@ -254,7 +226,7 @@ def test_sync_in_a_terminal_shows_progress_apart_from_the_results(
     git_repo.commit({**{f"apps/{n}.yaml": app_yaml(git_repo, n, namespace, n) for n in names},
                      **{f"{n}/cm.yaml": [config_map(f"{n}-a"), config_map(f"{n}-b")]
                         for n in names}})
-    code, output = in_terminal(cli.sync("--repo", git_repo.url, "--apps", "apps",
+    code, output = in_terminal(cli.argv("sync", "--repo", git_repo.url, "--apps", "apps",
                                         "--parallel", "2"))
     assert code == 0, output
     assert SPINNER.search(output) and "\x1b[2K" in output  # there was a live display

@@ -8,12 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner, Result
-
-from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
 
 HOLD = "gitops-ray.io/test-hold"
 
@@ -27,22 +25,6 @@ def set_finalizers(kube: Kube, namespace: str, name: str, finalizers: list[str])
     kube.patch("v1", "ConfigMap", name=name, namespace=namespace,
                patch={"metadata": {"finalizers": finalizers}},
                content_type="application/merge-patch+json", field_manager="tests")
-
-
-class Cli:
-    """The CLI against the test cluster, with the test namespace as control namespace."""
-
-    def __init__(self, control_plane: LocalControlPlane, namespace: str, cache: Path) -> None:
-        self.kube_args = ["--kubeconfig", str(control_plane.kubeconfig),
-                          "--control-namespace", namespace]
-        self.cache = cache
-        self.runner = CliRunner()
-
-    def __call__(self, *args: str) -> Result:
-        return self.runner.invoke(main, list(args))
-
-    def sync(self, *args: str) -> Result:
-        return self("sync", *self.kube_args, "--cache-dir", str(self.cache), *args)
 
 
 def test_prune_reports_deleting_and_wait_waits_until_gone(
@@ -59,16 +41,16 @@ def test_prune_reports_deleting_and_wait_waits_until_gone(
     pruned = cli.sync(*app, "--prune")
     assert pruned.exit_code == 0, pruned.output
     assert f"held\tConfigMap:{namespace}/held\tdeleting" in pruned.stdout
-    status = cli("status", *cli.kube_args, "-o", "json", "held")
+    status = cli.raw("status", *cli.kube_args, "-o", "json", "held")
     assert json.loads(status.stdout)[0]["sync"] == "OutOfSync"
-    still = cli("wait", *cli.kube_args, "--sync", "--timeout", "2", "held")
+    still = cli.raw("wait", *cli.kube_args, "--sync", "--timeout", "2", "held")
     assert still.exit_code == 2 and "timed out" in still.output  # the finalizer holds it
 
     live = kube.get("v1", "ConfigMap", name="held", namespace=namespace)
     assert live is not None
     set_finalizers(kube, namespace, "held", [f for f in live["metadata"]["finalizers"]
                                              if f != HOLD])
-    done = cli("wait", *cli.kube_args, "--sync", "--timeout", "120", "held")
+    done = cli.raw("wait", *cli.kube_args, "--sync", "--timeout", "120", "held")
     assert done.exit_code == 0, done.output
     assert kube.get("v1", "ConfigMap", name="held", namespace=namespace) is None
 
@@ -122,10 +104,10 @@ def test_sync_and_diff_settle_the_heap_while_they_run_and_restore_it(
            "--name", "heap"]
     git_repo.commit({"cms/a.yaml": [configmap("heap")]})
     before = gc.get_threshold()
-    synced = cli("--log-level", "debug", "sync", *cli.kube_args, "--cache-dir",
+    synced = cli.raw("--log-level", "debug", "sync", *cli.kube_args, "--cache-dir",
                  str(cli.cache), *app)
     assert synced.exit_code == 0, synced.output
-    diffed = cli("--log-level", "debug", "diff", *cli.kube_args, "--cache-dir",
+    diffed = cli.raw("--log-level", "debug", "diff", *cli.kube_args, "--cache-dir",
                  str(cli.cache), *app)
     assert diffed.exit_code == 0, diffed.output
     for result in (synced, diffed):

@@ -13,46 +13,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
 from tests.samples import raycluster
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_YAML = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: {unclosed\n"
-
-
-class Cli:
-    """``gitops-ray`` against the test cluster, records in the test namespace."""
-
-    def __init__(self, cp: LocalControlPlane, namespace: str, tmp: Path) -> None:
-        self.kube_args = ["--kubeconfig", str(cp.kubeconfig), "--control-namespace", namespace]
-        self.cache = ["--cache-dir", str(tmp / "cache")]
-        self.namespace = namespace
-
-    def __call__(self, command: str, *args: str, env: dict[str, str] | None = None) -> Result:
-        base = self.cache if command == "render" else [*self.kube_args, *self.cache]
-        if command == "delete":
-            base = self.kube_args
-        return CliRunner().invoke(main, [command, *base, *args], env=env,
-                                  catch_exceptions=False)
-
-
-@pytest.fixture
-def cli(control_plane: LocalControlPlane, namespace: str, tmp_path: Path) -> Cli:
-    return Cli(control_plane, namespace, tmp_path)
-
-
-def app_yaml(repo: GitRepo, name: str, namespace: str, path: str) -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "namespace": "argocd"},
-            "spec": {"project": "default", "destination": {"namespace": namespace},
-                     "source": {"repoURL": repo.url, "path": path, "targetRevision": "main"}}}
 
 
 def status_of(cli: Cli, *args: str) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,8 @@ import pytest
 from gitops_ray.kube import Kube
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.types import MANAGED_ANNOTATION, SKIP_RECONCILE_ANNOTATION
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.git import GitRepo
 from tests.integration.test_argocd_apps import (
     APP_API,
     RC_API,
@@ -31,8 +32,6 @@ from tests.integration.test_argocd_apps import (
     status_when,
     sync_is,
 )
-from tests.integration.test_controller import start_controller  # noqa: F401
-from tests.waiting import eventually
 
 HANDED_OVER = {MANAGED_ANNOTATION: "true", SKIP_RECONCILE_ANNOTATION: "true"}
 
@@ -55,7 +54,7 @@ def elsewhere(name: str, repo: GitRepo, namespace: str) -> dict[str, Any]:
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_cluster_secret_with_both_annotations_hands_every_app_of_it_over(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     sha = git_repo.commit(rayclusters("2.9.0", namespace))
     kube.apply(in_cluster_secret(namespace, HANDED_OVER), field_manager="tests", force=True)
     kube.create(application("plain", git_repo, namespace, annotations={}),

@@ -37,12 +37,12 @@ from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import RecordStore, record_name
 from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import Controller, application, start_controller  # noqa: F401
-from tests.integration.test_sync import Env as SyncEnv
-from tests.integration.test_sync import autoscaler_patch
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env as SyncEnv
+from tests.harness.pipeline import autoscaler_patch
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster, worker_group
-from tests.waiting import eventually
 
 CLUSTERS = 24
 
@@ -455,7 +455,7 @@ def test_verdicts_proven_by_dry_runs_before_the_owners_marks_are_settled_and_the
 
 
 def test_a_refresh_records_the_marks_its_dry_runs_proved(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
         namespace: str, tmp_path: Path, helm_bin: Path, control_plane: LocalControlPlane
 ) -> None:
     """A sync cut short before its record write (its shard Lease lost) leaves the objects

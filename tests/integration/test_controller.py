@@ -7,11 +7,7 @@ never sleeps followed by assertions about time.
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import hmac
 import itertools
-import json
 import socket
 import threading
 from collections import Counter
@@ -21,113 +17,22 @@ from typing import Any
 
 import pytest
 import requests
-import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.autosync import Backoff
-from gitops_ray.runtime.runner import Runtime
-from gitops_ray.settings import load_settings
-from gitops_ray.sync.records import RecordStore
-from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import (
+    RC_API,
+    SECRET,
+    Controller,
+    application,
+    metric_value,
+    push_payload,
+    ray_version,
+    with_version,
+)
 from tests.samples import raycluster
-from tests.waiting import eventually
-
-SECRET = "webhook-s3cret"
-RC_API = "ray.io/v1"
-
-
-def application(name: str, repo_url: str, namespace: str, path: str = "manifests", *,
-                self_heal: bool = False, revision: str = "HEAD") -> dict[str, Any]:
-    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-            "metadata": {"name": name, "namespace": "argocd"},
-            "spec": {"project": "default",
-                     "source": {"repoURL": repo_url, "targetRevision": revision, "path": path},
-                     "destination": {"server": "https://kubernetes.default.svc",
-                                     "namespace": namespace},
-                     "syncPolicy": {"automated": {"prune": True, "selfHeal": self_heal}}}}
-
-
-class Controller:
-    """A running in-process controller and helpers to talk to it."""
-
-    def __init__(self, runtime: Runtime, kube: Kube, namespace: str) -> None:
-        self.runtime, self.kube, self.namespace = runtime, kube, namespace
-        self.url = f"http://127.0.0.1:{runtime.http.ports[0]}"
-
-    def metrics(self) -> str:
-        return requests.get(f"{self.url}/metrics", timeout=10).text
-
-    def metrics_with(self, line: str) -> str:
-        """The exposition if it contains ``line`` yet, else ``""`` (for :func:`eventually`)."""
-        metrics = self.metrics()
-        return metrics if line in metrics else ""
-
-    def webhook(self, payload: dict[str, Any], secret: str | None = SECRET) -> requests.Response:
-        body = json.dumps(payload).encode()
-        headers = {"X-GitHub-Event": "push", "Content-Type": "application/json"}
-        if secret is not None:
-            digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-            headers["X-Hub-Signature-256"] = f"sha256={digest}"
-        return requests.post(f"{self.url}/webhook", data=body, headers=headers, timeout=10)
-
-    def status(self, app: str) -> dict[str, Any]:
-        return RecordStore(self.kube, self.namespace).load(app).status
-
-    def live(self, name: str) -> dict[str, Any] | None:
-        return self.kube.get(RC_API, "RayCluster", name=name, namespace=self.namespace)
-
-
-def _answers_ready(url: str) -> bool:
-    """``/readyz`` says ready; a connection error is "not yet" (a busy machine once reset
-    the very first connection to a server that had just started listening)."""
-    try:
-        return requests.get(f"{url}/readyz", timeout=5).ok
-    except requests.ConnectionError:
-        return False
-
-
-@pytest.fixture
-def start_controller(control_plane: LocalControlPlane, kube: Kube, namespace: str,
-                     tmp_path: Path, helm_bin: Path) -> Iterator[Callable[..., Controller]]:
-    running: list[Runtime] = []
-
-    def start(settings: dict[str, Any], **flags: Any) -> Controller:
-        config = tmp_path / f"settings-{len(running)}.yaml"
-        config.write_text(yaml.safe_dump(settings))
-        base = {"kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
-                "cacheDir": str(tmp_path / f"cache-{len(running)}"), "helm": str(helm_bin),
-                "listen.metrics": "127.0.0.1:0", "listen.health": "127.0.0.1:0",
-                "listen.webhook": "127.0.0.1:0", "leaderElection.enabled": False,
-                "interval": "1h", "jitter": "0", "debounce": "100ms"}
-        loaded = load_settings(config, env={"GITOPS_RAY_WEBHOOK_SECRET": SECRET},
-                               flags={**base, **flags})
-        runtime = Runtime(loaded)
-        running.append(runtime)
-        runtime.start()
-        controller = Controller(runtime, kube, namespace)
-        eventually(lambda: _answers_ready(controller.url), message="readyz")
-        return controller
-
-    yield start
-    for runtime in running:
-        runtime.shutdown()
-
-
-def push_payload(repo: GitRepo, sha: str) -> dict[str, Any]:
-    return {"ref": "refs/heads/main", "after": sha,
-            "repository": {"clone_url": repo.url, "default_branch": "main"}}
-
-
-def with_version(rc: dict[str, Any], version: str) -> dict[str, Any]:
-    out = copy.deepcopy(rc)
-    out["spec"]["rayVersion"] = version
-    return out
-
-
-def ray_version(controller: Controller, name: str) -> str | None:
-    live = controller.live(name)
-    return live["spec"]["rayVersion"] if live else None
 
 
 def test_webhook_push_is_applied_and_forgeries_are_rejected(
@@ -392,15 +297,15 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
     # The heap was settled at start-up (runtime.heap): the imports are out of the
     # collector's walks, the gauge says how many objects that is.
-    frozen = eventually(lambda: _count(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
+    frozen = eventually(lambda: metric_value(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
                         message="heap settled")
     assert frozen > 10_000
 
     def refresh() -> None:
         """One refresh of ours, and nothing else in flight or due when it is over."""
-        before = _count(ctl.metrics(), series)
+        before = metric_value(ctl.metrics(), series)
         ctl.runtime.queue.submit("probed", "test")
-        eventually(lambda: _count(ctl.metrics(), series) > before and idle(),
+        eventually(lambda: metric_value(ctl.metrics(), series) > before and idle(),
                    message="reconcile counter")
 
     def idle() -> bool:  # the counter can also move for a watch-triggered refresh
@@ -465,13 +370,6 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     assert status["autoSync"]["action"] == "none"
     assert {k: status["operation"][k] for k in ("automated", "trigger", "revision")} == {
         "automated": True, "trigger": "auto-sync", "revision": sha}
-
-
-def _count(metrics: str, series: str) -> float:
-    for line in metrics.splitlines():
-        if line.startswith(series):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
 
 
 def test_a_pruned_object_held_by_a_finalizer_keeps_the_app_out_of_sync(

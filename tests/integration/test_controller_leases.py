@@ -18,8 +18,8 @@ from gitops_ray.settings import RepoCredential
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import Manifest
 from localcluster import LocalControlPlane
+from tests.harness import eventually
 from tests.samples import role_binding
-from tests.waiting import eventually
 
 
 class Candidate:

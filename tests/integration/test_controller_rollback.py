@@ -11,22 +11,15 @@ from typing import Any
 
 from gitops_ray.reconcile.pause import PAUSE_KEY
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_sync import Cli
-from tests.integration.test_controller import (  # noqa: F401 (start_controller: a fixture)
-    Controller,
-    application,
-    push_payload,
-    ray_version,
-    start_controller,
-    with_version,
-)
+from tests.harness import eventually
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload, ray_version, with_version
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 
 def test_rollback_pauses_auto_sync_until_resumed_then_git_wins_again(
-        start_controller: Callable[..., Controller],  # noqa: F811 (the fixture)
+        start_controller: Callable[..., Controller],
         control_plane: LocalControlPlane, git_repo: GitRepo, namespace: str,
         tmp_path: Path) -> None:
     rc = raycluster("paused")
@@ -41,7 +34,7 @@ def test_rollback_pauses_auto_sync_until_resumed_then_git_wins_again(
     assert [e.get("id") for e in ctl.status("paused")["history"]] == [1, 0]
 
     cli = Cli(control_plane, namespace, tmp_path / "cli-cache")
-    rolled = cli("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo",
+    rolled = cli.raw("rollback", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo",
                  git_repo.url, "--apps", "apps", "paused", "0")
     assert rolled.exit_code == 0, rolled.output
     assert ray_version(ctl, "paused") == "2.52.0"
@@ -61,7 +54,7 @@ def test_rollback_pauses_auto_sync_until_resumed_then_git_wins_again(
     newest = _newest(ctl)
     assert (newest["id"], newest["trigger"], newest["rollbackOf"]) == (2, "rollback", 0)
 
-    resumed = cli("resume", *cli.kube_args, "paused")
+    resumed = cli.raw("resume", *cli.kube_args, "paused")
     assert resumed.exit_code == 0, resumed.output
     eventually(lambda: ray_version(ctl, "paused") == "2.54.0", message="git's revision again")
     eventually(lambda: _newest(ctl).get("revision") == third and "trigger" in _newest(ctl),

@@ -29,7 +29,10 @@ from click.testing import Result
 from gitops_ray.kube import Kube
 from gitops_ray.runtime.logs import configure_logging
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload
 from tests.integration.test_argocd_apps import (
     OURS,
     rayclusters,
@@ -38,18 +41,9 @@ from tests.integration.test_argocd_apps import (
     sync_is,
 )
 from tests.integration.test_argocd_apps import application as argocd_application
-from tests.integration.test_cli_sync import Cli, configmap
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    push_payload,
-    start_controller,
-)
+from tests.integration.test_cli_sync import configmap
 from tests.integration.test_controller_leases import limited_kube
 from tests.samples import raycluster
-from tests.waiting import eventually
-
-__all__ = ["start_controller"]
 
 UNKNOWN = [({"name": "far"}, "there are no clusters with this name: far"),
            ({"server": "https://far.example:6443"},
@@ -226,7 +220,7 @@ def test_an_argo_cd_application_for_far_is_synced_there(
 
 def test_an_unreachable_cluster_makes_only_its_apps_unknown(
         start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
-        namespace: str, logs: io.StringIO) -> None:
+        namespace: str, logs: io.StringIO, far: LocalControlPlane) -> None:
     gone = LocalControlPlane()
     gone.start()
     try:
@@ -254,14 +248,15 @@ def test_an_unreachable_cluster_makes_only_its_apps_unknown(
     assert "destination cluster 'far'" in status["error"]
     eventually(lambda: (cm(kube, "for-here", namespace) or {}).get("data") == changed,
                message="our app synced the new commit")
-    with LocalControlPlane() as back:
-        back_kube = with_namespace(Kube.connect(str(back.kubeconfig)), namespace)
-        put_secret(kube, namespace, cluster_secret(back))  # the cluster moved: a new Secret
-        eventually(lambda: (cm(back_kube, "for-far", namespace) or {}).get("data") == changed,
-                   message="far's app synced to the cluster its Secret names now")
-        eventually(lambda: not ctl.status("far").get("error"), message="far recovered")
-        said = everything_said([kube, back_kube], namespace, logs)
-        assert gone.token not in said and back.token not in said
+    back = far  # the module's other cluster, already running: the cluster moved there
+    back_kube = with_namespace(Kube.connect(str(back.kubeconfig)), namespace)
+    put_secret(kube, namespace, cluster_secret(back))  # the cluster moved: a new Secret
+    eventually(lambda: (cm(back_kube, "for-far", namespace) or {}).get("data") == changed,
+               message="far's app synced to the cluster its Secret names now")
+    eventually(lambda: not ctl.status("far").get("error"), message="far recovered")
+    said = everything_said([kube, back_kube], namespace, logs)
+    assert gone.token not in said and back.token not in said
+    back_kube.delete("v1", "Namespace", name=namespace)
 
 
 def said_by(*results: Result) -> str:
@@ -288,21 +283,21 @@ def test_the_cli_syncs_diffs_and_gets_each_app_in_its_cluster(
     far_kube.patch("v1", "ConfigMap", name="for-far", namespace=namespace,
                    patch={"data": {"k": "drifted-in-far"}},
                    content_type="application/merge-patch+json", field_manager="tests")
-    diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
+    diff = cli.raw("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
                "--apps", "apps", "--app", "far")
     assert diff.exit_code == 1, diff.output
     assert "-  k: drifted-in-far" in diff.stdout and "+  k: v" in diff.stdout
 
     scale_far_workers(far_kube, namespace, replicas=3)  # as the autoscaler would
-    got = cli("get", *cli.kube_args, "far", "-o", "json")
+    got = cli.raw("get", *cli.kube_args, "far", "-o", "json")
     assert got.exit_code == 0, got.output
     (rc,) = [n for n in json.loads(got.stdout)["tree"] if n["kind"] == "RayCluster"]
     cpu = next(g for g in rc["workerGroups"] if g["group"] == "cpu")
     assert (cpu["gitReplicas"], cpu["liveReplicas"]) == (1, 3)  # far's object, read live
 
-    restarted = cli("restart", *cli.kube_args, "far", "demo", "--dry-run")  # found in far
-    waited = cli("wait", *cli.kube_args, "--health", "--timeout", "120", "here")
-    deleted = cli("delete", *cli.kube_args, "far")  # cascades in far, by far's inventory
+    restarted = cli.raw("restart", *cli.kube_args, "far", "demo", "--dry-run")  # found in far
+    waited = cli.raw("wait", *cli.kube_args, "--health", "--timeout", "120", "here")
+    deleted = cli.raw("delete", *cli.kube_args, "far")  # cascades in far, by far's inventory
     assert (restarted.exit_code, waited.exit_code, deleted.exit_code) == (0, 0, 0), \
         restarted.output + waited.output + deleted.output
     eventually(lambda: cm(far_kube, "for-far", namespace) is None, message="deleted in far")
@@ -327,11 +322,11 @@ def test_restart_and_delete_read_the_cluster_secrets_of_argocd_namespace(
         synced = cli.sync("--repo", git_repo.url, "--apps", "apps")
         assert synced.exit_code == 0, synced.output
         kube.delete("v1", "Secret", name="cluster-far", namespace=namespace)
-        lost = cli("restart", *cli.kube_args, "far", "demo", "--dry-run")
+        lost = cli.raw("restart", *cli.kube_args, "far", "demo", "--dry-run")
         assert lost.exit_code != 0 and "far" in lost.output  # not in --control-namespace
         argo_args = [*cli.kube_args, "--argocd-namespace", argo]
-        restarted = cli("restart", *argo_args, "far", "demo", "--dry-run")
-        deleted = cli("delete", *argo_args, "far")
+        restarted = cli.raw("restart", *argo_args, "far", "demo", "--dry-run")
+        deleted = cli.raw("delete", *argo_args, "far")
         assert (restarted.exit_code, deleted.exit_code) == (0, 0), \
             restarted.output + deleted.output
         eventually(lambda: cm(far_kube, "for-far", namespace) is None, message="deleted in far")
@@ -359,7 +354,7 @@ def test_the_cli_refuses_an_unknown_cluster(
     assert result.exit_code == 2
     assert "InvalidSpecError" in result.output and message in result.output
     assert cm(kube, "for-far", namespace) is None
-    diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
+    diff = cli.raw("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
                "--apps", "apps", "-o", "json")
     (shown,) = json.loads(diff.stdout)
     assert (diff.exit_code, shown["status"], shown["resources"]) == (2, "Unknown", [])
@@ -384,10 +379,10 @@ def test_the_cli_fails_only_the_apps_of_an_unreachable_cluster(
     unreachable = (f"destination cluster 'far' ({gone.url}) is unreachable: its API server "
                    "does not answer")
     assert unreachable in result.stdout and "app far: Failed" in result.stdout
-    status = cli("status", *cli.kube_args, "-o", "json", "far")
+    status = cli.raw("status", *cli.kube_args, "-o", "json", "far")
     (row,) = json.loads(status.stdout)
     assert row["sync"] == "Unknown" and unreachable in row["error"]
-    diff = cli("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
+    diff = cli.raw("diff", *cli.kube_args, "--cache-dir", str(cli.cache), "--repo", git_repo.url,
                "--apps", "apps", "-o", "json")
     shown = {a["app"]: a for a in json.loads(diff.stdout)}
     assert diff.exit_code == 2 and unreachable in shown["far"]["error"]
@@ -403,7 +398,7 @@ def test_the_cli_says_why_when_it_may_not_list_the_cluster_secrets(
                                                  {"name": "far"}),
                      "far/cm.yaml": configmap("for-far")})
     cli = Cli(control_plane, namespace, tmp_path / "cache")
-    diff = cli("diff", "--kubeconfig", str(tmp_path / "limited.kubeconfig"),
+    diff = cli.raw("diff", "--kubeconfig", str(tmp_path / "limited.kubeconfig"),
                "--control-namespace", namespace, "--cache-dir", str(cli.cache),
                "--repo", git_repo.url, "--apps", "apps", "-o", "json")
     (shown,) = json.loads(diff.stdout)

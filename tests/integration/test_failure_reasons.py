@@ -24,19 +24,15 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore, record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.faults.conftest import service_account_kubeconfig
 from tests.faults.test_readiness import grant
-from tests.integration.test_sync import Env, _cm
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
+from tests.harness.process import service_account_kubeconfig
+from tests.integration.test_sync import _cm
 from tests.samples import raycluster, worker_group
 
 NAMESPACED = [{"apiGroups": ["", "ray.io"], "resources": ["configmaps", "events",
                                                            "rayclusters"], "verbs": ["*"]}]
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def as_account(env: Env, control_plane: LocalControlPlane, tmp: Path,

@@ -11,24 +11,16 @@ Kueue itself runs in tests/e2e.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.kube.client import MERGE_PATCH
-from tests.conftest import GitRepo
-from tests.integration.test_sync import Env, groups_by_name
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env, groups_by_name
 from tests.samples import raycluster, worker_group
 
 QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
 FLAVOR = {"key": "flavor", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def _git_cluster(name: str = "queued") -> dict[str, Any]:

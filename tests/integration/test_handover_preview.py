@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
 from tests.integration.test_argocd_apps import OPEN, application, appproject, rayclusters
-from tests.integration.test_cli_diff import Cli, cli  # noqa: F401
 
 
 def create(kube: Kube, namespace: str, repo: GitRepo, name: str, **spec: Any) -> None:
@@ -27,7 +27,7 @@ def create(kube: Kube, namespace: str, repo: GitRepo, name: str, **spec: Any) ->
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_the_preview_lists_what_gitops_ray_would_not_honour(
-        kube: Kube, namespace: str, git_repo: GitRepo, cli: Cli) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, cli: Cli) -> None:
     git_repo.commit(rayclusters("2.9.0", namespace))
     appproject(kube, namespace, "default", OPEN)
     create(kube, namespace, git_repo, "risky",
@@ -54,7 +54,7 @@ def test_the_preview_lists_what_gitops_ray_would_not_honour(
     assert kube.get("ray.io/v1", "RayCluster", name="demo", namespace=namespace) is None
 
 
-def test_an_unknown_application_is_an_error(namespace: str, cli: Cli) -> None:  # noqa: F811
+def test_an_unknown_application_is_an_error(namespace: str, cli: Cli) -> None:
     result = cli("diff", "--argocd-app", f"{namespace}/nothing")
     assert result.exit_code == 2
     assert f"Application {namespace}/nothing not found" in result.output

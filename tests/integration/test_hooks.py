@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.argostatus import operation_state
@@ -21,20 +18,14 @@ from gitops_ray.sync.hooks import HOOK_FINALIZER
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import RecordStore
-from tests.conftest import GitRepo
-from tests.integration import test_controller
-from tests.integration.test_controller import Controller, application, eventually
-from tests.integration.test_sync import Env
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster
 
-start_controller = test_controller.start_controller  # the in-process controller fixture
 HOOK = "argocd.argoproj.io/hook"
 POLICY = "argocd.argoproj.io/hook-delete-policy"
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def job(name: str, hook: str, *, policy: str | None = None, generate: bool = False,

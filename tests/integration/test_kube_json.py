@@ -21,8 +21,8 @@ import pytest
 
 from gitops_ray import jsonio
 from gitops_ray.kube import AlreadyExists, Kube, KubeError, UnknownKind, Unreachable
+from tests.harness import eventually
 from tests.integration.test_kube_client import client, serving
-from tests.waiting import eventually
 
 BLOBS = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",

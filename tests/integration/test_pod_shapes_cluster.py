@@ -21,16 +21,10 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import RC_API, Controller, application, push_payload
 from tests.integration.test_chart import CHART, helm
-from tests.integration.test_controller import (  # noqa: F401  (start_controller: fixture)
-    RC_API,
-    Controller,
-    application,
-    eventually,
-    push_payload,
-    start_controller,
-)
 from tests.samples import raycluster
 
 SHAPE = "gitops-ray.io/instance-type"
@@ -84,7 +78,7 @@ def instance_types(cpu: int) -> dict[str, Any]:
 
 
 def test_chart_instance_types_reach_live_rayclusters_and_edits_rerender(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
         namespace: str, helm_bin: Path, tmp_path: Path) -> None:
     objects = chart_objects(helm_bin, tmp_path, namespace, instance_types(cpu=4))
     # the settings ConfigMap is named by its content (gr-gitops-ray-config-<digest>)
@@ -129,7 +123,7 @@ def test_cli_sync_reads_the_configmaps_named_by_flags(
 
 
 def test_a_commit_to_a_symlinked_file_only_is_applied(
-        start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str) -> None:
     rc = raycluster("linked")
     git_repo.write({"apps/linked.yaml": application("linked", git_repo.url, namespace,

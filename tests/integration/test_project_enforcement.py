@@ -21,11 +21,12 @@ from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.types import AppCondition, ConditionType, SyncStatus
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli
-from tests.integration.test_sync import Env, _cm
+from tests.harness import eventually
+from tests.harness.cli import Cli
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
+from tests.integration.test_sync import _cm
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 IN_CLUSTER = "https://kubernetes.default.svc"
 OPEN = {"sourceRepos": ["*"], "destinations": [{"server": IN_CLUSTER, "namespace": "*"}]}
@@ -160,7 +161,7 @@ def test_the_cli_enforces_projects_with_argocd_namespace(
     env.project(sourceRepos=["https://example.com/*"], destinations=OPEN["destinations"])
     args = ["--repo", git_repo.url, "--path", "manifests", "--dest-namespace", env.namespace,
             "--name", "cli"]
-    cli = Cli(control_plane, env.namespace, tmp_path, helm_bin)
+    cli = Cli(control_plane, env.namespace, tmp_path / "cache", helm_bin)
     forbidden = f"application repo {git_repo.url} is not permitted in project 'default'"
     diff = cli("diff", *args, "--argocd-namespace", env.namespace)
     assert diff.exit_code == 2 and forbidden in diff.stderr

@@ -9,20 +9,13 @@ is applied, not even those that come before it (real API server, upstream CRDs).
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 
 from gitops_ray.errors import DiffError
-from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
-from tests.integration.test_sync import Env
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
 from tests.samples import raycluster
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def _config(value: str) -> dict[str, object]:

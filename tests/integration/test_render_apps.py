@@ -10,7 +10,7 @@ import pytest
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.render import load_applications, render_app
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "render" / "repo"
 

@@ -12,7 +12,7 @@ import pytest
 from gitops_ray.errors import RenderError
 from gitops_ray.render import application_from_flags, render_app
 from gitops_ray.render.apps import Application, KustomizeSource
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "render" / "repo"
 OVERLAY = "kustomize/overlays/prod"

@@ -10,23 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gitops_ray.render.memo import PARSES
-from tests.conftest import GitRepo
-from tests.integration.test_controller import (  # noqa: F401 (start_controller: fixture)
-    Controller,
-    application,
-    push_payload,
-    ray_version,
-    start_controller,
-    with_version,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload, ray_version, with_version
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 NAMES = ("memo-0", "memo-1", "memo-2")
 
 
 def test_a_commit_to_one_file_and_its_revert_are_applied_through_the_memo(
-        start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str) -> None:
     PARSES.clear()
     clusters = {name: raycluster(name) for name in NAMES}

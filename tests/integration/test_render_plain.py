@@ -14,7 +14,7 @@ from gitops_ray.errors import RenderError
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.render import application_from_flags, render_app
 from gitops_ray.render.apps import Application, DirectorySource
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "render" / "repo"
 

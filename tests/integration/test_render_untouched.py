@@ -24,7 +24,7 @@ from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.render import application_from_flags
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
-from tests.conftest import GitRepo
+from tests.harness.git import GitRepo
 
 APPS = ("a", "b", "linked")
 

@@ -15,10 +15,8 @@ import base64
 import json
 
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli, app_yaml, cli
-
-__all__ = ["cli"]
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
 
 TOKEN = "live-only-t0ken-9f3a"
 LIVE_B64 = base64.b64encode(TOKEN.encode()).decode()

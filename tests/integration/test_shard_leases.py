@@ -30,9 +30,9 @@ from gitops_ray.runtime.shards import (
     shard_of,
 )
 from localcluster import LocalControlPlane
-from tests.faults.conftest import service_account_kubeconfig
+from tests.harness import eventually
+from tests.harness.process import service_account_kubeconfig
 from tests.samples import role_binding
-from tests.waiting import eventually
 
 SHARDS = 8
 DURATION, RENEW, RETRY = 3.0, 2.0, 0.5

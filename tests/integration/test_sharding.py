@@ -18,25 +18,26 @@ import datetime
 import json
 import math
 import signal
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gitops_ray.kube import Kube
+from gitops_ray.kube import Conflict, Kube
 from gitops_ray.kube.leader import LEASE_API
 from gitops_ray.runtime.shards import GROUP_LABEL, ROLE_LABEL, assignment, owner, shard_of
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import application
-from tests.integration.test_controller_failover import Process, processes  # noqa: F401
-from tests.waiting import eventually
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.process import ControllerProcess, StartController
+from tests.harness.runtime import Controller, application, push_payload
+from tests.harness.settings import controller_settings
 
 APPS = [f"app-{i:02d}" for i in range(15)]
 SHARDS = 8
-Start = Callable[[str, Path], Process]
 
 
 def configmaps(version: str) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def synced_by(kube: Kube, namespace: str) -> set[str]:
             for app in APPS}
 
 
-def records(process: Process) -> list[dict[str, Any]]:
+def records(process: ControllerProcess) -> list[dict[str, Any]]:
     out = []
     for line in process.log.read_text().splitlines():
         if line.startswith("{"):
@@ -98,7 +99,7 @@ def at(record: dict[str, Any]) -> float:
     return datetime.datetime.fromisoformat(record["timestamp"]).timestamp()
 
 
-def sync_intervals(process: Process, killed_at: float | None = None
+def sync_intervals(process: ControllerProcess, killed_at: float | None = None
                    ) -> list[tuple[str, float, float]]:
     """(app, start, end) of each sync the process ran to its end (or until killed).
 
@@ -120,7 +121,7 @@ def sync_intervals(process: Process, killed_at: float | None = None
     return out
 
 
-def standby_renders(process: Process) -> float:
+def standby_renders(process: ControllerProcess) -> float:
     """``gitops_ray_standby_renders_total{result="success"}`` of one replica."""
     for line in process.metrics().splitlines():
         if line.startswith('gitops_ray_standby_renders_total{result="success"}'):
@@ -140,19 +141,17 @@ def overlaps(intervals: dict[str, list[tuple[str, float, float]]]) -> list[str]:
 
 def test_replicas_split_the_apps_and_take_over_from_each_other(
         control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
-        tmp_path: Path, processes: Start) -> None:  # noqa: F811
+        tmp_path: Path, controller_process: StartController) -> None:
     git_repo.commit(configmaps("v1"))
     config = tmp_path / "settings.yaml"
-    config.write_text(yaml.safe_dump({
-        "kubeconfig": str(control_plane.kubeconfig), "controlNamespace": namespace,
-        "interval": "10m", "jitter": "0", "debounce": "100ms",
-        "applications": [application(app, git_repo.url, namespace, f"apps/{app}")
-                         for app in APPS],
-        "leaderElection": {"leaseDuration": "3s", "renewDeadline": "2s",
-                           "retryPeriod": "500ms"},
-        "sharding": {"enabled": True, "shards": SHARDS}}))
+    config.write_text(yaml.safe_dump(controller_settings(
+        control_plane.kubeconfig, namespace, interval="10m",
+        applications=[application(app, git_repo.url, namespace, f"apps/{app}")
+                      for app in APPS],
+        leaderElection={"leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"},
+        sharding={"enabled": True, "shards": SHARDS})))
 
-    a, b, c = (processes(f"ctl-{x}", config) for x in "abc")
+    a, b, c = (controller_process(f"ctl-{x}", config) for x in "abc")
     eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b", "ctl-c"]),
                message="every shard held by its owner among a, b, c")
     eventually(lambda: all_at(kube, namespace, "v1"), message="every app synced")
@@ -209,7 +208,7 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
     eventually(lambda: all_at(kube, namespace, "v4"), message="c's apps synced again")
 
     # A fourth replica takes about a quarter of the shards; nothing else moves.
-    d = processes("ctl-d", config)
+    d = controller_process("ctl-d", config)
     now = eventually(lambda: settled(kube, namespace, ["ctl-a", "ctl-b", "ctl-d"]),
                      message="d takes the shards it wins")
     moved = {s for s in now if now[s] != after_kill[s]}
@@ -249,3 +248,67 @@ def test_replicas_split_the_apps_and_take_over_from_each_other(
                  for p in (a, b, c, d)}
     assert sum(len(v) for v in intervals.values()) >= 4 * len(APPS)
     assert overlaps(intervals) == []
+
+
+def test_a_refresh_that_outlives_its_shards_term_acts_on_nothing_it_resolved_in_it(
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
+        namespace: str) -> None:
+    """The SIGSTOP step's interleaving above, made exact in one in-process replica: a
+    refresh resolves a push's commit; before it goes on, its shard's Lease changes hands
+    and comes back (a new term) and a newer commit lands. It must not sync the commit it
+    resolved in the old term (the owner in between may have synced a newer one)."""
+    def solo(version: str) -> dict[str, Any]:
+        return {"apps/solo/cm.yaml": {"apiVersion": "v1", "kind": "ConfigMap",
+                                      "metadata": {"name": "cm-solo"},
+                                      "data": {"version": version}}}
+
+    def live() -> str:
+        got = kube.get("v1", "ConfigMap", name="cm-solo", namespace=namespace) or {}
+        return str((got.get("data") or {}).get("version"))
+
+    git_repo.commit(solo("v1"))
+    ctl = start_controller({
+        "applications": [application("solo", git_repo.url, namespace, "apps/solo")],
+        "leaderElection": {"leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "500ms"},
+        "sharding": {"enabled": True, "shards": 1}})
+    eventually(lambda: live() == "v1", message="first sync")
+    shards = ctl.runtime.shards
+    assert shards is not None
+    resolved, go_on = threading.Event(), threading.Event()
+    resolve = ctl.runtime.controller._revision
+
+    def resolve_then_wait(app: Any, **kwargs: Any) -> str:  # the first call only
+        sha = resolve(app, **kwargs)
+        if not resolved.is_set():
+            resolved.set()
+            go_on.wait(120)
+        return sha
+
+    ctl.runtime.controller._revision = resolve_then_wait  # type: ignore[method-assign]
+    stale = git_repo.commit(solo("v2"))
+    assert ctl.webhook(push_payload(git_repo, stale)).status_code == 202
+    assert resolved.wait(120), "the push's refresh resolved its commit"
+    git_repo.commit(solo("v3"))
+    term = shards.electors[0].term
+    eventually(lambda: hold_shard(kube, namespace, "intruder"), message="another takes it")
+    eventually(lambda: 0 not in shards.held(), message="the replica lost its shard")
+    eventually(lambda: hold_shard(kube, namespace, ""), message="the other gives it up")
+    eventually(lambda: shards.electors[0].term > term and 0 in shards.held(),
+               message="the shard taken again, under a new term")
+    go_on.set()
+    eventually(lambda: live() == "v3", message="the newer commit synced")
+    history = ctl.status("solo").get("history") or []
+    assert stale not in [entry.get("revision") for entry in history]
+
+
+def hold_shard(kube: Kube, namespace: str, holder: str) -> bool:
+    """Write ``holder`` into shard 0's Lease (``""``: released), as another replica would;
+    ``False`` when a renewal came in between (409)."""
+    lease = kube.get(LEASE_API, "Lease", name="gitops-ray-shard-0", namespace=namespace)
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = holder
+    try:
+        kube.replace(lease, field_manager="tests")
+    except Conflict:
+        return False
+    return True

@@ -19,11 +19,9 @@ from typing import Any
 from gitops_ray.kube import Kube
 from gitops_ray.sync.engine import Syncer, SyncRequest
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, claimed_by, with_tracking
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli, app_yaml, cli
-from tests.integration.test_sync import Env, env
-
-__all__ = ["cli", "env"]
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
 
 A_SAYS = "ConfigMap/shared is part of applications a and b"
 B_SAYS = "ConfigMap/shared is part of applications b and a"

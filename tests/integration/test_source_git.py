@@ -26,8 +26,8 @@ from gitops_ray.source import (
 )
 from gitops_ray.source import trees as source_trees
 from gitops_ray.source.auth import git_env
-from tests.conftest import GitRepo
 from tests.gitserver import serve_git, serve_git_ssh
+from tests.harness.git import GitRepo
 
 
 @pytest.fixture

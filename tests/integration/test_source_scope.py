@@ -28,9 +28,9 @@ from gitops_ray.runtime.credentials import CredentialLookup
 from gitops_ray.settings import RepoCredential, Secret, load_settings
 from gitops_ray.source import Credentials, GitSource, SourceAuthError, env_lookup, in_scope
 from gitops_ray.source.auth import credential_env
-from tests.conftest import GitRepo
 from tests.gitserver import serve_git
-from tests.integration.test_controller import application
+from tests.harness.git import GitRepo
+from tests.harness.runtime import application
 from tests.samples import raycluster
 
 TOKEN = "scoped-t0ken-9f3a"

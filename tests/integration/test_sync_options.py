@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,17 +19,12 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.sync.engine import PRUNE_CONFIRM_UNSUPPORTED, Syncer
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import eventually
-from tests.integration.test_sync import Env
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
 
 OPTIONS = "argocd.argoproj.io/sync-options"
 HOLD = "test.gitops-ray.io/hold"
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def config_map(name: str, *options: str) -> dict[str, Any]:

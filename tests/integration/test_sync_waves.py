@@ -10,34 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gitops_ray.kube import Kube
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
-from tests.conftest import GitRepo
-from tests.integration.test_cli_truth import Cli, app_yaml, cli
-from tests.integration.test_controller import (
-    Controller,
-    application,
-    eventually,
-    start_controller,
-)
-from tests.integration.test_sync import Env
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster
 
 WAVE = "argocd.argoproj.io/sync-wave"
 
 
-FIXTURES = (start_controller, cli)  # imported so pytest finds them here
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def in_wave(obj: dict[str, Any], wave: int) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube import Kube
-from tests.conftest import GitRepo
+from tests.harness import eventually
+from tests.harness.git import GitRepo
 from tests.integration.test_argocd_apps import (
     OPEN,
     RC_API,
@@ -26,10 +27,8 @@ from tests.integration.test_argocd_apps import (
     request,
     status_when,
 )
-from tests.integration.test_controller import start_controller  # noqa: F401
 from tests.integration.test_project_enforcement import Enforced
 from tests.integration.test_sync import _cm
-from tests.waiting import eventually
 
 ALWAYS = {"kind": "deny", "schedule": "* * * * *", "duration": "24h", "applications": ["*"]}
 
@@ -52,7 +51,7 @@ def rc(kube: Kube, namespace: str) -> dict[str, Any] | None:
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_deny_window_holds_auto_sync_back_until_it_ends(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     deploy(kube, namespace, git_repo, start_controller, "gpu", project=windowed(ALWAYS))
     obj = status_when(kube, namespace, "gpu", held("sync blocked by active deny window 0 "
                                                    "(schedule '* * * * *', duration 24h)"),
@@ -69,7 +68,7 @@ def test_a_deny_window_holds_auto_sync_back_until_it_ends(
 
 @pytest.mark.usefixtures("argocd_crds")
 def test_a_requested_operation_waits_unless_the_window_allows_manual_syncs(
-        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:  # noqa: F811
+        kube: Kube, namespace: str, git_repo: GitRepo, start_controller: Start) -> None:
     deploy(kube, namespace, git_repo, start_controller, "manual", automated=False,
            project=windowed(ALWAYS))
     request(kube, namespace, "manual", {"sync": {}, "initiatedBy": {"username": "alice"}})

@@ -24,18 +24,13 @@ from gitops_ray.sync.engine import SyncRequest
 from gitops_ray.sync.takeover import take_over
 from gitops_ray.sync.tracking import with_tracking
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_cli_diff import Cli, app_yaml
-from tests.integration.test_sync import Env, autoscaler_patch
+from tests.harness import eventually
+from tests.harness.cli import Cli, app_yaml
+from tests.harness.git import GitRepo
+from tests.harness.pipeline import Env, autoscaler_patch
 from tests.samples import raycluster, worker_group
-from tests.waiting import eventually
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-@pytest.fixture
-def env(kube: Kube, namespace: str, tmp_path: Path, helm_bin: Path) -> Env:
-    return Env(kube, namespace, tmp_path, helm_bin)
 
 
 def kubectl_apply(cp: LocalControlPlane, namespace: str, obj: dict[str, Any]) -> None:
@@ -320,7 +315,7 @@ def test_cli_diff_shows_the_removal_then_sync_makes_it(
         git_repo: GitRepo, control_plane: LocalControlPlane, namespace: str,
         tmp_path: Path, helm_bin: Path) -> None:
     """The reproduction of the issue: without the three-way view this diff says Synced."""
-    cli = Cli(control_plane, namespace, tmp_path, helm_bin)
+    cli = Cli(control_plane, namespace, tmp_path / "cache", helm_bin)
     settings = cm("settings", {"a": "1", "b": "2"})
     settings["metadata"]["namespace"] = namespace
     kubectl_apply(control_plane, namespace, with_tracking("ray", settings))

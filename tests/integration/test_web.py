@@ -19,13 +19,9 @@ from gitops_ray.kube import Kube
 from gitops_ray.runtime.web.auth import FAILURES_ALLOWED
 from gitops_ray.sync.records import record_name
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import (  # noqa: F401  (start_controller: fixture)
-    Controller,
-    application,
-    eventually,
-    start_controller,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster, role_binding, worker_group
 
 AUTOSCALER = "python-requests"  # the Ray autoscaler sends no fieldManager: its User-Agent
@@ -92,7 +88,7 @@ def _grant(kube: Kube, namespace: str, name: str, verbs: list[str] | None, app: 
 
 
 def test_list_and_app_pages_show_the_autoscalers_replicas_next_to_gits(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo, namespace: str,
         kube: Kube) -> None:
     git_repo.commit({"apps/web.yaml": application("web", git_repo.url, namespace),
                      "manifests/rc.yaml": three_groups()})
@@ -121,7 +117,7 @@ def test_list_and_app_pages_show_the_autoscalers_replicas_next_to_gits(
 
 
 def test_unknown_app_is_a_404_page_and_hostile_names_are_escaped(
-        start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str) -> None:
     """Names reach the page from git: a worker group named like a script is only text."""
     hostile = "x<script>alert(1)</script>"
@@ -147,7 +143,7 @@ def test_unknown_app_is_a_404_page_and_hostile_names_are_escaped(
 
 
 @pytest.fixture
-def actions_app(start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+def actions_app(start_controller: Callable[..., Controller], git_repo: GitRepo,
                 namespace: str) -> Controller:
     git_repo.commit({"apps/act.yaml": manual_app("act", git_repo.url, namespace),
                      "manifests/rc.yaml": raycluster("act")})
@@ -221,7 +217,7 @@ def test_actions_take_only_tokens_bound_to_the_page_and_failures_are_limited(
     assert limited.status_code == 429 and "retry in" in limited.text
 
 
-def test_actions_are_off_by_default(start_controller: Callable[..., Controller],  # noqa: F811
+def test_actions_are_off_by_default(start_controller: Callable[..., Controller],
                                     git_repo: GitRepo, namespace: str) -> None:
     git_repo.commit({"apps/off.yaml": manual_app("off", git_repo.url, namespace),
                      "manifests/rc.yaml": raycluster("off")})

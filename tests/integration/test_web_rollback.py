@@ -16,24 +16,17 @@ import requests
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pause import PAUSE_KEY
-from tests.conftest import GitRepo
-from tests.integration.test_controller import (  # noqa: F401 (start_controller: a fixture)
-    Controller,
-    application,
-    push_payload,
-    ray_version,
-    start_controller,
-    with_version,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application, push_payload, ray_version, with_version
 from tests.integration.test_web import service_account_token
 from tests.samples import raycluster
-from tests.waiting import eventually
 
 APP = "rb"
 
 
 def test_rollback_button_pauses_and_syncs_the_old_revision_until_resumed(
-        start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str, kube: Kube) -> None:
     rc = raycluster(APP)
     git_repo.commit({f"apps/{APP}.yaml": application(APP, git_repo.url, namespace),
@@ -108,7 +101,7 @@ def test_rollback_button_pauses_and_syncs_the_old_revision_until_resumed(
 
 
 def test_a_follower_refuses_a_rollback_and_pauses_nothing(
-        start_controller: Callable[..., Controller], git_repo: GitRepo,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo,
         namespace: str, kube: Kube) -> None:
     git_repo.commit({f"apps/{APP}.yaml": application(APP, git_repo.url, namespace),
                      "manifests/rc.yaml": raycluster(APP)})

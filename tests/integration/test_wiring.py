@@ -26,13 +26,9 @@ from gitops_ray.render.apps import Application
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
-from tests.conftest import GitRepo
-from tests.integration.test_controller import (  # noqa: F401 (fixture)
-    Controller,
-    application,
-    eventually,
-    start_controller,
-)
+from tests.harness import eventually
+from tests.harness.git import GitRepo
+from tests.harness.runtime import Controller, application
 from tests.samples import raycluster
 
 CAPABILITIES_CHART = {
@@ -135,7 +131,7 @@ def rejection_event(live: dict, message: str) -> dict:
 
 
 def test_a_rejected_raycluster_is_degraded_with_the_operators_reason(
-        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,  # noqa: F811
+        start_controller: Callable[..., Controller], git_repo: GitRepo, kube: Kube,
         namespace: str) -> None:
     git_repo.commit({"manifests/rc.yaml": raycluster("bad")})
     controller = start_controller({"applications": [

@@ -11,7 +11,7 @@ import threading
 
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube.outbox import Outbox
-from tests.waiting import eventually
+from tests.harness import eventually
 
 _who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 

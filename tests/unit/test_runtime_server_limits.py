@@ -23,7 +23,7 @@ from gitops_ray.runtime.server import (
     content_length,
     group_routes,
 )
-from tests.waiting import eventually
+from tests.harness import eventually
 
 LIMITS = HttpLimits(max_body=1000, max_connections=4, max_body_reads=1, header_timeout=1.0,
                     body_timeout=1.0, idle_timeout=1.0)

@@ -1,36 +1,45 @@
-"""The fault suite's harness: the real controller as a separate process, run as a user.
+"""The real controller as a separate process, optionally run as a ServiceAccount.
 
-Why a process and not an in-process :class:`Runtime`: the faults this suite reproduces
-(memory blow-ups, SIGSTOP/SIGKILL, a stale leader, what shows in ``ps``) only exist for a
-real process. Each :class:`ControllerProcess` gets its own ports, cache directory, log
-file (JSON lines) and, optionally, a kubeconfig holding a ServiceAccount's token, so a
-test can run the controller with exactly the RBAC the chart renders.
+Why a process and not an in-process :class:`Runtime`: some faults (memory blow-ups,
+SIGSTOP/SIGKILL, a stale leader, what shows in ``ps``) and every failover between
+replicas only exist for real processes. Each :class:`ControllerProcess` gets its own
+ports, cache directory, log file (JSON lines) and, optionally, a kubeconfig holding a
+ServiceAccount's token (:func:`service_account_kubeconfig`), so a test can run the
+controller with exactly the RBAC the chart renders.
 
-Waits are on conditions (:func:`tests.waiting.eventually`), never
-sleeps; memory is read from ``/proc/<pid>/status`` (``VmRSS`` now, ``VmHWM`` the peak).
+Its ports are chosen before it starts (the webhook URL it advertises names one), so
+another process may take one in between: a start that fails on "Address already in use"
+is tried again with new ports (a busy machine did that once). Waits are on conditions
+(:func:`tests.harness.eventually`), never sleeps; memory is read from
+``/proc/<pid>/status`` (``VmRSS`` now, ``VmHWM`` the peak).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 import yaml
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.controlplane import free_port
+from tests.harness.git import GitRepo
+from tests.harness.waiting import eventually
 
 SECRET = "faults-s3cret"
+PORT_ATTEMPTS = 3
+LISTENERS = 3  # metrics, health and webhook: each logs http_listening
 
 
 def proc_status_kib(pid: int, field: str) -> int:
@@ -42,28 +51,48 @@ def proc_status_kib(pid: int, field: str) -> int:
 
 
 class ControllerProcess:
-    """``python -m gitops_ray run --config=...`` with its own ports, identity and log."""
+    """``python -m gitops_ray run --config=...`` with its own ports, identity and log.
 
-    def __init__(self, identity: str, settings: dict[str, Any], workdir: Path, *,
-                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> None:
-        self.identity = identity
-        self.metrics_port, self.health_port, self.webhook_port = (free_port() for _ in "abc")
-        self.config = workdir / f"{identity}.yaml"
-        self.config.write_text(yaml.safe_dump(settings))
+    ``settings`` is a settings document (written to ``<workdir>/<identity>.yaml``) or the
+    path of one (replicas of one deployment share it). It returns once the process
+    listens or has exited.
+    """
+
+    def __init__(self, identity: str, settings: dict[str, Any] | Path, workdir: Path, *,
+                 env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+                 secret: str = SECRET) -> None:
+        self.identity, self.secret = identity, secret
+        if isinstance(settings, Path):
+            self.config = settings
+        else:
+            self.config = workdir / f"{identity}.yaml"
+            self.config.write_text(yaml.safe_dump(settings))
         self.log = workdir / f"{identity}.log"
+        for _ in range(PORT_ATTEMPTS):
+            self._spawn(workdir, env or {}, args)
+            eventually(lambda: not self.alive() or self._listening(),
+                       timeout=120, message=f"{identity} listening or exited")
+            if self.alive() or "Address already in use" not in self.text():
+                return
+
+    def _spawn(self, workdir: Path, env: dict[str, str], args: tuple[str, ...]) -> None:
+        self.metrics_port, self.health_port, self.webhook_port = (free_port() for _ in "abc")
         self.webhook_url = f"http://127.0.0.1:{self.webhook_port}/webhook"
         argv = [sys.executable, "-m", "gitops_ray", "run", f"--config={self.config}",
-                f"--leader-election-identity={identity}",
+                f"--leader-election-identity={self.identity}",
                 f"--metrics-addr=127.0.0.1:{self.metrics_port}",
                 f"--health-addr=127.0.0.1:{self.health_port}",
                 f"--webhook-addr=127.0.0.1:{self.webhook_port}",
                 f"--webhook-advertise-url={self.webhook_url}",
-                f"--cache-dir={workdir / identity / 'repos'}", "--log-format=json", *args]
-        full_env = {**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": SECRET, **(env or {})}
+                f"--cache-dir={workdir / self.identity / 'repos'}", "--log-format=json", *args]
+        full_env = {**os.environ, "GITOPS_RAY_WEBHOOK_SECRET": self.secret, **env}
         full_env.pop("KUBECONFIG", None)
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                          env=full_env)
+
+    def _listening(self) -> bool:
+        return self.text().count('"http_listening"') >= LISTENERS
 
     # -- observing -------------------------------------------------------------------
 
@@ -112,6 +141,16 @@ class ControllerProcess:
 
     # -- acting ----------------------------------------------------------------------
 
+    def webhook(self, repo: GitRepo, sha: str) -> requests.Response:
+        """A GitHub push of ``sha`` to ``repo``'s main, signed with the process's secret."""
+        body = json.dumps({"ref": "refs/heads/main", "after": sha,
+                           "repository": {"clone_url": repo.url,
+                                          "default_branch": "main"}}).encode()
+        digest = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
+        return requests.post(self.webhook_url, data=body, timeout=10,
+                             headers={"X-GitHub-Event": "push",
+                                      "X-Hub-Signature-256": f"sha256={digest}"})
+
     def pause(self) -> None:
         self.proc.send_signal(signal.SIGSTOP)
 
@@ -133,19 +172,23 @@ class ControllerProcess:
 StartController = Callable[..., ControllerProcess]
 
 
-@pytest.fixture
-def controller_process(tmp_path: Path) -> Iterator[StartController]:
-    """``start(identity, settings, env=..., args=...)``; every process is killed after."""
-    started: list[ControllerProcess] = []
+class ControllerProcesses:
+    """``start(identity, settings, env=..., args=...)``; ``stop()`` kills every one started
+    and prints the tail of its log (shown when the test failed)."""
 
-    def start(identity: str, settings: dict[str, Any], **kwargs: Any) -> ControllerProcess:
-        started.append(ControllerProcess(identity, settings, tmp_path, **kwargs))
-        return started[-1]
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.started: list[ControllerProcess] = []
 
-    yield start
-    for p in started:
-        p.stop()
-        print(f"--- {p.identity} log (tail) ---\n" + p.text()[-6000:])
+    def __call__(self, identity: str, settings: dict[str, Any] | Path,
+                 **kwargs: Any) -> ControllerProcess:
+        self.started.append(ControllerProcess(identity, settings, self.workdir, **kwargs))
+        return self.started[-1]
+
+    def stop(self) -> None:
+        for p in self.started:
+            p.stop()
+            print(f"--- {p.identity} log (tail) ---\n" + p.text()[-6000:])
 
 
 def service_account_kubeconfig(kube: Kube, control_plane: LocalControlPlane, *,
