@@ -125,6 +125,7 @@ def summary(name: str, status: Status) -> dict[str, Any]:
             "impact": list(status.get("impact") or []),
             "renderWarnings": list(status.get("renderWarnings") or []),
             "conflicts": list(status.get("conflicts") or []),
+            "refusals": list(status.get("refusals") or []),
             "lastOperation": last_operation(status),
             "hooks": hooks_of(status),
             "comparedAt": iso(status.get("comparedAt"))}
@@ -217,6 +218,8 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
         yield "Condition", f"{condition.get('type', '')}: {condition.get('message', '')}"
     if info["error"]:
         yield "Error", Text(info["error"], style="red")
+    for refusal in info["refusals"]:  # a sync of this would fail: diff/refusals.py
+        yield "Refused", Text(refusal, style="red")
     health = Text(info["health"], style=HEALTH_STYLES.get(info["health"], ""))
     yield "Health Status", health + (f": {info['healthMessage']}" if info["healthMessage"]
                                      else "")

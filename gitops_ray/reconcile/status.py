@@ -82,7 +82,7 @@ def _inputs(comparison: Comparison) -> tuple[Any, ...]:
     """
     return (comparison.app, comparison.revision,
             tuple((d.key, d.digest, d.api_version) for d in comparison.desired),
-            tuple((r.key, r.status, r.reason, _live_api_version(r))
+            tuple((r.key, r.status, r.reason, r.refused, _live_api_version(r))
                   for r in comparison.diff.resources),
             comparison.health, tuple(comparison.resource_health.items()), comparison.rollouts,
             comparison.impacts,
@@ -111,6 +111,7 @@ def _derive(comparison: Comparison) -> dict[str, Any]:
         "images": sorted(set().union(*(f.images for f in facts)))[:MAX_IMAGES],
         "warnings": comparison.warnings[:MAX_WARNINGS],
         "conflicts": comparison.diff.conflicts[:MAX_WARNINGS],
+        "refusals": [str(r) for r in comparison.diff.refusals[:MAX_WARNINGS]],
         "repoURL": redact(comparison.app.source.repo_url),
         "path": comparison.app.source.path,
         "chart": comparison.app.source.chart,
