@@ -1,7 +1,7 @@
 """The gitops-ray demo: five minutes with a real API server, a real git repo, a real controller.
 
 Run it with ``make demo``. It starts a local control plane with the real Ray stack (etcd,
-kube-apiserver, kube-scheduler, kwok fake nodes and the KubeRay operator v1.6.1, all built
+kube-apiserver, kube-scheduler, kwok fake nodes and the KubeRay operator v1.6.2, all built
 from the Go module proxy), creates a config repo from ``examples/demo`` (an Argo CD
 app-of-apps: a RayCluster with two worker groups and a ComputeConfig), starts
 ``gitops-ray run`` and walks through what users buy the tool for:

@@ -150,7 +150,7 @@ class LocalControlPlane:
                 f"--controllers={self._controllers}", "--leader-elect=false", "--secure-port=0",
                 f"--service-account-private-key-file={self.workdir / 'sa.key'}",
                 "--concurrent-gc-syncs=5", "--v=0"])
-            install_ray_crds(self.kubeconfig)
+            install_ray_crds(self.kubeconfig, timeout=timeout)
             if self.kuberay:
                 from localcluster.raystack import start_ray_stack
 

@@ -1,4 +1,4 @@
-"""The upstream KubeRay CRDs (RayCluster, RayJob, RayService) for every local control plane.
+"""The upstream KubeRay CRDs (RayCluster, RayJob, RayService; RayCronJob) for each cluster.
 
 They are the generated CRDs of the KubeRay operator version the Ray stack runs
 (:data:`localcluster.build.KUBERAY_VERSION`), taken from its Go module, so the API server
@@ -22,15 +22,19 @@ from localcluster.build import kuberay_crds
 FIELD_MANAGER = "gitops-ray-localcluster"
 
 
-def ray_crds() -> list[Manifest]:
-    """The upstream CRDs, in :data:`~localcluster.build.RAY_CRDS` order."""
+def ray_crds(*, cron: bool = False) -> list[Manifest]:
+    """The upstream CRDs, in :data:`~localcluster.build.RAY_CRDS` order.
+
+    RayCronJob's only with ``cron`` (:func:`localcluster.raystack.enable_raycronjobs`):
+    its controller is alpha, and every other control plane keeps the three CRDs.
+    """
     crds: list[Manifest] = json.loads(kuberay_crds().read_text())
-    return crds
+    return [c for c in crds if cron or c["spec"]["names"]["kind"] != "RayCronJob"]
 
 
-def install_ray_crds(kubeconfig: Path, *, timeout: float = 60.0) -> None:
+def install_ray_crds(kubeconfig: Path, *, cron: bool = False, timeout: float = 60.0) -> None:
     """Server-side apply the Ray CRDs and wait until they are Established."""
-    install_crds(kubeconfig, ray_crds(), timeout=timeout)
+    install_crds(kubeconfig, ray_crds(cron=cron), timeout=timeout)
 
 
 def install_crds(kubeconfig: Path, crds: list[Manifest], *, timeout: float = 60.0) -> None:

@@ -9,7 +9,8 @@ This adds, on the same API server:
   Running and Ready (no containers run: "running pods" are as real as the API says);
 * fake Nodes whose capacities match the instance types in ``examples/shapes`` (CPU nodes,
   a T4 node selected by ``node.kubernetes.io/instance-type`` and a tainted 4xA10G node);
-* the **KubeRay operator** (``hack/kuberay``), out of cluster, without leader election.
+* the **KubeRay operator** (``hack/kuberay``), out of cluster, without leader election;
+  :func:`enable_raycronjobs` restarts it with its alpha RayCronJob controller (and CRD).
 
 The API server's admission gives every new Node the ``node.kubernetes.io/not-ready``
 taint and only the node-lifecycle controller would take it off; we remove it ourselves
@@ -19,6 +20,8 @@ once kwok has reported the Node Ready, which is the same decision that controlle
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +37,7 @@ FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 FIELD_MANAGER = "gitops-ray-localcluster"
 GPU = "nvidia.com/gpu"
+OPERATOR = "kuberay-operator"  # the operator's process name in LocalControlPlane.processes
 
 
 def fake_node(name: str, instance_type: str, cpu: int, memory: str, *, gpus: int = 0,
@@ -80,18 +84,45 @@ def start_ray_stack(cp: LocalControlPlane, *, timeout: float = 120.0) -> None:
         "--node-lease-duration-seconds=40"])
     for node in FAKE_NODES:
         kube.apply(node, field_manager=FIELD_MANAGER, force=True)
-    health = cp.free_port()
-    cp.spawn("kuberay-operator", [
-        str(tools.operator), "--enable-leader-election=false", "--metrics-addr=0",
-        f"--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console"],
-        env={"KUBECONFIG": str(cp.kubeconfig)})
     deadline = time.monotonic() + timeout
+    health = _start_operator(cp, str(tools.operator))
     names = [str(node["metadata"]["name"]) for node in FAKE_NODES]
     cp.wait_for("kwok", lambda: all([ready_and_untainted(kube, n) for n in names]), deadline,
                 "fake nodes Ready and untainted")
-    cp.wait_for("kuberay-operator",
-                lambda: cp.http_ok(f"http://127.0.0.1:{health}/readyz"), deadline,
+    cp.wait_for(OPERATOR, lambda: cp.http_ok(f"http://127.0.0.1:{health}/readyz"), deadline,
                 "operator /readyz")
+
+
+def _start_operator(cp: LocalControlPlane, binary: str, *, gates: str = "") -> int:
+    """Spawn the KubeRay operator (``gates``: its ``--feature-gates``); its health port."""
+    health = cp.free_port()
+    cp.spawn(OPERATOR, [
+        binary, "--enable-leader-election=false", "--metrics-addr=0",
+        f"--health-probe-bind-address=127.0.0.1:{health}", "--log-stdout-encoder=console",
+        *([f"--feature-gates={gates}"] if gates else [])],
+        env={"KUBECONFIG": str(cp.kubeconfig)})
+    return health
+
+
+def enable_raycronjobs(cp: LocalControlPlane, *, timeout: float = 120.0) -> None:
+    """Install the RayCronJob CRD and restart the operator with its alpha controller on.
+
+    Opt-in, like Kueue: the operator's ``RayCronJob`` feature gate is off by default, and
+    with it on the operator will not start without the CRD. The other control planes,
+    and a Ray stack that does not ask for it, keep the three CRDs KubeRay has always had.
+    """
+    from localcluster.crds import install_crds, ray_crds
+
+    install_crds(cp.kubeconfig, [c for c in ray_crds(cron=True)
+                                 if c["spec"]["names"]["kind"] == "RayCronJob"],
+                 timeout=timeout)
+    old = cp.processes.pop(OPERATOR)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(old.pid, signal.SIGTERM)
+    old.wait(timeout)
+    health = _start_operator(cp, str(ensure_ray_stack().operator), gates="RayCronJob=true")
+    cp.wait_for(OPERATOR, lambda: cp.http_ok(f"http://127.0.0.1:{health}/readyz"),
+                time.monotonic() + timeout, "operator /readyz (RayCronJob controller on)")
 
 
 def ready_and_untainted(kube: Kube, name: str) -> bool:

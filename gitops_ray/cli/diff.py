@@ -239,6 +239,8 @@ def _warn(comparison: Comparison, *, quiet: set[str]) -> None:
         click.secho(f"warning: app {comparison.app.name}: {warning}", fg="yellow", err=True)
     for conflict in comparison.diff.conflicts:
         click.secho(f"conflict: app {comparison.app.name}: {conflict}", fg="yellow", err=True)
+    for refusal in comparison.diff.refusals:  # a sync of this would fail: diff/refusals.py
+        click.secho(f"refused: app {comparison.app.name}: {refusal}", fg="red", err=True)
 
 
 COMMANDS = [diff_command]

@@ -37,6 +37,7 @@ from typing import Any
 
 from gitops_ray.diff.groupfields import GROUP_FIELDS_ANNOTATION, applies_to, conflicts
 from gitops_ray.diff.paths import json_copy, json_equal
+from gitops_ray.diff.refusals import Refusal
 from gitops_ray.diff.rules import RuleSet, Scope, Skip
 from gitops_ray.errors import DiffError
 from gitops_ray.secretmask import LAST_APPLIED, is_secret, masked, merge_string_data
@@ -61,6 +62,9 @@ class ResourceDiff:
     conflicts: tuple[str, ...] = ()
     """Fields git sets that another writer changed on live, naming it (a sync makes them
     git's again): :func:`gitops_ray.diff.groupfields.conflicts`."""
+    refused: tuple[Refusal, ...] = ()
+    """Fields of this change the API server or the operator will refuse
+    (:mod:`gitops_ray.diff.refusals`): a sync stops before its first write."""
 
     @property
     def out_of_sync(self) -> bool:
@@ -95,6 +99,10 @@ class AppDiff:
     @property
     def conflicts(self) -> list[str]:
         return [f"{r.key}: {c}" for r in self.resources for c in r.conflicts]
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        return [f for r in self.resources for f in r.refused]
 
 
 def strip_server_fields(obj: Manifest) -> Manifest:

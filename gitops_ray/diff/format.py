@@ -111,7 +111,7 @@ def _record(rd: ResourceDiff) -> dict[str, Any]:
         "key": str(rd.key), "group": rd.key.group, "kind": rd.key.kind,
         "namespace": rd.key.namespace, "name": rd.key.name, "status": rd.status,
         "reason": rd.reason, "patch": patch(rd), "warnings": list(rd.warnings),
-        "conflicts": list(rd.conflicts)}
+        "conflicts": list(rd.conflicts), "refused": [r.as_dict() for r in rd.refused]}
     if has_worker_groups(rd.key.group, rd.key.kind):
         record["workerGroups"] = worker_group_changes(rd.desired_normalized,
                                                       rd.live_normalized)

@@ -29,7 +29,8 @@ from gitops_ray.diff.ray import AUTOSCALER_FIELDS, RAY_GROUP
 from gitops_ray.types import Manifest, split_api_version
 
 CLUSTER_SPEC = {"RayCluster": ("spec",), "RayJob": ("spec", "rayClusterSpec"),
-                "RayService": ("spec", "rayClusterConfig")}
+                "RayService": ("spec", "rayClusterConfig"),
+                "RayCronJob": ("spec", "jobTemplate", "rayClusterSpec")}
 """Where each Ray kind keeps its RayClusterSpec (the one holding ``workerGroupSpecs``)."""
 _CHANGED = ("values_changed", "type_changes")
 _ADDED = ("dictionary_item_added", "iterable_item_added")

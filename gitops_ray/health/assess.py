@@ -19,7 +19,12 @@ from gitops_ray.health.builtin import CHECKS
 from gitops_ray.health.fields import dig, mapping
 from gitops_ray.health.lua import NO_CHECKS, LuaChecks, run_lua_health
 from gitops_ray.health.queued import queued_health
-from gitops_ray.health.ray import raycluster_health, rayjob_health, rayservice_health
+from gitops_ray.health.ray import (
+    raycluster_health,
+    raycronjob_health,
+    rayjob_health,
+    rayservice_health,
+)
 from gitops_ray.health.status import Health, HealthStatus
 from gitops_ray.secretmask import is_secret, masked
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
@@ -31,6 +36,7 @@ Check = Callable[[Manifest], Health]
 RAY_CHECKS: dict[str, Check] = {
     "RayJob": rayjob_health,
     "RayService": rayservice_health,
+    "RayCronJob": raycronjob_health,
 }
 
 

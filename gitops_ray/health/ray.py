@@ -1,4 +1,4 @@
-"""Health of KubeRay objects (RayCluster, RayJob, RayService), which Argo CD has no check for.
+"""Health of KubeRay objects (RayCluster, RayJob, RayService, RayCronJob), new to Argo CD.
 
 The rules read what the KubeRay operator actually writes (``calculateStatus`` in
 ``ray-operator/controllers/ray/raycluster_controller.go`` of
@@ -200,6 +200,27 @@ def _event_time(event: Manifest) -> str:
     """The event's time as an RFC 3339 UTC string; such strings sort by time (to the second)."""
     return text(event.get("eventTime") or event.get("lastTimestamp")
                 or event.get("firstTimestamp") or dig(event, "metadata", "creationTimestamp"))
+
+
+def raycronjob_health(obj: Manifest) -> Health:
+    """Health of a RayCronJob (KubeRay's alpha ``RayCronJob`` feature gate).
+
+    ``argocd/health/ray.io_RayCronJob.lua`` gives the same verdicts. Its controller
+    (``raycronjob_controller.go``) writes one status field,
+    ``lastScheduleTime``, when it creates a RayJob; a spec it refuses
+    (``ValidateRayCronJobSpec``) gets an ``InvalidRayCronJobSpec`` Warning Event and no
+    status (a sync refuses such a change first: :mod:`gitops_ray.diff.refusals` checks
+    the job template as the RayJob it becomes). Suspended stops new RayJobs; the RayJobs
+    it made have their own health. Healthy otherwise: a schedule that has not fired yet
+    is not work in progress.
+    """
+    schedule = text(dig(obj, "spec", "schedule"))
+    if dig(obj, "spec", "suspend") is True:
+        return Health(HealthStatus.SUSPENDED, "RayCronJob is suspended: no new RayJobs")
+    last = text(status(obj).get("lastScheduleTime"))
+    return Health(HealthStatus.HEALTHY,
+                  f"RayCronJob on schedule '{schedule}': "
+                  + (f"last RayJob created at {last}" if last else "no RayJob created yet"))
 
 
 def rayjob_health(obj: Manifest) -> Health:

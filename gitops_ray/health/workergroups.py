@@ -39,7 +39,8 @@ from gitops_ray.health.status import HealthStatus
 from gitops_ray.types import Manifest
 
 CLUSTER_SPEC = {"RayCluster": (), "RayJob": ("rayClusterSpec",),
-                "RayService": ("rayClusterConfig",)}
+                "RayService": ("rayClusterConfig",),
+                "RayCronJob": ("jobTemplate", "rayClusterSpec")}  # the RayJobs' template
 """Where each Ray kind keeps its RayClusterSpec under ``.spec``."""
 
 

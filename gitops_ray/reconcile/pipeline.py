@@ -83,12 +83,13 @@ from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import AppDiff, ResourceDiff, RuleSet, compare, compile_rules
 from gitops_ray.diff.compare import DELETING
 from gitops_ray.diff.paths import json_equal
+from gitops_ray.diff.refusals import Refusal, operator_refusals, server_refusals, with_refusals
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ChildMemoryExceeded, ChildTimedOut, DiffError
 from gitops_ray.health import Health, aggregate, assess, awaits_operator, pending_part
 from gitops_ray.health.impact import Impact
 from gitops_ray.health.queued import waits_for_admission
-from gitops_ray.kube import Capabilities, Conflict, Kube, KubeError, UnknownKind
+from gitops_ray.kube import Capabilities, Conflict, Invalid, Kube, KubeError, UnknownKind
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.packed import SHELF, Piece
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
@@ -934,11 +935,17 @@ class Pipeline:
         else:
             written = written or (live is not None and _marked(marks, desired.key, version))
             predicted = landed.live if landed is not None else live if written else None
+            refused: tuple[Refusal, ...] = ()
             if predicted is None and live is not None:
-                predicted, proven, live = self._predict(obj, live, rules)
+                try:
+                    predicted, proven, live = self._predict(obj, live, rules)
+                except _Refused as e:  # the API server's rules: a two-way diff shows it
+                    refused = e.refusals
                 version = (content, str(live["metadata"].get("resourceVersion", "")))
                 predicted, written = live if proven else predicted, proven
-            result = compare(desired=obj, predicted=predicted, live=live, rules=rules)
+            result = with_refusals(compare(desired=obj, predicted=predicted, live=live,
+                                           rules=rules),
+                                   refused + operator_refusals(obj, live))
         if read is not None and landed is None and result.out_of_sync:
             read[desired.key] = live  # for the sync that may follow; only what it applies
         health = assess(live, events=events, pods=pods, custom=system.health,
@@ -1123,6 +1130,8 @@ class Pipeline:
                     break
                 live = fresh
                 continue
+            except Invalid as e:  # a rule of the CRD (CEL) or the type refuses the change
+                raise _Refused(server_refusals(ResourceKey.of(obj), e.details, str(e))) from e
             except KubeError as e:
                 raise DiffError(f"{ResourceKey.of(obj)}: server-side dry run failed: {e}") \
                     from e
@@ -1206,6 +1215,14 @@ def _unknown_version(api_version: str, kind: str, namespace: str, name: str) -> 
 
 _KNOWN: weakref.WeakValueDictionary[str, DesiredObject] = weakref.WeakValueDictionary()
 _KNOWN_LOCK = threading.Lock()
+
+
+class _Refused(Exception):
+    """A dry run the API server refused (422): what it refused, for the diff to say."""
+
+    def __init__(self, refusals: tuple[Refusal, ...]) -> None:
+        super().__init__()
+        self.refusals = refusals
 
 
 class _LeftToOwner(Exception):

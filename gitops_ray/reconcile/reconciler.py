@@ -43,6 +43,12 @@ is refused the same way, as Argo CD refuses it (``controller/sync.go``): ``Faile
 reason ``SharedResource``, "Shared resource found: <the condition's message>". Without
 the option the sync applies it and says so (:mod:`gitops_ray.sync.engine`).
 
+**Refused changes.** A sync that would write a change the API server's CRD rules or the
+KubeRay operator refuse (:mod:`gitops_ray.diff.refusals`: ``spec.managedBy``,
+``upgradeStrategy`` on a cluster a RayJob makes, ...) fails the same way before its first
+write, reason ``ChangeRefused``, naming each object and field: no object of the app is
+applied, not even those the change does not touch.
+
 **Sync waves.** A sync whose wave is not healthy yet returns ``Running``
 (:mod:`gitops_ray.sync.operation`); it is recorded as the app's running operation, and
 ``sync(..., resume=state)`` runs the next step at the recorded revision, prune flag and
@@ -307,11 +313,28 @@ def _refusal(before: Comparison, only: frozenset[ResourceKey] | None) -> SyncRes
     forbidden = sorted((key, why) for key, why in before.forbidden.items()
                        if only is None or key in only)
     if not forbidden:
-        return None
+        return _refused_change(before, only, result)
     result.resources = [ResourceResult(key, ResourceAction.FAILED, why)
                         for key, why in forbidden]
     return result.fail("one or more synchronization tasks are not valid: "
                        + "; ".join(why for _, why in forbidden), Reason.PROJECT_FORBIDDEN)
+
+
+def _refused_change(before: Comparison, only: frozenset[ResourceKey] | None,
+                    result: SyncResult) -> SyncResult | None:
+    """A sync that writes a change the API server or the operator refuses fails first.
+
+    Before its first write, whatever else the app holds: nothing half-applied
+    (:mod:`gitops_ray.diff.refusals`).
+    """
+    refused = [r for r in before.diff.refusals if only is None or r.key in only]
+    if not refused:
+        return None
+    result.resources = [ResourceResult(key, ResourceAction.FAILED,
+                                       "; ".join(str(r) for r in refused if r.key == key))
+                        for key in sorted({r.key for r in refused})]
+    return result.fail("a change would be refused, nothing applied: "
+                       + "; ".join(map(str, refused)), Reason.CHANGE_REFUSED)
 
 
 def _closed(before: Comparison, now: float) -> SyncResult | None:

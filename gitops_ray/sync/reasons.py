@@ -38,6 +38,8 @@ class Reason(StrEnum):
     CONFIG_INVALID = "ConfigInvalid"  # the Application or its ignore rules are invalid
     RENDER_FAILED = "RenderFailed"  # manifests could not be rendered
     VALIDATION_FAILED = "ValidationFailed"  # a Ray object is invalid: nothing applied
+    CHANGE_REFUSED = "ChangeRefused"  # the API server or the KubeRay operator would refuse a
+    # change git makes (diff/refusals.py): nothing of the app applied
     EMPTY_RENDER = "EmptyRender"  # prune on, nothing rendered, allowEmpty off: refused
     INVENTORY_FAILED = "InventoryFailed"  # the app's inventory could not be read/written
     NAMESPACE_FAILED = "NamespaceFailed"  # CreateNamespace=true could not create it

@@ -4,7 +4,7 @@ module github.com/gitops-ray/gitops-ray/hack/kuberay
 
 go 1.26.0
 
-require github.com/ray-project/kuberay/ray-operator v1.6.1
+require github.com/ray-project/kuberay/ray-operator v1.6.2
 
 require (
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect

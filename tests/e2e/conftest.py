@@ -21,6 +21,7 @@ import pytest
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from localcluster.kueue import start_kueue
+from localcluster.raystack import enable_raycronjobs
 from tests.harness.namespaces import fresh_namespace
 
 
@@ -51,4 +52,15 @@ def kueue(ray_stack: LocalControlPlane) -> LocalControlPlane:
     tests of the session are not queued.
     """
     start_kueue(ray_stack, gates={"ElasticJobsViaWorkloadSlices": True})
+    return ray_stack
+
+
+@pytest.fixture(scope="session")
+def raycronjobs(ray_stack: LocalControlPlane) -> LocalControlPlane:
+    """The Ray stack's operator with its alpha RayCronJob controller on, and that CRD.
+
+    For the rest of the session (:func:`localcluster.raystack.enable_raycronjobs`): the
+    operator restarts once; what it had made stays, and it picks its objects up again.
+    """
+    enable_raycronjobs(ray_stack)
     return ray_stack

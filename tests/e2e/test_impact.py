@@ -81,7 +81,7 @@ def preview(cli: Cli, git_repo: GitRepo, key: str) -> dict[str, Any]:
     dry = cli("sync", *args, "--dry-run")
     assert dry.exit_code == 0, dry.output
     assert f"{APP}: impact: {key}: {impact['message']}" in dry.stdout
-    refreshed = cli("status", "--refresh", *cli.base[4:6], *args)  # its --cache-dir
+    refreshed = cli("status", "--refresh", *args)  # the harness gives status its --cache-dir
     assert refreshed.exit_code == 0, refreshed.output
     got = cli("get", APP, "-o", "json")
     assert got.exit_code == 0, got.output

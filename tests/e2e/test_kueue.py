@@ -3,7 +3,7 @@
 Kueue (``localcluster.kueue``, webhooks on, ``ElasticJobsViaWorkloadSlices`` on: see the
 ``kueue`` fixture) suspends a queued RayCluster at creation, admits it when its
 ClusterQueue has quota, and then merges the ResourceFlavor's nodeSelector and tolerations
-into every pod template; the KubeRay operator v1.6.1 and kube-scheduler then put its Pods
+into every pod template; the KubeRay operator v1.6.2 and kube-scheduler then put its Pods
 on the flavor's (kwok) nodes, which are tainted so that only the flavor's toleration lets
 them in. gitops-ray must show the queued cluster Suspended with Kueue's reason, write
 nothing while Kueue works, keep Kueue's fields through its own applies, and land git's

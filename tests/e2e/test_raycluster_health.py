@@ -1,7 +1,7 @@
 """A RayCluster from git, reconciled by the real KubeRay operator onto Pods that run.
 
 gitops-ray's health of a RayCluster is its reading of what the operator writes; here the
-operator really writes it (v1.6.1, with kube-scheduler and kwok nodes under it), so each
+operator really writes it (v1.6.2, with kube-scheduler and kwok nodes under it), so each
 test checks gitops-ray's verdict against the operator's own status, not a fixture.
 """
 
@@ -125,7 +125,7 @@ def test_a_suspended_cluster_is_suspended_and_resumes_from_git(
     assert conditions(status).get("RayClusterSuspended") == "True"
     assert phases(kube, namespace, "paused") == {}
 
-    # KubeRay 1.6.1 (status conditions on) resumes only on an explicit `suspend: false`:
+    # KubeRay 1.6.2 (status conditions on) resumes only on an explicit `suspend: false`:
     # deleting the field leaves the cluster Suspended for good (seen in this test).
     resumed = copy.deepcopy(rc)
     resumed["spec"]["suspend"] = False

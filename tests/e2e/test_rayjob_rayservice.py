@@ -1,6 +1,6 @@
 """A RayJob and a RayService from git, as far as the real KubeRay operator takes them on kwok.
 
-Both kinds hand most of their life to the Ray head: the operator (v1.6.1) creates the
+Both kinds hand most of their life to the Ray head: the operator (v1.6.2) creates the
 child RayCluster itself, but then asks the head's dashboard (port 8265) for the Ray job's
 status or to deploy and watch the Serve applications. kwok Pods run no containers, so
 that dashboard never answers and each kind stops at a known place:

@@ -1,6 +1,6 @@
 """Synced, rollout pending: a git edit to a worker template that KubeRay does not roll out.
 
-KubeRay v1.6.1 without ``upgradeStrategy: Recreate`` applies a template edit only to Pods
+KubeRay v1.6.2 without ``upgradeStrategy: Recreate`` applies a template edit only to Pods
 it creates later, so after the edit Argo CD and the operator's status both look done while
 the Pods run the old template. Here the real operator runs the cluster, the Ray
 autoscaler's own provider code changes ``replicas``/``workersToDelete``, and gitops-ray

@@ -85,7 +85,7 @@ def test_ignore_healthcheck_other_values_are_ignored() -> None:
 
 @pytest.mark.parametrize(("api_version", "kind"), [
     ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "ServiceAccount"),
-    ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("ray.io/v1", "RayCronJob"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"), ("ray.io/v1", "RayNodePool"),
     ("extensions/v1beta1", "Deployment"), ("example.com/v1", "RayCluster"),
 ])
 def test_kinds_without_a_check(api_version: str, kind: str) -> None:
@@ -205,3 +205,15 @@ def test_rejection_of_an_earlier_spec_does_not_count() -> None:
         H, "RayCluster is ready (2/2 workers ready)")
     obj = _spec_written_at(obj, "2026-11-20T09:00:00Z")
     assert assess(obj, events=rejection_events()) == Health(D, INVALID)
+
+
+def test_raycronjob_health_from_suspend_and_last_schedule_time() -> None:
+    cron = {"apiVersion": "ray.io/v1", "kind": "RayCronJob", "metadata": {"name": "c"},
+            "spec": {"schedule": "0 2 * * *", "jobTemplate": {}}}
+    assert assess(cron) == Health(HealthStatus.HEALTHY,
+                                  "RayCronJob on schedule '0 2 * * *': no RayJob created yet")
+    ran = {**cron, "status": {"lastScheduleTime": "2026-12-02T02:00:00Z"}}
+    assert assess(ran) == Health(HealthStatus.HEALTHY, "RayCronJob on schedule '0 2 * * *': "
+                                 "last RayJob created at 2026-12-02T02:00:00Z")
+    held = {**ran, "spec": {**cron["spec"], "suspend": True}}
+    assert assess(held) == Health(HealthStatus.SUSPENDED, "RayCronJob is suspended: no new RayJobs")

@@ -22,7 +22,7 @@ from gitops_ray.health import assess
 ROOT = Path(__file__).parent.parent.parent
 LUA_DIR = ROOT / "argocd" / "health"
 RAY_DATA = ROOT / "tests" / "testdata" / "health" / "ray.io"
-KINDS = ("RayCluster", "RayJob", "RayService")
+KINDS = ("RayCluster", "RayJob", "RayService", "RayCronJob")
 DIALECTS = ("lupa.lua51", "lupa.lua54")
 
 SANDBOX = """

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from gitops_ray.health.workergroups import has_worker_groups, worker_groups
+from tests.samples import raycluster
 
 
 def _cluster(groups: list[dict[str, Any]], managed: list[dict[str, Any]] | None = None,
@@ -135,3 +136,12 @@ def test_git_replicas_survive_a_record_as_a_skeleton() -> None:
     assert (views["a"].git_replicas, views["a"].live_replicas) == (2, 5)
     assert views["b"].in_git and views["b"].git_replicas is None
     assert replicas_skeleton("v1", "ConfigMap", kept) is None
+
+
+def test_a_raycronjob_shows_the_groups_of_its_job_template() -> None:
+    spec = raycluster("t")["spec"]
+    cron = {"apiVersion": "ray.io/v1", "kind": "RayCronJob", "metadata": {"name": "c"},
+            "spec": {"schedule": "0 2 * * *",
+                     "jobTemplate": {"entrypoint": "python x.py", "rayClusterSpec": spec}}}
+    assert has_worker_groups(cron)
+    assert [v.group for v in worker_groups(cron, cron)] == ["cpu", "gpu"]
