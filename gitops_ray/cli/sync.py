@@ -71,6 +71,7 @@ from gitops_ray.health.impact import Impact
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application, short_revision
+from gitops_ray.render.memo import PARSES
 from gitops_ray.runtime.heap import settling
 from gitops_ray.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync import statuswrites
@@ -130,7 +131,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
         return result
 
     tally = Tally()
-    with settling(), SyncDisplay(len(selection.apps)) as display, \
+    # each app is rendered once: a remembered parse would never be asked for again
+    with settling(), PARSES.disabled(), SyncDisplay(len(selection.apps)) as display, \
             ThreadPoolExecutor(parallel, thread_name_prefix="sync") as pool:
         futures = [pool.submit(sync_one, app, display) for app in selection.apps]
         for future in as_completed(futures):  # each app's results as soon as it is done
