@@ -51,6 +51,7 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check gitops_ray localcluster tests bench examples
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_code_size.py  # module/function sizes
 
 test: lint tools
 	$(PY) -m pytest $(PYTEST_ARGS)

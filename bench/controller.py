@@ -517,7 +517,7 @@ def cold_sync(env: Env) -> dict[str, Any]:
     and on a machine that runs it beside the CLI, ``floor_s`` (all three processes' CPU
     over the cores) is the wall time no client could beat.
     """
-    from gitops_ray.runtime import settings
+    from gitops_ray import settings
 
     argv = [gitops_ray_bin(), "sync", "--kubeconfig", str(env.cp.kubeconfig),
             "--repo", env.repo.url, "--apps", "apps", "--cache-dir",

@@ -13,7 +13,7 @@ which is what a Go heap, glibc's malloc and Python's allocator grow. Go children
 ``GOMEMLIMIT`` (a soft limit) somewhat below it, so the Go runtime collects garbage
 harder before it reaches the hard one.
 
-The limit is ``childMemoryLimit`` (:mod:`gitops_ray.runtime.settings`) when it is set,
+The limit is ``childMemoryLimit`` (:mod:`gitops_ray.settings`) when it is set,
 else half of the container's limit (cgroup v2 ``memory.max``, cgroup v1
 ``memory.limit_in_bytes``), else none. The process that reads the settings calls
 :func:`configure` once at start-up; every launch asks :func:`popen_options`.

@@ -44,6 +44,7 @@ type, never a value of the document.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import orjson
@@ -83,6 +84,29 @@ def dumps(value: Any, *, sort_keys: bool = False) -> bytes:
     if b"null" in out and not _finite(value):
         raise EncodeError("not encodable as JSON: NaN or Infinity")
     return out
+
+
+def dumps_yaml_safe(value: Any) -> bytes:
+    """:func:`dumps`, with what YAML would misread escaped: for a body read as YAML.
+
+    Server-side apply's body (``application/apply-patch+yaml``) goes through a YAML
+    parser (``sigs.k8s.io/yaml``, go-yaml) even when it is JSON. YAML folds U+0085,
+    U+2028 and U+2029 inside a quoted string as line breaks, and refuses DEL, the C1
+    controls, U+FEFF, U+FFFE and U+FFFF written raw; all of them, escaped, are read
+    back exactly. Everything else stays raw UTF-8: escaping it all, as ``json.dumps``
+    does, writes a character past U+FFFF as a surrogate pair, which YAML refuses ("invalid
+    Unicode character escape code"), so an emoji in a value failed the apply.
+    """
+    out = dumps(value)
+    if out.isascii() and b"\x7f" not in out:
+        return out
+    return _YAML_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), out)
+
+
+_YAML_UNSAFE = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]|\xef\xbb\xbf|\xef\xbf[\xbe\xbf]")
+"""DEL, U+0080-U+009F, U+2028, U+2029, U+FEFF, U+FFFE, U+FFFF in UTF-8; each match starts
+at a lead byte, so it is a whole character (JSON's structure is ASCII: only strings)."""
 
 
 def exact(value: Any) -> bytes | None:

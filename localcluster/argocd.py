@@ -3,7 +3,7 @@
 gitops-ray can be the sync engine of in-cluster Argo CD Applications that Argo CD itself
 skips (``argocd.argoproj.io/skip-reconcile: "true"``), writing Argo CD's status back so
 Argo CD's UI and CLI keep working. Whether they do is only known by running them, so this
-runs Argo CD v3.2.11 (:func:`localcluster.build.ensure_argocd`, one binary whose
+runs Argo CD v3.6.1 (:func:`localcluster.build.ensure_argocd`, one binary whose
 behaviour ``ARGOCD_BINARY_NAME`` picks) as local processes against a
 :class:`~localcluster.controlplane.LocalControlPlane`:
 

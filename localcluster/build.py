@@ -99,6 +99,17 @@ def _go() -> str:
     return go
 
 
+def _go_env() -> dict[str, str]:
+    """The environment of a build: modules as go.mod says, and its ``toolchain`` line.
+
+    ``GOTOOLCHAIN=auto``: a module whose go.mod asks for a newer Go than the one installed
+    (``hack/argocd``: Argo CD v3.6 needs Go 1.27) gets that toolchain, which the go
+    command fetches from the Go module proxy as the module ``golang.org/toolchain`` (kept
+    in the module cache, so once per machine).
+    """
+    return {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "auto"}
+
+
 def _version_ldflags() -> str:
     major, minor = K8S_VERSION.lstrip("v").split(".")[:2]
     flags = ["-s", "-w"]
@@ -150,7 +161,7 @@ def _build_one(target: Path, lock: str, what: str, argv: list[str], cwd: Path) -
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
             built = Path(tmp) / target.name
             subprocess.run([_go(), "build", "-trimpath", *argv[:-1], "-o", str(built), argv[-1]],
-                           cwd=cwd, check=True, env={**os.environ, "GOFLAGS": "-mod=mod"})
+                           cwd=cwd, check=True, env=_go_env())
             os.rename(built, target)
     return target
 
@@ -184,15 +195,42 @@ def ensure_kueue() -> Path:
 def ensure_argocd() -> Path:
     """Argo CD's one binary from ``hack/argocd``; ``ARGOCD_BINARY_NAME`` picks the component.
 
-    Its version is stamped as Argo CD's Makefile does (``-X .../common.version``), so
-    argocd-server's ``/api/version`` says ``v3.6.1+unknown`` (a release: ``v3.6.1``), not
-    ``v99.99.99+unknown``: gitops-ray picks the Redis format it writes by that version.
+    One ``go build`` of the multi-call ``cmd`` (the components the tests run share all
+    but ~30 of its ~2,060 packages), stripped, ``-trimpath``; cgo stays on (linking the
+    200 MB binary takes ~30 s of CPU). Its version is stamped as Argo CD's Makefile does
+    (``-X .../common.version``), so argocd-server's ``/api/version`` says
+    ``v3.6.1+unknown`` (a release: ``v3.6.1``), not ``v99.99.99+unknown``: gitops-ray
+    picks the Redis format it writes by that version. Next to it, on the components'
+    PATH, the shell scripts Argo CD's image installs in ``/usr/local/bin``
+    (:data:`ARGOCD_SCRIPTS`).
     """
     stamp = f"-X {ARGOCD_MODULE}/common.version={ARGOCD_VERSION.lstrip('v')}"
-    return _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "stamped" / "argocd", "argocd",
-                      f"Argo CD {ARGOCD_VERSION}",
-                      ["-ldflags", f"-s -w {stamp}", f"{ARGOCD_MODULE}/cmd"],
-                      ARGOCD_MODULE_DIR)
+    binary = _build_one(cache_dir() / "argocd" / ARGOCD_VERSION / "stamped" / "argocd",
+                        "argocd", f"Argo CD {ARGOCD_VERSION}",
+                        ["-ldflags", f"-s -w {stamp}", f"{ARGOCD_MODULE}/cmd"],
+                        ARGOCD_MODULE_DIR)
+    _argocd_scripts(binary.parent)
+    return binary
+
+
+ARGOCD_SCRIPTS = ("git-verify-wrapper.sh", "gpg-wrapper.sh")
+"""``hack/`` scripts of argo-cd that its Dockerfile copies to ``/usr/local/bin``: v3.6's
+repo-server runs ``git-verify-wrapper.sh`` on every manifest generation, GnuPG on or off
+(``runRepoOperation`` in ``reposerver/repository/repository.go``; without it: "permission
+denied")."""
+
+
+def _argocd_scripts(target: Path) -> None:
+    """Copy :data:`ARGOCD_SCRIPTS` from the pinned module's source into ``target``, 0755."""
+    if all((target / name).exists() for name in ARGOCD_SCRIPTS):
+        return
+    with _locked("argocd-scripts"):
+        root = _module_dir(f"{ARGOCD_MODULE}@{ARGOCD_VERSION}", ARGOCD_MODULE_DIR)
+        for name in ARGOCD_SCRIPTS:
+            with tempfile.NamedTemporaryFile("wb", dir=target, delete=False) as tmp:
+                tmp.write((root / "hack" / name).read_bytes())
+            os.chmod(tmp.name, 0o755)  # the module cache's copy is read-only, not executable
+            os.rename(tmp.name, target / name)
 
 
 def ensure_ray_stack() -> RayStackTools:
@@ -266,10 +304,7 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
     with _locked(lock):
         if target.exists():
             return target
-        out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
-                             capture_output=True, text=True,
-                             env={**os.environ, "GOFLAGS": "-mod=mod"}).stdout
-        root = Path(json.loads(out)["Dir"])
+        root = _module_dir(module, cwd)
         crds = [doc for rel in files
                 for doc in yaml.load_all((root / rel).read_text(), Loader=_YamlLoader) if doc]
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -280,22 +315,28 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
     return target
 
 
+def _module_dir(module: str, cwd: Path) -> Path:
+    """The source directory of ``module`` (``path@version``) in Go's module cache."""
+    out = subprocess.run([_go(), "mod", "download", "-json", module], cwd=cwd, check=True,
+                         capture_output=True, text=True, env=_go_env()).stdout
+    return Path(json.loads(out)["Dir"])
+
+
 def build_all() -> list[str]:
     """Everything ``make test`` needs, in three lanes side by side.
 
     A cold build is CPU-bound (two cores in CI), so what counts is the compile work, not
-    how many builds overlap. Builds that share packages at the same versions go one after
-    the other in a lane, so the second finds them in Go's build cache instead of compiling
-    them again alongside: helm v3.19 and Argo CD v3.2 share k8s.io v0.34 and about 80
-    other modules; the control plane's four commands build in one invocation. The other
-    lanes have nothing in common (each pins its own k8s.io), and three lanes keep both
-    cores busy while one lane downloads modules or links. Kueue (k8s.io v0.35.3) shares no
-    pinned version with any lane; it goes last in the Ray lane (the stack it joins)
-    rather than in a fourth lane competing for the same two cores.
+    how many builds overlap: the lanes share little Go's build cache could reuse (each
+    pins its own k8s.io; Argo CD v3.6 is compiled by its own Go 1.27 toolchain, standard
+    library included), and three keep both cores busy while one lane downloads modules
+    or links. Argo CD, the biggest single build (~2,300 packages, 122 MB of Go source),
+    starts first in a lane of its own; the control plane's four commands (one
+    invocation) then helm, and the Ray stack ending with Kueue, are the other two lanes,
+    of about the same size (DEVELOPMENT.md, "Build times", has the figures).
     """
     lanes: list[list[Callable[[], object]]] = [
-        [_controlplane_and_scheduler],
-        [ensure_helm, ensure_argocd, argocd_crds],
+        [ensure_argocd, argocd_crds],
+        [_controlplane_and_scheduler, ensure_helm],
         [kuberay_crds, ensure_kuberay_operator, ensure_kwok, kueue_manifests, ensure_kueue]]
     with ThreadPoolExecutor(len(lanes)) as pool:
         futures = [pool.submit(_run_lane, lane) for lane in lanes]

@@ -25,7 +25,7 @@ from gitops_ray.cli.views import ago
 from gitops_ray.health import HealthStatus
 from gitops_ray.moments import rfc3339
 from gitops_ray.reconcile.argostatus import app_conditions
-from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.appstatus import AppStatus, Operation, decode_status
 from gitops_ray.types import OperationPhase, SyncStatus
 
 NONE = "<none>"  # argocd app list's word for an empty cell
@@ -74,21 +74,22 @@ def table(statuses: Mapping[str, Status], *, wide: bool, width: int | None,
 
 def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> list[str]:
     """One app's row; ``short``: the repository without scheme and ``.git`` (terminals)."""
-    repo = str(status.get("repoURL") or "")
-    row = [name, str(status.get("destinationNamespace") or ""),
-           short_repo(repo) if short else repo, str(status.get("path") or ""),
-           str(status.get("sync") or SyncStatus.UNKNOWN.value), health(status),
-           str(status.get("revision") or "")[:SHORT_SHA], str(status.get("syncPolicy") or ""),
+    typed = decode_status(status, headline=True)
+    repo = typed.repo_url or ""
+    row = [name, typed.destination_namespace or "", short_repo(repo) if short else repo,
+           typed.path or "", typed.sync or SyncStatus.UNKNOWN.value, health(status),
+           (typed.revision or "")[:SHORT_SHA], typed.sync_policy or "",
            conditions_summary(status)]
     if wide:
-        row += [str(status.get("targetRevision") or ""), last_sync(status, now)]
+        row += [typed.target_revision or "", last_sync(status, now)]
     return [cell or NONE for cell in row] + ([message(status)] if wide else [])
 
 
 def health(status: Status) -> str:
     """The health; ``(rollout pending)`` when Pods run an older template (see docs/ray.md)."""
-    value = str(status.get("health") or HealthStatus.UNKNOWN.value)
-    return f"{value} (rollout pending)" if status.get("rolloutPending") else value
+    typed = decode_status(status, headline=True)
+    value = typed.health or HealthStatus.UNKNOWN.value
+    return f"{value} (rollout pending)" if typed.rollout_pending else value
 
 
 def conditions_summary(status: Status) -> str:
@@ -101,8 +102,10 @@ def conditions_summary(status: Status) -> str:
 
 def message(status: Status) -> str:
     """Why the app is in its state: health message, a waiting sync, the conditions."""
-    warnings = len(status.get("renderWarnings") or ())
-    parts = [str(status.get("healthMessage") or ""), str(_running(status).get("message", "")),
+    typed = decode_status(status, headline=True)
+    running = _running(typed)
+    warnings = len(typed.render_warnings or ())
+    parts = [typed.health_message or "", (running.message or "") if running else "",
              *(f"{kind}: {text}" for kind, text in app_conditions(status)),
              f"{warnings} render warning(s) (-o yaml)" if warnings else ""]
     return "; ".join(dict.fromkeys(p for p in parts if p))
@@ -110,20 +113,22 @@ def message(status: Status) -> str:
 
 def last_phase(status: Status) -> str:
     """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
-    running = _running(status)
-    if running:
-        return f"{OperationPhase.RUNNING.value} (wave {running.get('wave')})"
-    return str((status.get("operation") or {}).get("phase", ""))
+    typed = decode_status(status, headline=True)
+    running = _running(typed)
+    if running is not None:
+        return f"{OperationPhase.RUNNING.value} (wave {running.wave})"
+    return (typed.operation.phase or "") if typed.operation is not None else ""
 
 
 def last_sync(status: Status, now: float) -> str:
     """The last operation (its phase and reason) and when it finished, or started if running."""
-    running = _running(status)
-    op = running or status.get("operation") or {}
+    typed = decode_status(status, headline=True)
+    running = _running(typed)
+    op = running or typed.operation or Operation()
     phase = last_phase(status)
-    if op.get("reason"):
-        phase += f" ({op['reason']})"
-    when = human_time(op.get("startedAt" if running else "finishedAt"), now)
+    if op.reason:
+        phase += f" ({op.reason})"
+    when = human_time(op.started_at if running else op.finished_at, now)
     return f"{phase} {when}".strip()
 
 
@@ -140,8 +145,6 @@ def short_repo(url: str) -> str:
     return re.sub(r"\.git/?$", "", re.sub(r"^[a-z+]+://", "", url))
 
 
-def _running(status: Status) -> Mapping[str, Any]:
-    running = status.get(OPERATION_STATE)
-    if isinstance(running, Mapping) and running.get("phase") == OperationPhase.RUNNING:
-        return running
-    return {}
+def _running(status: AppStatus) -> Operation | None:
+    running = status.running
+    return running if running is not None and running.phase == OperationPhase.RUNNING else None

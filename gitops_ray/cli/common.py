@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from gitops_ray import childproc
+from gitops_ray import childproc, settings
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import ConfigError, closest
 from gitops_ray.kube import Kube, KubeError
@@ -60,7 +60,6 @@ from gitops_ray.reconcile.project import KubeProjects, ResolveCluster
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
-from gitops_ray.runtime import settings
 from gitops_ray.source import GitSource, env_lookup
 from gitops_ray.sync.records import RecordStore
 

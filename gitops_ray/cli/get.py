@@ -50,7 +50,7 @@ from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import short_revision
-from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.appstatus import Operation, decode_status, encode_operation
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
 
@@ -136,53 +136,59 @@ HOOK_FIELDS = ("hookType", "hookPhase", "kind", "namespace", "name", "message")
 
 def hooks_of(status: Status) -> list[dict[str, str]]:
     """The resource hooks the current (or last) operation ran, as Argo CD lists them."""
+    op = current(status)
     return [{k: str(r.get(k) or "") for k in HOOK_FIELDS}
-            for r in current_operation(status).get("resources") or ()
-            if isinstance(r, dict) and r.get("hookType")]
+            for r in (op.resources if op is not None else None) or () if r.get("hookType")]
 
 
 def sync_reason(status: Status) -> str:
     """Why the app is not Synced, from its resources: ``1 modified, 2 missing``."""
-    reasons = Counter(str(r.get("reason") or "modified")
-                      for r in status.get("resources") or []
-                      if r.get("status") == SyncStatus.OUT_OF_SYNC)
+    reasons = Counter(r.reason or "modified" for r in decode_status(status).resources or ()
+                      if r.status == SyncStatus.OUT_OF_SYNC)
     return ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
 
 
-def current_operation(status: Status) -> dict[str, Any]:
+def current(status: Status) -> Operation | None:
     """The running operation (a sync waiting for a wave) or else the last finished one."""
-    running = status.get(OPERATION_STATE)
-    op = running if isinstance(running, dict) and running.get("phase") == OperationPhase.RUNNING \
-        else status.get("operation")
-    return op if isinstance(op, dict) else {}
+    typed = decode_status(status, headline=True)
+    running = typed.running
+    return running if running is not None and running.phase == OperationPhase.RUNNING \
+        else typed.operation
+
+
+def current_operation(status: Status) -> dict[str, Any]:
+    """:func:`current`, as recorded (``{}``: none)."""
+    op = current(status)
+    return encode_operation(op) if op is not None else {}
 
 
 def last_operation(status: Status) -> dict[str, Any]:
-    """:func:`current_operation`, JSON-ready (times in RFC 3339)."""
-    op = current_operation(status)
-    if not op:
+    """:func:`current`, JSON-ready (times in RFC 3339)."""
+    op = current(status)
+    if op is None or not encode_operation(op):
         return {}
-    out = {"phase": op.get("phase", ""), "reason": op.get("reason", ""),
-           "message": op.get("message", ""), "revision": op.get("revision", ""),
-           "startedAt": iso(op.get("startedAt")), "finishedAt": iso(op.get("finishedAt"))}
-    if op.get("wave") is not None:
-        out["wave"] = op["wave"]
+    raw = encode_operation(op)
+    out = {"phase": raw.get("phase", ""), "reason": raw.get("reason", ""),
+           "message": raw.get("message", ""), "revision": raw.get("revision", ""),
+           "startedAt": iso(op.started_at), "finishedAt": iso(op.finished_at)}
+    if op.wave is not None:
+        out["wave"] = op.wave
     return out
 
 
 def _operation_text(status: Status) -> str:
-    op = current_operation(status)
-    if not op.get("phase"):
+    op = current(status)
+    if op is None or not op.phase:
         return "none recorded"
-    phase = str(op["phase"]) + (f" ({op['reason']})" if op.get("reason") else "")
-    if op.get("phase") == OperationPhase.RUNNING and op.get("wave") is not None:
-        of = f"{op['syncPhase']} " if op.get("syncPhase") not in (None, "Sync") else ""
-        phase += f", waiting for {of}wave {op['wave']}"
-    at = f" at {short_revision(str(op.get('revision', '')))}" if op.get("revision") else ""
-    when = human_time(op.get("finishedAt") or op.get("startedAt"))
-    took = _took(op)
+    phase = op.phase + (f" ({op.reason})" if op.reason else "")
+    if op.phase == OperationPhase.RUNNING and op.wave is not None:
+        of = f"{op.sync_phase} " if op.sync_phase not in (None, "Sync") else ""
+        phase += f", waiting for {of}wave {op.wave}"
+    at = f" at {short_revision(op.revision)}" if op.revision else ""
+    when = human_time(op.finished_at or op.started_at)
+    took = _took(encode_operation(op))
     return (f"{phase}{at}" + (f", {when}" if when else "") + (f", took {took}" if took else "")
-            + (f": {op['message']}" if op.get("message") else ""))
+            + (f": {op.message}" if op.message else ""))
 
 
 def _took(op: dict[str, Any]) -> str:

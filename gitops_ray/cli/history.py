@@ -24,7 +24,6 @@ from typing import Any
 
 import click
 import yaml
-from rich.table import Table
 
 from gitops_ray.cli.common import (
     EXIT_ERROR,
@@ -38,14 +37,15 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
-from gitops_ray.cli.views import ago, console
+from gitops_ray.cli.table import Column, render, terminal_width
+from gitops_ray.cli.views import ago
 from gitops_ray.errors import ConfigError
 from gitops_ray.moments import rfc3339, utc_text
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.render.apps import short_revision
-from gitops_ray.runtime.settings import parse_duration
-from gitops_ray.sync.history import entry_id
+from gitops_ray.settings import parse_duration
+from gitops_ray.sync.appstatus import Operation, decode_operation, encode_operation
 from gitops_ray.sync.records import AppRecord, RecordStore
 
 POLL_SECONDS = 1.0
@@ -65,15 +65,15 @@ def history_command(app: str, output: str, **opts: Any) -> None:
     """Show the app's sync history, newest first, with deployment ids for rollback."""
     store = RecordStore(connect(opts), opts["control_namespace"])
     record = _record(store, app)
-    rows = [entry_view(e) for e in record.status.get("history") or ()
-            if isinstance(e, Mapping)]
-    if output == "json":
-        click.echo(json.dumps(rows, indent=2))
-    elif output == "yaml":
-        click.echo(yaml.safe_dump(rows, sort_keys=False), nl=False)
+    status = record.app_status
+    if output == "table":
+        _print_table(status.entries, now=time.time())
+    elif output == "json":
+        click.echo(json.dumps([entry_view(e) for e in status.entries], indent=2))
     else:
-        _print_table(rows, now=time.time())
-    _say_paused(app, Pause.of(record.status))
+        click.echo(yaml.safe_dump([entry_view(e) for e in status.entries], sort_keys=False),
+                   nl=False)
+    _say_paused(app, status.pause)
 
 
 def _record(store: RecordStore, app: str) -> AppRecord:
@@ -84,46 +84,48 @@ def _record(store: RecordStore, app: str) -> AppRecord:
     return record
 
 
-def entry_view(entry: Mapping[str, Any]) -> dict[str, Any]:
+def entry_view(entry: Operation | Mapping[str, Any]) -> dict[str, Any]:
     """A history entry as shown: its fields with RFC 3339 times, and its resources."""
-    view: dict[str, Any] = {k: entry[k] for k in _FIELDS if entry.get(k) not in (None, "")}
-    view["id"] = entry_id(entry)
-    for key in ("startedAt", "finishedAt"):
-        if entry.get(key):
-            view[key] = rfc3339(float(entry[key]))
-    if isinstance(entry.get("resources"), list):
+    raw = encode_operation(entry) if isinstance(entry, Operation) else entry
+    op = entry if isinstance(entry, Operation) else decode_operation(entry)
+    view: dict[str, Any] = {k: raw[k] for k in _FIELDS if raw.get(k) not in (None, "")}
+    view["id"] = op.id
+    for key, when in (("startedAt", op.started_at), ("finishedAt", op.finished_at)):
+        if when:
+            view[key] = rfc3339(float(when))
+    if op.resources is not None:
         view["resources"] = [{k: r.get(k, "") for k in ("key", "action", "message")}
-                             for r in entry["resources"] if isinstance(r, Mapping)]
-    elif "resourceCount" in entry:
-        view["resourceCount"] = entry["resourceCount"]
+                             for r in op.resources]
+    elif op.resource_count is not None:
+        view["resourceCount"] = op.resource_count
     return view
 
 
-def _print_table(rows: list[dict[str, Any]], *, now: float) -> None:
-    table = Table(box=None, header_style="bold")
-    for column in ("ID", "DATE", "REVISION", "PHASE", "SUBJECT", "MESSAGE"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        phase = f"{row.get('phase', '')}" + (f" ({row['reason']})" if row.get("reason") else "")
-        table.add_row("-" if row["id"] is None else str(row["id"]), _date(row, now),
-                      short_revision(str(row.get("revision", ""))), phase,
-                      str(row.get("subject", "")), _message(row))
-    console().print(table)
+COLUMNS = (Column("ID"), Column("DATE", shrink=3, minimum=10), Column("REVISION"),
+           Column("PHASE", shrink=4, minimum=8), Column("SUBJECT", shrink=2, minimum=12),
+           Column("MESSAGE", shrink=1, minimum=20, wrap=True))
+"""The history table's columns (the one table renderer, :mod:`gitops_ray.cli.table`)."""
 
 
-def _date(row: Mapping[str, Any], now: float) -> str:
+def _print_table(entries: tuple[Operation, ...], *, now: float) -> None:
+    rows = [["-" if op.id is None else str(op.id), _date(op, now),
+             short_revision(op.revision or ""),
+             (op.phase or "") + (f" ({op.reason})" if op.reason else ""), op.subject or "",
+             _message(op)] for op in entries]
+    for line in render(COLUMNS, rows, terminal_width()):
+        click.echo(line)
+
+
+def _date(op: Operation, now: float) -> str:
     """``2026-05-01 12:00:00 UTC (3h ago)``."""
-    when = row.get("finishedAt") or row.get("startedAt")
-    if not when:
-        return ""
-    seconds = datetime.datetime.fromisoformat(str(when)).timestamp()
-    return f"{utc_text(seconds)} ({ago(now - seconds)})"
+    seconds = op.finished_at or op.started_at
+    return f"{utc_text(seconds)} ({ago(now - seconds)})" if seconds else ""
 
 
-def _message(row: Mapping[str, Any]) -> str:
-    text = str(row.get("message") or "")
-    if row.get("rollbackOf") is not None:
-        text = f"rollback to #{row['rollbackOf']}" + (f": {text}" if text else "")
+def _message(op: Operation) -> str:
+    text = op.message or ""
+    if op.rollback_of is not None:
+        text = f"rollback to #{op.rollback_of}" + (f": {text}" if text else "")
     return text if len(text) <= MESSAGE_WIDTH else text[:MESSAGE_WIDTH - 1] + "…"
 
 

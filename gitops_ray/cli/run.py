@@ -1,6 +1,6 @@
 """``gitops-ray run``: the long-running controller teams deploy.
 
-Every flag is generated from :data:`gitops_ray.runtime.settings.OPTIONS`, so the flag,
+Every flag is generated from :data:`gitops_ray.settings.OPTIONS`, so the flag,
 its ``GITOPS_RAY_*`` variable and its key in the ``--config`` file can never drift apart.
 Precedence is file < environment < flags; the settings module reads the environment
 itself (click's automatic variables are turned off here so there is one reader only).
@@ -19,7 +19,7 @@ import click
 from click.core import ParameterSource
 
 from gitops_ray.cli.common import GLOBAL_SETTINGS
-from gitops_ray.runtime.settings import OPTIONS, Option, load_settings
+from gitops_ray.settings import OPTIONS, Option, load_settings
 
 
 def _dest(key: str) -> str:

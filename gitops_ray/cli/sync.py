@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import shutil
 import sys
 import textwrap
 import time
@@ -65,14 +64,17 @@ from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.diff import diff_options, error_text
 from gitops_ray.cli.impact import LOUD, impact_text
 from gitops_ray.cli.progress import Line, SyncDisplay
+from gitops_ray.cli.table import terminal_width
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.health.impact import Impact
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application, short_revision
+from gitops_ray.render.memo import PARSES
 from gitops_ray.runtime.heap import settling
-from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM
+from gitops_ray.settings import MAX_SYNC_PARALLELISM
+from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -129,7 +131,8 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
         return result
 
     tally = Tally()
-    with settling(), SyncDisplay(len(selection.apps)) as display, \
+    # each app is rendered once: a remembered parse would never be asked for again
+    with settling(), PARSES.disabled(), SyncDisplay(len(selection.apps)) as display, \
             ThreadPoolExecutor(parallel, thread_name_prefix="sync") as pool:
         futures = [pool.submit(sync_one, app, display) for app in selection.apps]
         for future in as_completed(futures):  # each app's results as soon as it is done
@@ -156,7 +159,7 @@ def _remember_origin(store: RecordStore, app: Application, origin: dict[str, str
                      display: SyncDisplay) -> None:
     fields = {**origin, "finalizers": list(app.finalizers)}
     try:
-        store.update(app.name, lambda r: r.status.update({"appSource": fields}))
+        store.update(app.name, lambda r: statuswrites.app_source(r, fields))
     except GitOpsRayError as e:
         display.warn(f"warning: app {app.name}: origin not recorded: {e}")
 
@@ -291,9 +294,9 @@ def refresh(destinations: Destinations, store: RecordStore, selection: Selection
             comparison = destinations.pipeline(app).compare(
                 app, revision=pins.get(app.name, selection.revision), local=selection.local)
         except GitOpsRayError as e:
-            error = {"sync": SyncStatus.UNKNOWN.value, "error": error_text(e),
-                     "comparedAt": time.time()}
-            out[app.name] = _save(store, app.name, error) if record else error
+            message = error_text(e)
+            out[app.name] = _save_failed(store, app.name, message) if record else \
+                {"sync": SyncStatus.UNKNOWN.value, "error": message, "comparedAt": time.time()}
             continue
         if selection.local is None:
             pins[app.name] = comparison.revision
@@ -303,8 +306,8 @@ def refresh(destinations: Destinations, store: RecordStore, selection: Selection
     return out
 
 
-def _save(store: RecordStore, name: str, fields: Status) -> Status:
-    return store.update(name, lambda r: r.status.update(fields)).status
+def _save_failed(store: RecordStore, name: str, error: str) -> Status:
+    return store.update(name, lambda r: statuswrites.failed(r, error)).status
 
 
 @click.command("status", cls=CliCommand)
@@ -343,7 +346,7 @@ def _print_status(statuses: dict[str, Status], output: Output) -> None:
         click.echo(json.dumps(rows, indent=2) if output == Output.JSON
                    else yaml.safe_dump(rows, sort_keys=False), nl=output == Output.JSON)
         return
-    width = _terminal_width()
+    width = terminal_width()
     wide = output == Output.WIDE
     for line in table(statuses, wide=wide, width=width, now=time.time()):
         click.echo(line)
@@ -351,11 +354,6 @@ def _print_status(statuses: dict[str, Status], output: Output) -> None:
         for name, status in sorted(statuses.items()):
             for pending in status.get("rolloutPending") or ():
                 _echo_note(f"{name}: rollout pending: {pending}", width)
-
-
-def _terminal_width() -> int | None:
-    """The width of stdout if it is a terminal (``$COLUMNS`` first), else None: no fitting."""
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _echo_note(text: str, width: int | None) -> None:

@@ -15,6 +15,8 @@ values. Pure functions: what is printed is decided here, where unit tests can se
 
 from __future__ import annotations
 
+import shutil
+import sys
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,3 +129,8 @@ def _cell(column: Column, text: str, width: int, *, fitted: bool) -> list[str]:
 
 def _line(cells: Sequence[str], widths: Sequence[int]) -> str:
     return SEPARATOR.join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def terminal_width() -> int | None:
+    """The width of stdout if it is a terminal (``$COLUMNS`` first), else None: no fitting."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None

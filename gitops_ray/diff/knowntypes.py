@@ -7,9 +7,9 @@ back ``8760h0m0s``. Argo CD's ``resource.customizations.knownTypeFields.<group>_
 names such sub-trees and their Kubernetes type; its normaliser
 (``util/argo/normalizers/knowntypes_normalizer.go``) re-marshals them through the Go type
 (``json.Unmarshal`` into it, ``json.Marshal`` back) on both sides. This module does the
-same round trip, for every type Argo CD v3.2.11 registers: ``core/Quantity``,
-``meta/v1/Duration`` and the 238 ``core/v1/...`` types of its generated
-``corev1_known_types.go`` (k8s.io/api v0.34.0).
+same round trip, for every type the Argo CD in tests (v3.6.1) registers: ``core/Quantity``,
+``meta/v1/Duration`` and the 248 ``core/v1/...`` types of its generated
+``corev1_known_types.go`` (k8s.io/api v0.37.0).
 
 What encoding/json does to a value, and so what happens here: fields the Go type does not
 have are dropped (keys match exactly, else case-insensitively); ``omitempty`` fields

@@ -10,7 +10,7 @@ Two places refuse a Ray object, and neither tells a GitOps engine in time:
   field, so adding or removing ``managedBy`` is accepted. The comparison's server-side dry
   run meets these rules first; :func:`server_refusals` turns that 422 answer into
   refusals (the API server's own words, values cut by
-  :func:`gitops_ray.kube.errors.without_values`).
+  :func:`gitops_ray.redact.without_values`).
 * **The operator**, which accepts every write and then refuses to act on it: a Warning Event
   (``InvalidRayClusterSpec``, ...) or a RayJob/RayService ``ValidationFailed`` status, nothing
   else (``ray-operator/controllers/ray/utils/validation.go``). :func:`operator_refusals`
@@ -36,7 +36,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gitops_ray.kube.errors import without_values
+from gitops_ray.redact import without_values
 from gitops_ray.types import Manifest, ResourceKey
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def server_refusals(key: ResourceKey, details: Mapping[str, Any], message: str
     """The refusals in a 422 ``Status`` of a dry run (``details.causes``, else its message).
 
     ``message`` and the causes' messages are the value-free ones
-    (:func:`gitops_ray.kube.errors.without_values` has run on ``message``).
+    (:func:`gitops_ray.redact.without_values` has run on ``message``).
     """
     causes = [c for c in details.get("causes") or [] if isinstance(c, Mapping)]
     out = [Refusal(key, str(c.get("field") or "-"),

@@ -10,17 +10,14 @@ not a ``Status`` cannot end up in a log line in full.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gitops_ray import jsonio
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.redact import without_values
 
 MAX_MESSAGE = 512
 # apimachinery's field errors: "<Type> value: <value>"; strings are quoted with Go's %q.
-_ECHOED = re.compile(r'\b(Invalid|Unsupported|Duplicate|Forbidden|Required|Not found) value: '
-                     r'("(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*\b|true\b|false\b|null\b)')
-_UNQUOTED = re.compile(r'\b(Invalid|Unsupported|Duplicate) value: (?!")')
 
 
 class KubeError(GitOpsRayError):
@@ -119,15 +116,3 @@ def error_from_response(status: int, body: bytes, context: str) -> KubeError:
                                  or body[:200].decode("utf-8", "replace")))
     return cls(f"{context}: {message}", status=status, reason=str(payload.get("reason", "")),
                details=payload.get("details") or {})
-
-
-def without_values(message: str) -> str:
-    """``message`` with the field values the API server echoes cut out.
-
-    ``data[k]: Invalid value: "s3cret": must be ...`` -> ``data[k]: Invalid value
-    (withheld): must be ...``. A value in another form (a Go map or struct) ends the
-    message there.
-    """
-    message = _ECHOED.sub(r"\1 value (withheld)", message)
-    cut = _UNQUOTED.search(message)
-    return message if cut is None else message[:cut.start()] + f"{cut.group(1)} value (withheld)"

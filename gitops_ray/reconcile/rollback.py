@@ -26,12 +26,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
+from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
 from gitops_ray.render.apps import Application
+from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import SyncResult
-from gitops_ray.sync.history import find, known_ids, revise_newest
-from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.history import find, known_ids
+from gitops_ray.sync.records import AppRecord, RecordStore
 
 ROLLBACK_TRIGGER = "rollback"
 
@@ -84,7 +85,8 @@ def rollback(reconciler: Reconciler, app: Application, request: RollbackRequest
     outcome = reconciler.sync_until_done(app, revision=revision, prune=request.prune,
                                          timeout=request.timeout, poll=request.poll)
     if outcome.unrecorded is None:
-        store.update(app.name, lambda r: _mark(r.status, outcome.result, request.entry_id))
+        started, fields = outcome.result.started_at, marks(request.entry_id)
+        store.update(app.name, lambda r: statuswrites.mark_rollback(r, started, fields))
     return RollbackOutcome(outcome, entry, pause)
 
 
@@ -95,7 +97,7 @@ def pause_automation(store: RecordStore, app: Application, pause: Pause) -> Paus
     """
     if not app.sync_policy.automated:
         return None
-    store.update(app.name, lambda r: r.status.update({PAUSE_KEY: pause.to_record()}))
+    store.update(app.name, lambda r: statuswrites.pause(r, pause))
     return pause
 
 
@@ -104,22 +106,14 @@ def marks(entry_id: int) -> dict[str, Any]:
     return {"trigger": ROLLBACK_TRIGGER, "rollbackOf": entry_id}
 
 
-def _mark(status: dict[str, Any], result: SyncResult, entry_id: int) -> None:
-    """Mark the recorded operation of ``result`` as the rollback to ``entry_id``."""
-    newest = status.get("operation")
-    if isinstance(newest, dict) and newest.get("startedAt") == result.started_at:
-        revise_newest(status, marks(entry_id))
-
-
 def resume(store: RecordStore, app: str) -> Pause | None:
     """End the app's pause of automated sync; the pause it ended (``None``: there was none)."""
     ended: list[Pause | None] = [None]
 
-    def change(status: dict[str, Any]) -> None:
-        ended[0] = Pause.of(status)
-        status.pop(PAUSE_KEY, None)
+    def change(record: AppRecord) -> None:
+        ended[0] = statuswrites.resume(record)
 
-    if Pause.of(store.read(app).status) is None:
+    if store.read(app).app_status.pause is None:
         return None
-    store.update(app, lambda r: change(r.status))
+    store.update(app, change)
     return ended[0]

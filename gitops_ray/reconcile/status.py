@@ -27,17 +27,16 @@ from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Destination
+from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import SyncResult
-from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.records import (
     MAX_APPLIED_MARKS,
     AppRecord,
     RecordStore,
     applied_mark,
     markable,
-    push_history,
 )
-from gitops_ray.types import Manifest, ResourceKey, SyncStatus, split_api_version
+from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values
 MAX_IMAGES = 50
@@ -249,16 +248,13 @@ def save_status(store: RecordStore, comparison: Comparison,
     fields = status_of(comparison)
 
     def change(record: AppRecord) -> None:
-        record.status.update(fields)
+        statuswrites.compared(record, fields)
         _set_inventory(record, result)
         if result is not None:
             record.applied = applied_marks(comparison)
+            statuswrites.sync_step(record, result.as_operation(), running=result.running)
         else:
             add_marks(record, proven_marks(comparison))
-        if result is not None and result.running:
-            record.status[OPERATION_STATE] = result.as_operation()
-        elif result is not None:
-            push_history(record.status, result.as_operation())
         if also is not None:
             also(record)
 
@@ -313,10 +309,9 @@ def save_failed_sync(store: RecordStore, result: SyncResult, error: str,
     """
 
     def change(record: AppRecord) -> None:
-        record.status.update({"sync": SyncStatus.UNKNOWN.value, "error": error,
-                              "comparedAt": time.time()})
+        statuswrites.failed(record, error)
         _set_inventory(record, result)
-        push_history(record.status, result.as_operation())
+        statuswrites.finished(record, result.as_operation())
         if also is not None:
             also(record)
 
@@ -331,7 +326,7 @@ def _set_inventory(record: AppRecord, result: SyncResult | None) -> None:
 
 def save_operation(store: RecordStore, result: SyncResult) -> None:
     """Record a finished operation (e.g. one the CLI gave up waiting for), nothing else."""
-    store.update(result.app, lambda r: push_history(r.status, result.as_operation()))
+    store.update(result.app, lambda r: statuswrites.finished(r, result.as_operation()))
 
 
 def live_health(kube: Kube, record: AppRecord) -> Health:

@@ -1,10 +1,11 @@
-"""AppProject ``syncWindows``: when an app may be synced, as Argo CD v3.2.11 decides it.
+"""AppProject ``syncWindows``: when an app may be synced, as Argo CD decides it.
 
 Why: platform teams make auto-sync acceptable with sync windows (no deployments to the
 GPU clusters during business hours, syncs only in the maintenance window); an app that
 gitops-ray synced through a deny window would break that promise the moment it is
-handed over. The rules are ported from ``pkg/apis/application/v1alpha1/types.go``
-(``SyncWindows.Matches``, ``active``, ``inactiveAllows``, ``CanSync``, ``hasDeny``):
+handed over. The rules are ported from v3.2.11's ``pkg/apis/application/v1alpha1/types.go``
+(``SyncWindows.Matches``, ``active``, ``inactiveAllows``, ``CanSync``, ``hasDeny``;
+unchanged in v3.6.1, which adds ``syncOverrun``, not modelled: a running sync goes on):
 
 * **Matching** (``Matches``): a window applies to an app when one of its
   ``applications`` globs matches the app's name, one of its ``clusters`` globs the

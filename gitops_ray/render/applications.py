@@ -60,7 +60,7 @@ _SOURCE = {"repoURL", "path", "targetRevision", "chart", "helm", "kustomize", "d
 _HELM = {"valueFiles", "values", "valuesObject", "parameters", "releaseName", "skipCrds",
          "namespace", "ignoreMissingValueFiles", "skipSchemaValidation", "skipTests",
          "kubeVersion", "apiVersions", "passCredentials", "version"}
-_DIRECTORY = {"recurse", "include", "exclude"}
+_DIRECTORY = {"recurse", "include", "exclude", "disableExtensionFilter"}
 _KUSTOMIZE = {"namePrefix", "nameSuffix", "namespace"}
 _DESTINATION = {"server", "namespace", "name"}
 _SYNC = {"automated", "syncOptions"}
@@ -74,6 +74,8 @@ _HINTS = {  # why a known Argo CD field is not honoured, by field name
     "fileParameters": "--set-file is not supported; use valueFiles",
     "jsonnet": "Jsonnet is not supported",
     "images": "kustomize image overrides are not supported; set images in kustomization.yaml",
+    "tagPrefix": "git tags are not resolved as semver constraints, with or without a "
+                 "prefix; name the whole tag in targetRevision",
 }
 _EMPTY: tuple[object, ...] = (None, "", [], {}, False)
 FIELDS_READ: dict[str, frozenset[str]] = {
@@ -360,9 +362,10 @@ def _directory(raw: object, path: str, ctx: _Context) -> DirectorySource | None:
         return None
     data = _mapping(raw, path, ctx)
     _warn_unknown(data, _DIRECTORY, path, ctx, quiet_if_empty=True)
-    directory = DirectorySource(recurse=_bool(data, "recurse", path, ctx),
-                                include=_glob(data, "include", path, ctx),
-                                exclude=_glob(data, "exclude", path, ctx))
+    directory = DirectorySource(
+        recurse=_bool(data, "recurse", path, ctx), include=_glob(data, "include", path, ctx),
+        exclude=_glob(data, "exclude", path, ctx),
+        disable_extension_filter=_bool(data, "disableExtensionFilter", path, ctx))
     return None if directory == DirectorySource() else directory
 
 

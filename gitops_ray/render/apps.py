@@ -38,6 +38,7 @@ class DirectorySource:
     recurse: bool = False
     include: str = ""
     exclude: str = ""
+    disable_extension_filter: bool = False  # Argo CD >= 3.6: any file include/exclude match
 
 
 @dataclass(frozen=True)

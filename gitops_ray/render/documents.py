@@ -39,14 +39,16 @@ from gitops_ray.render.bounds import (
     check_value,
     check_yaml,
 )
+from gitops_ray.render.loader import FastLoader
 from gitops_ray.render.memo import PARSES, fresh, memo_key, remembered
 from gitops_ray.types import Manifest
 
-_BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+class _Loader(FastLoader):
+    """Safe loader that keeps timestamps and ``!!binary`` as strings, like Kubernetes.
 
-class _Loader(_BaseLoader):  # type: ignore[misc]
-    """Safe loader that keeps timestamps and ``!!binary`` as strings, like Kubernetes."""
+    Its resolver and constructor take :mod:`gitops_ray.render.loader`'s shortcuts.
+    """
 
 
 def _binary_as_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
@@ -112,7 +114,7 @@ def parse_yaml(text: str, *, origin: str, helm_sources: bool = False,
     parsed, tuples = _documents(text, origin)
     found = [(index, line, _helm_source(lines, line) if helm_sources else "", body)
              for index, (line, body) in enumerate(parsed, start=1)]
-    if not tuples:
+    if not tuples and PARSES.keeps(len(text)):
         PARSES.put(key, remembered(nodes, found), chars=len(text))
     return [Doc(body, _named(origin, source), index, line)
             for index, line, source, body in found]
@@ -198,7 +200,8 @@ def parse_json(text: str, *, origin: str) -> list[Doc]:
     except RecursionError as e:  # nested deeper than the interpreter's stack
         raise RenderError(f"{origin}: invalid JSON: nested too deeply") from e
     nodes = check_value(value, origin=origin)
-    PARSES.put(key, remembered(nodes, [(1, 1, "", value)]), chars=len(text))
+    if PARSES.keeps(len(text)):
+        PARSES.put(key, remembered(nodes, [(1, 1, "", value)]), chars=len(text))
     return [Doc(value, origin, 1, 1)]
 
 

@@ -5,6 +5,8 @@ Argo CD renders renders the same here:
 
 * files are visited in lexical order; subdirectories only with ``directory.recurse``;
 * ``exclude`` then ``include`` globs are matched on the path relative to the app directory;
+  ``directory.disableExtensionFilter`` (Argo CD >= 3.6) reads any file they select, not
+  only the manifest suffixes (``*.yaml.sealed``);
 * YAML files hold any number of documents, JSON files exactly one object;
 * a YAML file that fails to decode is an error only if it looks like a manifest (mentions
   ``apiVersion:``, ``kind:`` and ``metadata:``) or also holds real objects; otherwise it is
@@ -96,8 +98,9 @@ def walk_files(directory: Path, *, recurse: bool) -> Iterator[Path]:
 
 
 def is_selected(relative: str, options: DirectorySource) -> bool:
-    """Manifest suffix, not excluded, and included (when ``include`` is set)."""
-    if not relative.endswith((*MANIFEST_SUFFIXES, ".jsonnet")):
+    """Manifest suffix (unless the filter is off), not excluded, included (if set)."""
+    if not options.disable_extension_filter and not relative.endswith(
+            (*MANIFEST_SUFFIXES, ".jsonnet")):
         return False
     if options.exclude and glob_matches(options.exclude, relative):
         return False

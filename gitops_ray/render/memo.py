@@ -33,7 +33,8 @@ import hashlib
 import marshal
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -116,9 +117,36 @@ class ParseMemo:
         self.hits = self.misses = self.chars = 0
         self._entries: OrderedDict[bytes, tuple[Parsed, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self._off = 0  # open :meth:`disabled` blocks
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def keeps(self, chars: int) -> bool:
+        """Whether a parse of a text of ``chars`` characters would be remembered.
+
+        Asked before packing it (:func:`remembered`), which is what remembering costs.
+        """
+        return not self._off and self.max_entries > 0 and chars <= self.max_chars
+
+    @contextmanager
+    def disabled(self) -> Iterator[None]:
+        """Remember nothing inside the block (what is kept stays, and is not asked for).
+
+        For the one-shot commands: ``gitops-ray sync`` renders each app once per revision
+        (the pipeline's render cache hands the comparison after the sync the same
+        render), so a remembered parse is never asked for again, and packing it twice
+        (:func:`store`) cost ~40% of parsing a RayCluster file: a quarter of a cold
+        sync's CPU went to the render, a tenth of it to this memo. Blocks may nest and
+        overlap (threads): the memo is off while any is open.
+        """
+        with self._lock:
+            self._off += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._off -= 1
 
     def get(self, key: bytes) -> Parsed | None:
         """The remembered parse for ``key``, now the most recently used; ``None`` if none."""

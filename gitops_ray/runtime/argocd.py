@@ -61,8 +61,8 @@ from gitops_ray.render import parse_application
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.metrics import Metrics
-from gitops_ray.runtime.settings import ArgoCD
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.settings import ArgoCD
 from gitops_ray.sync.events import post_event
 from gitops_ray.types import Manifest
 

@@ -59,7 +59,7 @@ from gitops_ray.reconcile.argoviews import (
 )
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.redact import redact
-from gitops_ray.runtime.settings import ArgoCD
+from gitops_ray.settings import ArgoCD
 from gitops_ray.types import Manifest, ResourceKey
 
 log = structlog.get_logger(__name__)

@@ -43,7 +43,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.render import AppScan, scan_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.logs import redact_url
-from gitops_ray.runtime.settings import AppSourceSpec
+from gitops_ray.settings import AppSourceSpec
 from gitops_ray.source import GitSource
 
 log = structlog.get_logger(__name__)

@@ -28,7 +28,7 @@ import structlog
 
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.runtime.argorepos import ArgoRepositories
-from gitops_ray.runtime.settings import RepoCredential, Settings, Sources
+from gitops_ray.settings import RepoCredential, Settings, Sources
 from gitops_ray.source import Credentials, GitSource, env_lookup, in_scope
 from gitops_ray.source.charts import ChartSource
 from gitops_ray.source.chartstore import ChartLimits

@@ -10,7 +10,11 @@ per app would turn one push into hundreds of identical requests to the git serve
   backoff) accept any age, as Argo CD's ``CompareWithRecent`` does: drift is about the
   cluster, not about git;
 * a push webhook invalidates the pushed repository first, so the refreshes it
-  triggers see the new commit. An invalidated answer is never reused, whatever age the
+  triggers see the new commit; where the push itself says which commit a branch moved
+  to, and from the commit this cache knows (``before``), that commit is the answer and
+  git is not asked again (:meth:`Revisions.pushed`). From any other commit (a delivery
+  out of order, one missed) the answer is only invalidated: a push never makes the
+  cache go back to an older commit. An invalidated answer is never reused, whatever age the
   caller accepts: the work queue merges a push's request into one already waiting for
   the app (a watch event's, caused by the previous push's own sync), and that refresh,
   which accepts any age, must still see the new commit;
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 
 from gitops_ray.errors import SourceError
 from gitops_ray.runtime.logs import redact_url
-from gitops_ray.runtime.webhook import normalize_repo_url
+from gitops_ray.runtime.webhook import Push, normalize_repo_url
 
 Resolve = Callable[..., str]
 """``GitSource.resolve``: ``(repo, revision)``, and ``chart=`` for a chart's version."""
@@ -96,6 +100,24 @@ class Revisions:
             raise
         entry.sha, entry.at, entry.error, entry.stale = sha, self._clock(), None, False
         return sha
+
+    def pushed(self, push: Push) -> None:
+        """A push webhook: take its branch's new commit, invalidate the rest of its repos.
+
+        Only an entry of the pushed branch (``push.matches``, not a chart's) that holds
+        the push's ``before`` commit, fresh, takes its ``after``; see the module doc.
+        """
+        moved = push.moved
+        with self._lock:
+            entries = [(key, e) for key, e in self._entries.items()
+                       if normalize_repo_url(key[0]) in push.repos]
+        for (repo, revision, chart), entry in entries:
+            with entry.lock:
+                if moved is not None and not chart and not entry.stale \
+                        and entry.sha == moved[0] and push.matches(repo, revision):
+                    entry.sha, entry.at, entry.error = moved[1], self._clock(), None
+                else:
+                    entry.stale, entry.failed_at = True, -math.inf
 
     def invalidate(self, repos: Collection[str]) -> None:
         """Forget what is known about these repositories (normalised URLs, as in a push)."""

@@ -108,7 +108,6 @@ from gitops_ray.runtime.server import (
     Routes,
     group_routes,
 )
-from gitops_ray.runtime.settings import AppSourceSpec, Settings
 from gitops_ray.runtime.shards import ShardCoordinator
 from gitops_ray.runtime.watches import LiveCache, NamedObjects
 from gitops_ray.runtime.web.auth import FormTokens, Reviewer
@@ -121,6 +120,7 @@ from gitops_ray.runtime.webhook import (
     parse_push,
     provider_of,
 )
+from gitops_ray.settings import AppSourceSpec, Settings
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.types import Manifest
@@ -665,7 +665,7 @@ class Runtime:
 
     def _on_push(self, push: Push, request: Request) -> dict[str, Any]:
         self.metrics.webhooks.labels(push.provider, "accepted").inc()
-        self.revisions.invalidate(push.repos)
+        self.revisions.pushed(push)  # its commit, if it follows the one known
         specs = [s for s in self.catalog.specs if push.matches(s.repo, s.revision)]
         if specs:
             self.queue.submit(CATALOG, "webhook")

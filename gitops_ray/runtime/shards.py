@@ -77,13 +77,13 @@ from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence, unfenced
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.settings import MAX_SHARDS
 from gitops_ray.types import Manifest
 
 log = structlog.get_logger(__name__)
 GROUP_LABEL = "gitops-ray.io/lease-group"
 ROLE_LABEL = "gitops-ray.io/lease-role"
 WEBHOOK_URL_ANNOTATION = "gitops-ray.io/webhook-url"
-MAX_SHARDS = 1024  # one Lease each, renewed by its owner every retryPeriod
 STALE_LEASES = 4  # an expired member Lease is deleted after this many lease durations
 EXPIRY_MARGIN = 0.05  # seconds: a step planned at a member's expiry runs this much after
 RENEWALS_IN_FLIGHT = 8

@@ -38,6 +38,8 @@ from urllib.parse import urlsplit
 
 MAX_DEPTH = 32  # JSON nesting a push payload may have (GitHub's and GitLab's are < 10)
 _SIGNATURE = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
+_COMMIT = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # SHA-1 or SHA-256 object names
+_NONE = re.compile(r"^0+$")  # a created branch's "before", a deleted one's "after"
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")  # signed: +1 / -1
@@ -67,6 +69,19 @@ class Push:
     default_branch: str
     sha: str = ""
     changed: frozenset[str] = frozenset()  # files the pushed commits touched, when listed
+    before: str = ""  # a branch's commit before the push ("": not a branch push)
+
+    @property
+    def moved(self) -> tuple[str, str] | None:
+        """``(before, after)`` commits of a branch push that moved it (not created, deleted).
+
+        What the revision cache may take from the push instead of asking git again
+        (:meth:`gitops_ray.runtime.revisions.Revisions.pushed`).
+        """
+        if not (_COMMIT.match(self.before) and _COMMIT.match(self.sha)) \
+                or _NONE.match(self.before) or _NONE.match(self.sha):
+            return None
+        return self.before, self.sha
 
     def matches(self, repo_url: str, target_revision: str) -> bool:
         """Whether an app on ``repo_url`` at ``target_revision`` should refresh."""
@@ -193,7 +208,7 @@ def _github_push(payload: dict[str, Any]) -> Push:
     repo = _dict(payload.get("repository"))
     return Push("github", _urls(repo, _GITHUB_URL_KEYS), strip_ref(payload["ref"]),
                 str(repo.get("default_branch") or repo.get("master_branch") or ""),
-                str(payload.get("after") or ""), _changed(payload))
+                str(payload.get("after") or ""), _changed(payload), _before(payload))
 
 
 def _gitlab_push(payload: dict[str, Any]) -> Push:
@@ -202,7 +217,13 @@ def _gitlab_push(payload: dict[str, Any]) -> Push:
     return Push("gitlab", urls, strip_ref(payload["ref"]),
                 str(project.get("default_branch") or ""),
                 str(payload.get("checkout_sha") or payload.get("after") or ""),
-                _changed(payload))
+                _changed(payload), _before(payload))
+
+
+def _before(payload: dict[str, Any]) -> str:
+    """A branch push's previous commit (a tag's "after" may name a tag object: none)."""
+    branch = str(payload.get("ref") or "").startswith("refs/heads/")
+    return str(payload.get("before") or "") if branch else ""
 
 
 def _changed(payload: dict[str, Any]) -> frozenset[str]:

@@ -11,6 +11,9 @@ one given, even after its entry was dropped. The Argo CD projection
 (:func:`gitops_ray.reconcile.argostatus.history`) writes the same ids into the
 Application's ``status.history``.
 
+The changes of the history (push, revise, numbering) are made by the record's one
+writer, :mod:`gitops_ray.sync.statuswrites`, by these rules.
+
 Why a byte budget: the history lives in the app's record ConfigMap, which the API server
 caps at 1 MiB (etcd's request limit is 1.5 MiB), and which the controller rewrites on
 every status change and keeps in its watch cache. The record also holds the inventory,
@@ -71,56 +74,6 @@ def entry_id(op: Mapping[str, Any]) -> int | None:
     """The history id of an entry (``None``: not a deployment, or recorded before ids)."""
     value = op.get("id")
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def push(status: dict[str, Any], operation: dict[str, Any]) -> None:
-    """Record a finished ``operation`` as the newest entry; number it, bound the history."""
-    status["operation"] = operation
-    status["history"] = [operation, *status.get("history", [])]
-    settle(status)
-
-
-def revise_newest(status: dict[str, Any], fields: Mapping[str, Any]) -> None:
-    """Add ``fields`` to the newest finished operation (and its history entry), then settle.
-
-    The controller learns some facts of an operation after it was recorded (who asked
-    for it, which resources): they can make it a deployment, or not one.
-    """
-    for op in (status.get("operation"), *status.get("history", [])[:1]):
-        if isinstance(op, dict):
-            op.update(fields)
-    settle(status)
-
-
-def settle(status: dict[str, Any]) -> None:
-    """Give the newest entry its id (or take it back), then bound the history."""
-    entries = status.get("history") or []
-    if entries and isinstance(entries[0], dict):
-        _number(status, entries[0])
-    status["history"] = bounded(entries)
-
-
-def _number(status: dict[str, Any], newest: dict[str, Any]) -> None:
-    current = entry_id(newest)
-    last = last_id(status)
-    if is_deployment(newest) and current is None:
-        _set_id(status, newest, last + 1)
-        status[LAST_ID] = last + 1
-    elif not is_deployment(newest) and current is not None:
-        _set_id(status, newest, None)
-        if current == last:  # nobody can have been given a later one: reuse it
-            status[LAST_ID] = last - 1
-
-
-def _set_id(status: dict[str, Any], newest: dict[str, Any], value: int | None) -> None:
-    operation = status.get("operation")
-    for op in (newest, operation if isinstance(operation, dict) else None):
-        if op is None:
-            continue
-        if value is None:
-            op.pop("id", None)
-        else:
-            op["id"] = value
 
 
 def last_id(status: Mapping[str, Any]) -> int:

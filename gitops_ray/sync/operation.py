@@ -20,10 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gitops_ray.sync.appstatus import OPERATION_STATE
 from gitops_ray.types import OperationPhase, ResourceKey
 
-OPERATION_STATE = "operationState"
-"""The key of the running operation in an app record's status (absent when none runs)."""
+__all__ = ["OPERATION_STATE", "OperationState", "only_field"]
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,7 @@ from typing import Any
 from gitops_ray import FIELD_MANAGER, __version__, jsonio
 from gitops_ray.kube import Conflict, Kube, NotFound
 from gitops_ray.redact import redact
-from gitops_ray.sync import history
-from gitops_ray.sync.operation import OPERATION_STATE
+from gitops_ray.sync.appstatus import AppStatus, decode_status
 from gitops_ray.sync.tracking import APP_LABEL, app_label_value
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
@@ -89,6 +88,15 @@ class AppRecord:
     inventory: list[InventoryEntry] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     applied: dict[str, str] = field(default_factory=dict)  # str(ResourceKey) -> mark
+
+    @property
+    def app_status(self) -> AppStatus:
+        """The status, typed (:mod:`gitops_ray.sync.appstatus`): what views read.
+
+        ``status`` is the JSON object as stored, changed only by
+        :mod:`gitops_ray.sync.statuswrites`.
+        """
+        return decode_status(self.status)
 
 
 MAX_APPLIED_MARKS = 1000
@@ -386,12 +394,3 @@ def _marks(text: str | None) -> dict[str, str]:
     if not isinstance(marks, dict):
         return {}
     return {k: v for k, v in marks.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def push_history(status: dict[str, Any], operation: dict[str, Any]) -> None:
-    """Record ``operation`` as the last one, numbered and bounded (:mod:`.history`).
-
-    A finished operation ends the running one, if any (see :mod:`gitops_ray.sync.operation`).
-    """
-    status.pop(OPERATION_STATE, None)
-    history.push(status, operation)

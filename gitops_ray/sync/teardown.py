@@ -18,7 +18,6 @@ kind or namespace (Argo CD's finalizer deletes only what the project permits).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -26,12 +25,13 @@ import structlog
 
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.render.apps import Application
+from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import STILL_DELETING, ResourceResult, still_there
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by
-from gitops_ray.types import Manifest, ResourceAction, ResourceKey, SyncStatus
+from gitops_ray.types import Manifest, ResourceAction, ResourceKey
 
 log = structlog.get_logger(__name__)
 Protected = Callable[[ResourceKey], str]
@@ -127,8 +127,7 @@ def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> Res
 def _keep_what_is_left(store: RecordStore, teardown: Teardown) -> None:
     def change(record: AppRecord) -> None:
         record.inventory = sorted(set(teardown.left))
-        record.status.update({"sync": SyncStatus.UNKNOWN.value, "comparedAt": time.time(),
-                              "error": f"delete: {teardown.message}"})
+        statuswrites.failed(record, f"delete: {teardown.message}")
 
     store.update(teardown.app, change)
 

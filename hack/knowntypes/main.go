@@ -162,7 +162,7 @@ func main() {
 	for _, name := range names {
 		types[name] = ref(reflect.TypeOf(registered[name]).Elem())
 	}
-	doc := map[string]any{"argocd": "v3.2.11", "types": types, "structs": structs}
+	doc := map[string]any{"argocd": "v3.6.1", "types": types, "structs": structs}
 	enc := json.NewEncoder(os.Stdout)
 	if err := enc.Encode(doc); err != nil {
 		panic(err)

@@ -1,4 +1,4 @@
-"""Real Argo CD (v3.2.11) next to the real control plane: the ``argocd`` fixtures.
+"""Real Argo CD (v3.6.1) next to the real control plane: the ``argocd`` fixtures.
 
 What a test (an e2e test of the product included) gets:
 

@@ -1,6 +1,6 @@
 """ApplicationSets whose template opts the Applications in: gitops-ray syncs what Argo CD made.
 
-The real ``argocd-applicationset-controller`` (v3.2.11) runs out of cluster (fixture
+The real ``argocd-applicationset-controller`` (v3.6.1) runs out of cluster (fixture
 ``argocd_applicationset_controller``); a ``list`` generator needs no repo-server. Its
 template carries gitops-ray's two annotations, so every Application it generates is
 skipped by Argo CD's application controller and reconciled by gitops-ray (fixture

@@ -2,7 +2,7 @@
 
 gitops-ray takes over Applications annotated ``argocd.argoproj.io/skip-reconcile: "true"``
 and relies on Argo CD's controller neither reconciling them (no status written) nor
-running their operations. Here the real ``argocd-application-controller`` (v3.2.11) runs
+running their operations. Here the real ``argocd-application-controller`` (v3.6.1) runs
 out of cluster next to one opted-out and one ordinary Application, both pointing at a
 repository nobody serves (no repo-server runs either).
 

@@ -1,4 +1,4 @@
-"""Sync windows with the real Argo CD (v3.2.11): its own verdicts next to gitops-ray's.
+"""Sync windows with the real Argo CD (v3.6.1): its own verdicts next to gitops-ray's.
 
 * ``argocd proj windows list`` prints each window's state as Argo CD computes it
   (``SyncWindow.Active``); gitops-ray's :func:`~gitops_ray.reconcile.windows.is_active`

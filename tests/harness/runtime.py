@@ -19,7 +19,7 @@ import yaml
 
 from gitops_ray.kube import Kube
 from gitops_ray.runtime.runner import Runtime
-from gitops_ray.runtime.settings import load_settings
+from gitops_ray.settings import load_settings
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
 from tests.harness.git import GitRepo

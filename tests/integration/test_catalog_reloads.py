@@ -12,7 +12,7 @@ from pathlib import Path
 
 from gitops_ray.render.apps import Application
 from gitops_ray.runtime.catalog import Catalog, CatalogChange
-from gitops_ray.runtime.settings import AppSourceSpec
+from gitops_ray.settings import AppSourceSpec
 from gitops_ray.source import GitSource
 from tests.harness.cli import app_yaml
 from tests.harness.git import GitRepo

@@ -196,7 +196,7 @@ def test_as_many_requests_in_flight_as_the_settings_allow_reuse_their_connection
     handshake each, and urllib3's "Connection pool is full" warning)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from gitops_ray.runtime.settings import WATCH_CONNECTIONS, load_settings
+    from gitops_ray.settings import WATCH_CONNECTIONS, load_settings
 
     settings = load_settings(flags={"workers": 3, "sync.parallelism": 4})
     assert settings.connections == 3 * 4 + WATCH_CONNECTIONS

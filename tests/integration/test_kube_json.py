@@ -143,3 +143,25 @@ def test_a_watch_event_nested_past_the_bound_ends_the_stream(tmp_path: Path) -> 
         with pytest.raises(Unreachable) as raised:
             list(kube.watch("v1", "ConfigMap", "n", timeout_seconds=5))
     assert "stream broken" in str(raised.value) and "depth" in str(raised.value)
+
+
+def test_an_apply_sends_the_values_exactly_and_refuses_what_json_cannot_hold(
+        kube: Kube, namespace: str, blobs: str) -> None:
+    """Server-side apply's body is encoded by jsonio (orjson), as every response is read.
+
+    The API server parses it as YAML: YAML's line breaks and non-printables come back as
+    they were (escaped), and so does a character past U+FFFF (raw; ``json.dumps``
+    escaped it as a surrogate pair, which YAML refuses).
+    """
+    values = {k: v for k, v in VALUES.items() if v is not None}  # null: "not mine"
+    values["yaml"] = "a \x85 b \u2029 c \ufeff d \x9f e \x7f f \uffff g \U0001f600 h \x80"
+    obj = {"apiVersion": blobs, "kind": "Blob",
+           "metadata": {"name": "applied", "namespace": namespace}, "data": values}
+    written = kube.apply(obj, field_manager="tests")
+    assert written["data"] == values
+    got = kube.get(blobs, "Blob", name="applied", namespace=namespace)
+    assert got is not None and got["data"] == values
+    for bad in (float("nan"), 2**70):
+        with pytest.raises(KubeError) as caught:
+            kube.apply({**obj, "data": {"token": SECRET, "bad": bad}}, field_manager="tests")
+        assert SECRET not in str(caught.value)

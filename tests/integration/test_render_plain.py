@@ -13,6 +13,7 @@ import pytest
 from gitops_ray.errors import RenderError
 from gitops_ray.kube import Kube, UnknownKind
 from gitops_ray.render import application_from_flags, render_app
+from gitops_ray.render.applications import parse_application
 from gitops_ray.render.apps import Application, DirectorySource
 from tests.harness.git import GitRepo
 
@@ -51,6 +52,31 @@ def test_recurse_include_exclude(repo: Path) -> None:
     included = render_app(plain_app(directory=DirectorySource(
         recurse=True, include="{raycluster.yaml,sub/*}", exclude="sub/smoke-*")), repo)
     assert names(included) == ["plain", "deep"]
+
+
+def test_disable_extension_filter_reads_what_the_globs_select(git_repo: GitRepo) -> None:
+    """Argo CD 3.6's ``directory.disableExtensionFilter``: a ``*.yaml.sealed`` file is read."""
+    config_map = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {}\n"
+                  "data:\n  k: v\n")
+    git_repo.commit({"sealed/a.yaml": config_map.format("plain"),
+                     "sealed/b.yaml.sealed": config_map.format("sealed"),
+                     "sealed/c.txt": config_map.format("text")})
+
+    def rendered(directory: dict[str, Any]) -> list[str]:
+        app = parse_application({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "sealed", "namespace": "argocd"},
+            "spec": {"source": {"repoURL": git_repo.url, "path": "sealed",
+                                "directory": directory},
+                     "destination": {"namespace": "ray"}}})
+        assert app.warnings == ()
+        return names(render_app(app, git_repo.work))
+
+    assert rendered({"include": "*.sealed"}) == []
+    assert rendered({"disableExtensionFilter": True, "include": "*.sealed"}) == ["sealed"]
+    assert rendered({"disableExtensionFilter": True, "exclude": "*.txt"}) == [
+        "plain", "sealed"]
+    assert rendered({"disableExtensionFilter": True}) == ["plain", "sealed", "text"]
 
 
 def test_default_namespace_on_namespaced_objects_only(repo: Path) -> None:

@@ -25,7 +25,7 @@ from gitops_ray.cli import main
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
 from gitops_ray.runtime.credentials import CredentialLookup
-from gitops_ray.runtime.settings import RepoCredential, Secret, load_settings
+from gitops_ray.settings import RepoCredential, Secret, load_settings
 from gitops_ray.source import Credentials, GitSource, SourceAuthError, env_lookup, in_scope
 from gitops_ray.source.auth import credential_env
 from tests.gitserver import serve_git

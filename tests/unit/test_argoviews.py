@@ -26,7 +26,7 @@ from gitops_ray.reconcile.argoviews import (
 from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.render.applications import application_from_flags
 from gitops_ray.runtime.argoredis import ArgoViews, encode
-from gitops_ray.runtime.settings import ArgoCD
+from gitops_ray.settings import ArgoCD
 from gitops_ray.types import Manifest, ResourceKey, SyncStatus
 from tests.samples import raycluster
 

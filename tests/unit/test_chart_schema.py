@@ -22,7 +22,7 @@ from gitops_ray.runtime.schema import (
     render,
     settings_schema,
 )
-from gitops_ray.runtime.settings import OPTIONS, load_settings
+from gitops_ray.settings import OPTIONS, load_settings
 
 SCHEMA = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray" / "values.schema.json"
 

@@ -15,7 +15,7 @@ from gitops_ray import childproc, limits
 from gitops_ray.diff.jqworker import JqWorkerError, new_pool
 from gitops_ray.errors import ConfigError
 from gitops_ray.render.helm import url_allowed
-from gitops_ray.runtime.settings import load_settings
+from gitops_ray.settings import load_settings
 from gitops_ray.source.git import GitSource
 
 MIB = limits.MIB

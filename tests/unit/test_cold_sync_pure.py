@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.runtime.settings import MAX_SYNC_PARALLELISM, load_settings
+from gitops_ray.settings import MAX_SYNC_PARALLELISM, load_settings
 from gitops_ray.sync.events import summary
 from gitops_ray.sync.order import kind_groups
 from gitops_ray.types import OperationPhase, ResourceAction

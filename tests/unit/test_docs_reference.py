@@ -17,7 +17,7 @@ import pytest
 from gitops_ray.cli import main
 from gitops_ray.cli.reference import BEGIN, END, main_, replace_block, stale
 from gitops_ray.runtime.schema import CHART_OWNED, chart_owner
-from gitops_ray.runtime.settings import LIST_ITEMS, OPTIONS
+from gitops_ray.settings import LIST_ITEMS, OPTIONS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
@@ -67,7 +67,7 @@ def test_every_command_and_option_is_on_the_cli_page() -> None:
                                     and o.flag_name], ids=lambda o: o.key)
 def test_boolean_settings_are_flags_without_a_value(option: object) -> None:
     """``run --argocd`` alone turns it on (it once needed ``--argocd true``)."""
-    from gitops_ray.runtime.settings import Option
+    from gitops_ray.settings import Option
 
     assert isinstance(option, Option) and option.flag_name
     on, off = option.flag_name.split("/")

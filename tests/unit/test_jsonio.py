@@ -111,3 +111,13 @@ def test_json_copy_and_equality_keep_what_the_fast_path_cannot_hold() -> None:
     assert not json_equal({"a": float("nan")}, {"a": None})
     assert json_equal({"a": 1}, {"a": 1.0}) and json_equal({"a": 1, "b": 2}, {"b": 2, "a": 1})
     assert json_equal({"big": 2**70}, {"big": 2**70})
+
+
+@pytest.mark.parametrize("text", ["plain", "é ☃ \U0001f600", "a\x85b\u2028c\u2029d",
+                                  "\x7f\x80\x9f\ufeff\ufffe\uffff", "\u00a0\ue000\ufffd"])
+def test_a_yaml_safe_body_reads_back_exactly_with_nothing_yaml_misreads(text: str) -> None:
+    out = jsonio.dumps_yaml_safe({"v": text, "n": [1, 2.5, True, None]})
+    assert json.loads(out) == {"v": text, "n": [1, 2.5, True, None]}
+    for raw in ("\x7f", "\x85", "\u2028", "\u2029", "\ufeff", "\ufffe", "\uffff", "\x80"):
+        assert raw.encode() not in out
+    assert "\U0001f600".encode() in out or "\U0001f600" not in text  # raw, never a pair

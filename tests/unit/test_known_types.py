@@ -1,8 +1,8 @@
-"""``knownTypeFields`` for every type Argo CD v3.2.11 registers, against Go's own round trip.
+"""``knownTypeFields`` for every type Argo CD v3.6.1 registers, against Go's own round trip.
 
 ``tests/testdata/knowntypes_golden.json`` holds, per registered type, inputs built from its
 shape (``hack/knowntypes/samples.py``) and what Argo CD's ``remarshal`` (encoding/json
-over the k8s.io/api v0.34.0 type, ``hack/knowntypes``) made of them, or its error. Each
+over the k8s.io/api v0.37.0 type, ``hack/knowntypes``) made of them, or its error. Each
 must come out of :func:`walker` the same; an input Go refuses comes out unchanged.
 """
 
@@ -24,11 +24,11 @@ GOLDEN = json.loads((Path(__file__).parent.parent / "testdata" /
 
 
 def test_every_registered_type_is_supported_and_sampled() -> None:
-    assert len(known_types()) == 240  # 238 core/v1 + core/Quantity + meta/v1/Duration
+    assert len(known_types()) == 250  # 248 core/v1 + core/Quantity + meta/v1/Duration
     assert {s["type"] for s in GOLDEN} == known_types()
     fields, warnings = compile_known_fields(
         [{"field": "spec.x", "type": name} for name in sorted(known_types())], label="k")
-    assert warnings == [] and len(fields) == 240
+    assert warnings == [] and len(fields) == 250
 
 
 @pytest.mark.parametrize("sample", GOLDEN, ids=lambda s: f"{s['type']}")

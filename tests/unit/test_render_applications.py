@@ -113,6 +113,13 @@ def test_unsupported_fields_warn() -> None:
     assert all(w.startswith("apps/a.yaml: ") for w in warnings.splitlines())
 
 
+def test_tag_prefix_of_argo_cd_3_6_warns_that_the_tag_must_be_named_whole() -> None:
+    doc = app_doc(source={"repoURL": "r", "targetRevision": "1.0.*",
+                          "tagPrefix": "component-b/"})
+    [warning] = parse_application(doc).warnings
+    assert "spec.source.tagPrefix is ignored (git tags are not resolved as semver" in warning
+
+
 def test_gitops_ray_plugin_is_not_a_warning() -> None:
     doc = app_doc(source={"repoURL": "r", "plugin": {"name": "gitops-ray"}})
     assert parse_application(doc).warnings == ()

@@ -18,7 +18,7 @@ from gitops_ray.reconcile.argostatus import (
     refresh_requested,
 )
 from gitops_ray.runtime.argocd import ClusterApplications
-from gitops_ray.runtime.settings import ArgoCD
+from gitops_ray.settings import ArgoCD
 
 
 def application(version: str, **annotations: str) -> dict[str, Any]:

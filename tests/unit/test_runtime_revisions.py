@@ -9,7 +9,7 @@ import pytest
 
 from gitops_ray.errors import SourceError
 from gitops_ray.runtime.revisions import FOREVER, RECENT, Revisions
-from gitops_ray.runtime.webhook import normalize_repo_url
+from gitops_ray.runtime.webhook import Push, normalize_repo_url
 
 
 class Git:
@@ -156,3 +156,40 @@ def test_a_hanging_git_server_does_not_hold_other_refreshes() -> None:
         git.release.set()
         stuck.join(10)
         other.join(10)
+
+
+def _push(before: str, after: str, ref: str = "main") -> Push:
+    return Push("github", frozenset({normalize_repo_url("https://g/r.git")}), ref, "main",
+                after, before=before)
+
+
+def test_a_push_that_moves_the_known_commit_is_the_answer_without_asking_git() -> None:
+    git, clock = Git(), Clock()
+    revisions = Revisions(git.resolve, clock=clock)
+    revisions.resolve("https://g/r.git", "main", max_age=RECENT)
+    revisions.resolve("https://g/r.git", "HEAD", max_age=RECENT)
+    revisions.resolve("https://g/r.git", "dev", max_age=RECENT)
+    revisions.pushed(_push("a" * 40, "c" * 40))
+    assert revisions.resolve("https://g/r.git", "main", max_age=RECENT) == "c" * 40
+    assert revisions.resolve("https://g/r.git", "HEAD", max_age=RECENT) == "c" * 40  # default
+    assert git.calls[("https://g/r.git", "main")] == 1
+    git.sha = "d" * 40
+    assert revisions.resolve("https://g/r.git", "dev", max_age=FOREVER) == "d" * 40  # asked
+    assert git.calls[("https://g/r.git", "dev")] == 2
+
+
+@pytest.mark.parametrize("push", [
+    _push("b" * 40, "c" * 40),  # from a commit the cache does not know: out of order
+    _push("0" * 40, "c" * 40),  # a created branch
+    _push("a" * 40, "0" * 40),  # a deleted one
+    _push("", "c" * 40),  # a tag push (its "after" may be a tag object), or no "before"
+    _push("a" * 40, "not a sha"),
+])
+def test_any_other_push_only_invalidates(push: Push) -> None:
+    git, clock = Git(), Clock()
+    revisions = Revisions(git.resolve, clock=clock)
+    revisions.resolve("https://g/r.git", "main", max_age=RECENT)
+    revisions.pushed(push)
+    git.sha = "e" * 40
+    assert revisions.resolve("https://g/r.git", "main", max_age=FOREVER) == "e" * 40
+    assert git.calls[("https://g/r.git", "main")] == 2

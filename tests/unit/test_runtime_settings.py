@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.runtime.settings import (
+from gitops_ray.settings import (
     OPTIONS,
     AppSourceSpec,
     PodShapes,

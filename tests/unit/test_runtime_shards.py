@@ -12,8 +12,8 @@ import pytest
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube.errors import LeaseExpired
 from gitops_ray.kube.fence import NO_TERM, WriteFence
-from gitops_ray.runtime.settings import load_settings
 from gitops_ray.runtime.shards import assignment, lease_name, owner, shard_of
+from gitops_ray.settings import load_settings
 
 SHARDS = 32
 

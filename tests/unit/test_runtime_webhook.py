@@ -199,3 +199,14 @@ def test_the_apps_a_push_touched_are_refreshed_first_and_urgently() -> None:
                 changed=frozenset({"teams/c/rc.yaml"}))
     order = push.refresh_order({"a": "teams/a", "b": "teams/b", "c": "teams/c", "d": "."})
     assert order == [("c", True), ("d", True), ("a", False), ("b", False)]
+
+
+def test_a_branch_push_keeps_its_previous_commit_a_tag_push_does_not() -> None:
+    from gitops_ray.runtime.webhook import _github_push, _gitlab_push
+
+    branch = {"ref": "refs/heads/main", "before": "a" * 40, "after": "b" * 40,
+              "repository": {"clone_url": "https://github.com/o/r.git"}}
+    assert _github_push(branch).moved == ("a" * 40, "b" * 40)
+    assert _gitlab_push({**branch, "checkout_sha": "b" * 40}).moved == ("a" * 40, "b" * 40)
+    tag = {**branch, "ref": "refs/tags/v1"}
+    assert _github_push(tag).moved is None and _github_push(tag).before == ""

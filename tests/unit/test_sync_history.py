@@ -25,10 +25,9 @@ from gitops_ray.sync.history import (
     bounded,
     find,
     known_ids,
-    revise_newest,
 )
 from gitops_ray.sync.reasons import Reason
-from gitops_ray.sync.records import push_history
+from gitops_ray.sync.statuswrites import push_history, revise_newest
 from gitops_ray.types import OperationPhase, ResourceAction, ResourceKey
 
 SHA = "a" * 40

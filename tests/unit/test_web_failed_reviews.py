@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.runtime.settings import load_settings
 from gitops_ray.runtime.web.auth import CLIENTS_TRACKED, Denied, FailedReviews
+from gitops_ray.settings import load_settings
 
 
 def test_a_client_is_refused_after_its_failures_until_the_oldest_ages_out() -> None:

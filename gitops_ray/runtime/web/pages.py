@@ -24,9 +24,16 @@ from urllib.parse import quote
 from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import utc_text
-from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.render.apps import short_revision
+from gitops_ray.sync.appstatus import (
+    PAUSE_KEY,
+    AppStatus,
+    AutoSync,
+    Operation,
+    Pause,
+    decode_status,
+)
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
@@ -246,12 +253,13 @@ def page_of(names: Sequence[str], *, number: int, query: str = "",
 
 def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = "") -> AppRow:
     """The list's line for one app, from its record's status."""
-    op = mapping(status.get("operation"))
-    return AppRow(name=name, href=app_href(name), sync=text(status.get("sync")) or "Unknown",
-                  health=text(status.get("health")) or "Unknown",
-                  revision=short_revision(text(status.get("revision")), SHORT_SHA),
-                  operation=text(op.get("phase")), finished=when(op.get("finishedAt"), now=now),
-                  error=error or text(status.get("error")))
+    typed = decode_status(status, headline=True)
+    op = typed.operation or Operation()
+    return AppRow(name=name, href=app_href(name), sync=typed.sync or "Unknown",
+                  health=typed.health or "Unknown",
+                  revision=short_revision(typed.revision or "", SHORT_SHA),
+                  operation=op.phase or "", finished=when(op.finished_at, now=now),
+                  error=error or typed.error or "")
 
 
 # -- one app -------------------------------------------------------------------------------
@@ -297,35 +305,34 @@ def _id(value: object) -> str:
 
 def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], ...]:
     """The app's headline facts, in the order ``argocd app get`` prints them."""
-    compared = when(status.get("comparedAt"), now=now)
-    auto = mapping(status.get("autoSync"))
-    rows = (("Sync", text(status.get("sync")) or "Unknown"),
-            ("Health", text(status.get("health")) or "Unknown"),
-            ("Health message", text(status.get("healthMessage"))),
-            ("Revision", text(status.get("revision"))),
-            ("Repository", text(status.get("repoURL"))),
-            ("Path", text(status.get("path"))),
-            ("Target revision", text(status.get("targetRevision"))),
-            ("Destination namespace", text(status.get("destinationNamespace"))),
-            ("Sync policy", text(status.get("syncPolicy"))),
-            ("Self heal", _yes_no(status.get("selfHeal"))),
-            ("Auto-sync", _auto_sync(auto)),
+    typed = decode_status(status)
+    compared = when(typed.compared_at, now=now)
+    rows = (("Sync", typed.sync or "Unknown"),
+            ("Health", typed.health or "Unknown"),
+            ("Health message", typed.health_message or ""),
+            ("Revision", typed.revision or ""),
+            ("Repository", typed.repo_url or ""),
+            ("Path", typed.path or ""),
+            ("Target revision", typed.target_revision or ""),
+            ("Destination namespace", typed.destination_namespace or ""),
+            ("Sync policy", typed.sync_policy or ""),
+            ("Self heal", _yes_no(typed.self_heal)),
+            ("Auto-sync", _auto_sync(typed.auto_sync or AutoSync())),
             ("Compared", f"{compared.ago} ({compared.exact})" if compared.exact else ""),
-            *(("Impact", line) for line in _impacts(status)))
+            *(("Impact", line) for line in _impacts(typed)))
     return tuple((k, v) for k, v in rows if v)
 
 
-def _impacts(status: Mapping[str, Any]) -> list[str]:
+def _impacts(status: AppStatus) -> list[str]:
     """What the operator will do with each changed Ray object (the controller's record)."""
     return [f"{text(e.get('key'))}: {text(e.get('message'))}"
-            for e in status.get("impact") or ()
-            if isinstance(e, Mapping) and text(e.get("key")) and text(e.get("message"))
+            for e in status.impact or () if text(e.get("key")) and text(e.get("message"))
             ][:MAX_IMPACTS]
 
 
-def _auto_sync(auto: Mapping[str, Any]) -> str:
+def _auto_sync(auto: AutoSync) -> str:
     """What automation decided last: ``"sync status is Synced"``, ``"paused: ..."``."""
-    action, reason = text(auto.get("action")), text(auto.get("reason"))
+    action, reason = auto.action or "", auto.reason or ""
     if action in ("", "none"):  # nothing to do: the reason says why
         return reason
     return f"{action}: {reason}" if reason else action
@@ -355,7 +362,7 @@ def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
         history=rollback_targets([history_entry(h, now=now) for h in history], history),
         error=error or text(status.get("error")),
         warnings=tuple(text(w) for w in status.get("warnings") or []),
-        paused=pause.message if (pause := Pause.of(status)) is not None else "",
+        paused=pause.message if (pause := Pause.parse(status.get(PAUSE_KEY))) else "",
         hooks=hook_rows(status))
 
 
