@@ -324,9 +324,16 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
 
 
 def _impacts(status: AppStatus) -> list[str]:
-    """What the operator will do with each changed Ray object (the controller's record)."""
-    return [f"{text(e.get('key'))}: {text(e.get('message'))}"
-            for e in status.impact or () if text(e.get("key")) and text(e.get("message"))
+    """What the operator will do with each changed Ray object (the controller's record).
+
+    A list with a malformed entry does not fit the typed field (the codec keeps it as
+    stored, in ``extra``): its well-formed entries are still shown, as ``get`` shows them.
+    """
+    entries = status.impact if status.impact is not None else status.extra.get("impact")
+    if not isinstance(entries, list | tuple):
+        return []
+    return [f"{text(e.get('key'))}: {text(e.get('message'))}" for e in entries
+            if isinstance(e, Mapping) and text(e.get("key")) and text(e.get("message"))
             ][:MAX_IMPACTS]
 
 
