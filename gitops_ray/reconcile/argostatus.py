@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from gitops_ray.moments import rfc3339
+from gitops_ray.moments import rfc3339, rfc3339_fine
 from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application
 from gitops_ray.sync.history import entry_id, is_deployment
 from gitops_ray.types import (
@@ -262,7 +262,7 @@ def application_status(p: Projection) -> dict[str, Any]:
         "sync": _sync(record, spec),
         "health": _health(record, old.get("health"), p.now),
         "resources": [_resource(r) for r in record.get("resources") or ()],
-        "reconciledAt": rfc3339(float(record.get("comparedAt") or p.now)),
+        "reconciledAt": rfc3339_fine(float(record.get("comparedAt") or p.now)),
         **({"sourceType": source_type(p.app)} if p.app is not None else {}),
         "summary": {"images": list(record.get("images") or ())},
         "conditions": _conditions(record, old.get("conditions") or [], p.now),
@@ -382,7 +382,7 @@ def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
         "operation": _operation_of(op, spec),
         "phase": str(op.get("phase") or OperationPhase.SUCCEEDED.value),
         "message": str(op.get("message") or _default_message(op))[:MAX_MESSAGE],
-        "startedAt": rfc3339(float(op["startedAt"])),
+        "startedAt": rfc3339_fine(float(op["startedAt"])),
         "syncResult": {"revision": "",  # required by the CRD; "" when multi-source
                        **revision_fields(str(op.get("revision") or ""), spec),
                        "resources": _results(op, record), **_sources(spec)},

@@ -96,7 +96,9 @@ def test_the_status_fits_argo_cds_own_schema(status_schema: dict[str, Any]) -> N
     assert [(r["name"], r["status"]) for r in results] == [("demo", "Synced"),
                                                           ("gone", "Pruned")]
     assert status["operationState"]["operation"]["initiatedBy"] == {"automated": True}
-    assert status["operationState"]["startedAt"] == "2023-11-14T22:13:20Z"
+    # milliseconds: a RollingSync step needs startedAt strictly after its own
+    # second-precision transition time (moments.rfc3339_fine)
+    assert status["operationState"]["startedAt"] == "2023-11-14T22:13:20.500Z"
     assert status["history"][0]["id"] == 0 and status["history"][0]["revision"] == SHA1
     assert status["reconciledAt"] == "2023-11-14T22:13:23Z"
     assert status["sourceType"] == "Directory"
