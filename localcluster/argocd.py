@@ -35,12 +35,10 @@ them (as the control plane's do); :meth:`ArgoCD.stop` terminates them. Logs are 
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -58,7 +56,7 @@ from localcluster.build import (
     ensure_argocd,
     require_redis,
 )
-from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port
+from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port, terminate
 from localcluster.crds import install_crds
 
 FIELD_MANAGER = "gitops-ray-localcluster"
@@ -175,16 +173,8 @@ class ArgoCD:
     def stop_component(self, name: str) -> None:
         """Terminate one component (e.g. ``argocd-application-controller``) if it runs."""
         proc = self.processes.pop(name, None)
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc is not None:
+            terminate(proc)
 
     def application_controller(self, *, log_level: str = "info", resync: int = 10,
                                args: tuple[str, ...] = (), env: dict[str, str] | None = None,

@@ -19,10 +19,8 @@ a webhook is what its Receiver does with one, the annotation
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
@@ -31,7 +29,7 @@ from typing import IO
 
 from gitops_ray.kube import Kube
 from localcluster.build import REPO_ROOT, _build_one, _module_crds, cache_dir
-from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port
+from localcluster.controlplane import LocalControlPlane, _die_with_parent, free_port, terminate
 from localcluster.crds import install_crds
 
 VERSION = "v1.9.6"  # both controllers' (they are released together)
@@ -114,15 +112,7 @@ class Flux:
 
     def stop(self) -> None:
         for name in reversed(list(self.processes)):
-            proc = self.processes.pop(name)
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            terminate(self.processes.pop(name))
         for log in self._logs:
             log.close()
         self._logs.clear()
