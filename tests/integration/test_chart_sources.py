@@ -220,8 +220,11 @@ def test_charts_from_an_oci_registry_by_tag_constraint_and_digest(
                               ("locked", "1.5.1")):
             eventually(lambda n=name, v=version: live_chart(kube, namespace, f"{n}-ray-cluster")
                        == f"ray-cluster-{v}", message=f"{name} synced")
-        assert ctl.status("byrange")["revision"] == "1.5.1"
-        assert ctl.status("bydigest")["revision"] == digest
+        # the record is written after the apply the live object shows: wait on it too
+        eventually(lambda: ctl.status("byrange").get("revision") == "1.5.1",
+                   message="byrange's record")
+        eventually(lambda: ctl.status("bydigest").get("revision") == digest,
+                   message="bydigest's record")
         eventually(lambda: ctl.status("refused").get("errorReason") == SourceReason.AUTH_FAILED,
                    message="401 without credentials")
     records = kube.list("v1", "ConfigMap", namespace=namespace)
@@ -252,7 +255,9 @@ def test_a_multi_source_app_takes_values_from_git_and_rolls_back_every_source(
         return int(live["spec"]["workerGroupSpecs"][0]["replicas"]) if live else -1
 
     eventually(lambda: replicas() == 2, message="values from git")
-    assert ctl.status("multi")["revision"] == f"1.5.1,{first}"
+    # the record is written after the apply the live object shows: wait on it too
+    eventually(lambda: ctl.status("multi").get("revision") == f"1.5.1,{first}",
+               message="the record names both sources' revisions")
 
     second = git_repo.commit({"envs/prod/values.yaml": "worker:\n  replicas: 3\n"})
     assert ctl.webhook(push_payload(git_repo, second)).status_code == 202  # the ref source
@@ -307,5 +312,6 @@ def test_argocd_mode_uses_repository_secrets_and_the_projects_source_repos(
             message="refused by the project")
         assert "is not permitted in project" in condition[0]["message"]
         assert forbidden.requests == []  # never contacted
-        assert ctl.status("argo-chart")["revision"] == "1.5.1"
+        eventually(lambda: ctl.status("argo-chart").get("revision") == "1.5.1",
+                   message="argo-chart's record")
     assert PASSWORD not in str(kube.list("v1", "ConfigMap", namespace=namespace))
