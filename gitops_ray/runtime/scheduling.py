@@ -12,18 +12,21 @@ key wins** and later ones are absorbed, so a burst of events becomes one refresh
 minute-long backoff still refreshes soon. Each is a ``DateTrigger`` job with ``id=key`` in
 a job store of their own (so a key may also be a poll's job id).
 
-Threading: every job runs on the scheduler's own thread (APScheduler's ``DebugExecutor``):
-jobs only hand work to the :class:`~gitops_ray.runtime.queue.WorkQueue` or settle the heap
-(which holds the GIL anyway), so a thread pool would buy nothing and cost two things. A
-deadline stays :meth:`~Scheduler.pending` until its job has run (the job is removed after
-it ran, under APScheduler's job-store lock, which a caller of ``schedule`` or ``pending``
-waits for meanwhile), and :meth:`~Scheduler.stop` joins that thread: no job runs after it
-returns, and it waits for one running job at most (``shutdown(wait=False)``: there is no
-pool to wait for). So a job must be quick and must not call :meth:`~Scheduler.schedule`
-(it runs holding that lock; ``schedule`` takes its own, then APScheduler's).
+Threading: every job runs on the scheduler's own thread (APScheduler's ``DebugExecutor``),
+as jobs only hand work to the :class:`~gitops_ray.runtime.queue.WorkQueue` or settle the
+heap (which holds the GIL anyway). A thread pool would only add a hand-off: a fired
+deadline would look done (its job removed) before its work was queued, and a pool's job
+could still run after shutdown. Inline, a deadline stays :meth:`~Scheduler.pending` until
+its job has run (APScheduler removes it after, under its job-store lock, which a caller of
+``schedule`` or ``pending`` waits for meanwhile), and :meth:`~Scheduler.stop` waits for
+the job running, if any, then ends that thread (``shutdown(wait=False)``: no pool to
+wait for): no job runs after it returns. So a job must be quick and must not call
+:meth:`~Scheduler.schedule` (it runs holding APScheduler's lock; ``schedule`` takes its
+own, then APScheduler's).
 
-APScheduler keeps time by the wall clock (``datetime.now``); the deadlines are computed
-from ``clock`` (the same by default). Tests pass a clock they move and start the scheduler
+APScheduler keeps time by the wall clock (``datetime.now``), so a step of the node's clock
+moves the deadlines as it moves the polls (the hand-written timers used a monotonic one);
+the deadlines are computed from ``clock`` (the same by default). Tests pass a clock they move and start the scheduler
 ``paused`` (nothing is due while paused), then :meth:`~Scheduler.resume` it.
 """
 
