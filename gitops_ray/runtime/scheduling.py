@@ -26,8 +26,9 @@ own, then APScheduler's).
 
 APScheduler keeps time by the wall clock (``datetime.now``), so a step of the node's clock
 moves the deadlines as it moves the polls (the hand-written timers used a monotonic one);
-the deadlines are computed from ``clock`` (the same by default). Tests pass a clock they move and start the scheduler
-``paused`` (nothing is due while paused), then :meth:`~Scheduler.resume` it.
+the deadlines are computed from ``clock`` (the same by default). Tests pass a clock they
+move and start the scheduler ``paused`` (nothing is due while paused), then
+:meth:`~Scheduler.resume` it.
 """
 
 from __future__ import annotations
