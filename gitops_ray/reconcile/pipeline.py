@@ -200,17 +200,30 @@ class Pipeline:
         self.clusters = clusters  # destination clusters (reconcile.project.ResolveCluster)
         self.system: SystemSource = system or (lambda: NO_SETTINGS)
         self._warned: dict[str, tuple[str, ...]] = {}  # app -> rule warnings last logged
+        self._compiled: dict[str, tuple[tuple[object, ...], RuleSet]] = {}  # app -> rules
         self._lock = threading.Lock()
 
     # -- stages ----------------------------------------------------------------------
 
     def rules(self, app: Application, system: SystemSettings | None = None) -> RuleSet:
-        """The app's ignore rules, with the system-level ones of ``argocd-cm``."""
+        """The app's ignore rules, with the system-level ones of ``argocd-cm``.
+
+        Compiled once per rule set: while the app's :class:`~gitops_ray.types.IgnoreRule` s
+        and the ``argocd-cm`` settings stay the same, the comparison before a sync, the
+        sync and the comparison after it share one :class:`RuleSet` (it holds no
+        per-object state). One entry per app: the latest only.
+        """
         system = self.system() if system is None else system
+        key = (app.ignore_differences, system.digest)
+        with self._lock:
+            kept = self._compiled.get(app.name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
         rules = compile_rules(app.ignore_differences, builtin=self.builtin_rules,
                               jq_timeout=self.jq_timeout, where=f"Application {app.name}",
                               system=system.diff)
         with self._lock:
+            self._compiled[app.name] = (key, rules)
             changed = self._warned.get(app.name, ()) != rules.warnings
             self._warned[app.name] = rules.warnings
         for warning in rules.warnings if changed else ():
@@ -569,4 +582,4 @@ class _LeftToOwner(Exception):
 
 def _rules_digest(app: Application, system: SystemSettings) -> str:
     """What of the app's and Argo CD's ignore rules a remembered verdict depends on."""
-    return digest(app.ignore_differences) + system.digest
+    return digest([r.as_spec() for r in app.ignore_differences]) + system.digest
