@@ -57,7 +57,7 @@ def run_command(config_file: Path | None, **flags: Any) -> None:
     --webhook-secret-file or GITOPS_RAY_WEBHOOK_SECRET, repository credentials from files
     or Secrets named in the settings file.
     """
-    from gitops_ray.runtime.logs import configure_logging
+    from gitops_ray.logs import configure_logging
     from gitops_ray.runtime.runner import Runtime
 
     given = {o.key: flags.get(_dest(o.key)) for o in OPTIONS if o.flag_name}

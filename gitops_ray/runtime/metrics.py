@@ -164,7 +164,7 @@ class Metrics:
                                       "Events waiting to be sent was full.", registry=r)
         self.heap_frozen = Gauge("gitops_ray_heap_frozen_objects", "Objects the last "
                                  "heap settle left out of the garbage collector's "
-                                 "walks (gc.freeze; see gitops_ray.runtime.heap).",
+                                 "walks (gc.freeze; see gitops_ray.heap).",
                                  registry=r)
         self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
                            ["version"], registry=r)
