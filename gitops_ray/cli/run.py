@@ -82,8 +82,9 @@ def run_command(config_file: Path | None, **flags: Any) -> None:
     ctx = click.get_current_context()
     launcher = ctx.find_object(Launcher)
     if launcher is None:  # gitops_ray.cli.main called directly, e.g. by a stale script
-        raise NoController("this command line cannot start the controller: run gitops-ray "
-                           "through its entry point, gitops_ray.entry:main")
+        raise NoController("this command line cannot start the controller: start gitops-ray "
+                           "through its entry point, gitops_ray.entry:main (a gitops-ray "
+                           "script installed before it: reinstall the package)")
     given = {o.key: flags.get(_dest(o.key)) for o in OPTIONS if o.flag_name}
     for key, value in _global_flags(ctx).items():
         given[key] = value if given.get(key) is None else given[key]
