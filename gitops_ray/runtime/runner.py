@@ -61,11 +61,14 @@ import structlog
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gitops_ray import childproc
+from gitops_ray.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.kube.outbox import Outbox
+from gitops_ray.logs import Throttle
 from gitops_ray.reconcile.argocdcm import ARGOCD_CM, configmap_settings
+from gitops_ray.reconcile.destinations import is_local
 from gitops_ray.reconcile.pipeline import (
     Pipeline,
     RenderTools,
@@ -79,12 +82,10 @@ from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.catalog import Catalog
-from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
+from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
-from gitops_ray.runtime.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.runtime.inline import parse_inline
-from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.queue import WorkQueue, across_clusters
 from gitops_ray.runtime.readiness import (
@@ -232,10 +233,9 @@ class Runtime:
 
         namespace = (self.settings.argocd.namespace if self.settings.argocd.enabled
                      else self.settings.control_namespace)
-        return ClusterRegistry(
-            self.kube, namespace, build=build,
-            local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
-            on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
+        return ClusterRegistry(self.kube, namespace, build=build,
+                               local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
+                               on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
 
     def _outbox(self) -> Outbox:
         """A cluster's queue of Events to post (:mod:`gitops_ray.kube.outbox`)."""
@@ -497,7 +497,7 @@ class Runtime:
         return app
 
     def _settle_heap(self) -> None:
-        """Freeze what survived (see :mod:`gitops_ray.runtime.heap`); at start, the imports."""
+        """Freeze what survived (see :mod:`gitops_ray.heap`); at start, the imports."""
         self.metrics.heap_frozen.set(self.heap.settle().frozen)
 
     def _poll(self, key: str) -> None:

@@ -344,7 +344,7 @@ class Syncer:
         self.kube = kube
         self.store = store
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
-        self.parallelism = max(1, parallelism)  # runtime/settings.py: sync.parallelism
+        self.parallelism = max(1, parallelism)  # settings: sync.parallelism
         self.app_events = app_events
         """Post the app's Event of each step (the one-shot commands; the controller posts
         its own, which also says what triggered the sync)."""

@@ -295,7 +295,7 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert requests.get(f"{ctl.url}/healthz", timeout=5).status_code == 200
     series = 'gitops_ray_reconcile_total{app="probed",result="success"}'
     assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
-    # The heap was settled at start-up (runtime.heap): the imports are out of the
+    # The heap was settled at start-up (gitops_ray.heap): the imports are out of the
     # collector's walks, the gauge says how many objects that is.
     frozen = eventually(lambda: metric_value(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
                         message="heap settled")
