@@ -177,7 +177,7 @@ def _delete_removed(destinations: Destinations, origin: dict[str, str],
             continue
         try:
             teardown, cascaded = delete_recorded(
-                destinations, name, record.status,
+                destinations, name, record.app_status,
                 policy=policy_of(source.get("finalizers") or ()))
         except GitOpsRayError as e:  # its cluster does not answer: kept, said, retried
             click.secho(f"app {name}: not deleted: {e}", fg="red", err=True)
@@ -423,7 +423,7 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
 
 def _recorded_with_live_health(destinations: Destinations, record: AppRecord) -> Status:
     """The record, with health read live in the cluster the record names."""
-    kube = destinations.kube(recorded_destination(record.status))
+    kube = destinations.kube(recorded_destination(record.app_status))
     health = live_health(kube, record)
     status = {**record.status, "health": health.status.value, "healthMessage": health.message}
     if deletions_finished(record, kube):  # the record predates the end of its prune

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitops_ray.moments import utc_text
+from gitops_ray.types import OperationPhase
 
 PAUSE_KEY = "autoSyncPause"
 OPERATION_STATE = "operationState"
@@ -199,6 +200,7 @@ class AppStatus:
     warnings: tuple[str, ...] | None = _key("warnings", list)
     conflicts: tuple[Any, ...] | None = _key("conflicts", list)
     render_warnings: tuple[Any, ...] | None = _key("renderWarnings", list)
+    refusals: tuple[Any, ...] | None = _key("refusals", list)  # what a sync would refuse
     repo_url: str | None = _key("repoURL")
     path: str | None = _key("path")
     chart: str | None = _key("chart")
@@ -231,6 +233,26 @@ class AppStatus:
         """The history, newest first (empty when there is none)."""
         return self.history or ()
 
+    @property
+    def impacts(self) -> tuple[Mapping[str, Any], ...]:
+        """The recorded impact entries that are objects (``health.impact``'s ``as_dict``).
+
+        A list with a malformed entry does not fit the typed field (the codec keeps it as
+        stored, in ``extra``): its well-formed entries still read.
+        """
+        if self.impact is not None:
+            return self.impact
+        stored = self.extra.get("impact")
+        return tuple(e for e in stored if isinstance(e, Mapping)) \
+            if isinstance(stored, list) else ()
+
+    @property
+    def current(self) -> Operation | None:
+        """The running operation (a sync waiting for a wave), else the last finished one."""
+        running = self.running
+        return running if running is not None and running.phase == OperationPhase.RUNNING \
+            else self.operation
+
 
 HEAVY = frozenset({"resources", "history", "impact"})
 """What grows with the app (a row per object, 50 history entries): a headline skips it."""
@@ -252,6 +274,11 @@ def decode_status(raw: Mapping[str, Any], *, headline: bool = False) -> AppStatu
 def encode_status(status: AppStatus) -> dict[str, Any]:
     """The JSON object of ``status``: what :func:`decode_status` read, given back."""
     return _encode(status)
+
+
+def encode(record: Any) -> dict[str, Any]:
+    """The JSON object of any record value (a condition, a resource row, an operation)."""
+    return _encode(record)
 
 
 def decode_operation(raw: Mapping[str, Any]) -> Operation:

@@ -10,6 +10,7 @@ from gitops_ray.cli.get import sync_reason, tree_rows
 from gitops_ray.cli.views import console, duration, human_time, iso
 from gitops_ray.health.workergroups import writer_label
 from gitops_ray.reconcile.tree import TreeNode
+from gitops_ray.sync.appstatus import decode_status
 
 NOW = 1_790_000_000.0
 
@@ -56,7 +57,7 @@ def test_tree_rows_draw_connectors_and_count_hidden_children() -> None:
 def test_sync_reason_counts_the_out_of_sync_resources_reasons() -> None:
     rows = [{"status": "OutOfSync", "reason": "missing"}, {"status": "Synced"},
             {"status": "OutOfSync", "reason": "modified"}, {"status": "OutOfSync"}]
-    assert sync_reason({"resources": rows}) == "1 missing, 2 modified"
+    assert sync_reason(decode_status({"resources": rows})) == "1 missing, 2 modified"
 
 
 def test_the_running_wave_and_wide_view_show_in_the_plain_text() -> None:
@@ -72,7 +73,7 @@ def test_the_running_wave_and_wide_view_show_in_the_plain_text() -> None:
                                                    "startedAt": NOW - 60},
               "operation": {"phase": "Succeeded", "finishedAt": NOW - 3600}}
     buf = io.StringIO()
-    print_app(console(buf), "app", status, LiveTree([node]), wide=True)
+    print_app(console(buf), "app", decode_status(status), LiveTree([node]), wide=True)
     text = buf.getvalue()
     assert "Last Operation:  Running, waiting for wave 2, 2026-09-21 14:12:20 UTC (" in text
     assert "RayCluster ns/rc worker groups:" in text

@@ -18,6 +18,7 @@ from gitops_ray.health.impact import (
     predict,
     worker_count,
 )
+from gitops_ray.sync.appstatus import decode_status
 from tests.samples import raycluster, worker_group
 
 NS = "ray"
@@ -302,5 +303,5 @@ def test_the_record_s_impact_reads_on_the_web_page_and_in_get() -> None:
     assert impact is not None
     status = {"sync": "OutOfSync", "impact": [impact.as_dict(), "junk", {"key": "x"}]}
     assert [v for k, v in summary(status, now=0.0) if k == "Impact"] == [impact.line()]
-    rows = [str(v) for k, v in summary_lines("big", status) if k == "Impact"]
+    rows = [str(v) for k, v in summary_lines("big", decode_status(status)) if k == "Impact"]
     assert rows == [impact.line()]
