@@ -75,6 +75,7 @@ from gitops_ray.render.memo import PARSES
 from gitops_ray.runtime.heap import settling
 from gitops_ray.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync import statuswrites
+from gitops_ray.sync.appstatus import AppStatus, decode_status, encode_operation
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -261,17 +262,20 @@ class Tally:
 
 # -- status -------------------------------------------------------------------------------
 
-def _row(name: str, status: Status) -> dict[str, Any]:
-    return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
-            "health": status.get("health", HealthStatus.UNKNOWN.value),
-            "healthMessage": status.get("healthMessage", ""),
-            "rolloutPending": status.get("rolloutPending", []),
-            "revision": status.get("revision", ""),
-            "error": status.get("error", ""),
-            "warnings": status.get("renderWarnings", []),
+def status_row(name: str, status: AppStatus) -> dict[str, Any]:
+    """One app of ``status -o json|yaml``: built here only, from the typed status.
+
+    Each history entry is the object the record stores, its keys in the record's order.
+    """
+    return {"name": name, "sync": status.sync or SyncStatus.UNKNOWN.value,
+            "health": status.health or HealthStatus.UNKNOWN.value,
+            "healthMessage": status.health_message or "",
+            "rolloutPending": list(status.rollout_pending or ()),
+            "revision": status.revision or "", "error": status.error or "",
+            "warnings": list(status.render_warnings or ()),
             "lastSync": last_phase(status),
-            "reason": (status.get("operation") or {}).get("reason", ""),
-            "history": status.get("history", [])}
+            "reason": (status.operation.reason if status.operation else None) or "",
+            "history": [dict(sorted(encode_operation(e).items())) for e in status.entries]}
 
 
 def _selected(opts: dict[str, Any]) -> bool:
@@ -342,17 +346,18 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
 
 def _print_status(statuses: dict[str, Status], output: Output) -> None:
     if output in (Output.JSON, Output.YAML):
-        rows = [_row(n, s) for n, s in sorted(statuses.items())]
+        rows = [status_row(n, decode_status(s)) for n, s in sorted(statuses.items())]
         click.echo(json.dumps(rows, indent=2) if output == Output.JSON
                    else yaml.safe_dump(rows, sort_keys=False), nl=output == Output.JSON)
         return
     width = terminal_width()
     wide = output == Output.WIDE
-    for line in table(statuses, wide=wide, width=width, now=time.time()):
+    headlines = {n: decode_status(s, headline=True) for n, s in statuses.items()}
+    for line in table(headlines, wide=wide, width=width, now=time.time()):
         click.echo(line)
     if not wide:  # wide says it in MESSAGE; KubeRay rolls no Pods on a template change
-        for name, status in sorted(statuses.items()):
-            for pending in status.get("rolloutPending") or ():
+        for name, status in sorted(headlines.items()):
+            for pending in status.rollout_pending or ():
                 _echo_note(f"{name}: rollout pending: {pending}", width)
 
 

@@ -111,6 +111,18 @@ class Operation:
         """When it finished (or started, for an entry without an end; 0: unknown)."""
         return float(self.finished_at or self.started_at or 0.0)
 
+    @property
+    def deployment(self) -> bool:
+        """A successful sync of the whole app, not a dry run: a deployment with an id.
+
+        Argo CD records no partial sync (``controller/sync.go``: ``len(syncOp.Resources)
+        == 0``): an operation Argo CD asked for on some resources is none.
+        """
+        sync = (self.argocd_operation or {}).get("sync")
+        partial = isinstance(sync, Mapping) and bool(sync.get("resources"))
+        return (self.phase == OperationPhase.SUCCEEDED and bool(self.started_at)
+                and not self.dry_run and not partial)
+
 
 @dataclass(frozen=True)
 class AutoSync:

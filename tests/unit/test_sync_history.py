@@ -16,6 +16,7 @@ from gitops_ray.reconcile.autosync import Action, LastOperation, Observed, decid
 from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.source.git import SUBJECT_LIMIT, one_line
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.sync.engine import ResourceResult, SyncResult
 from gitops_ray.sync.history import (
     DETAILED,
@@ -117,10 +118,10 @@ def test_argo_cds_history_uses_the_records_ids() -> None:
     push_history(status, operation(0))
     push_history(status, operation(1, phase="Failed"))
     push_history(status, operation(2))
-    first = argo_history([], {"operation": {**status["history"][2]}}, SPEC)
-    second = argo_history(first, status, SPEC)
+    first = argo_history([], decode_status({"operation": {**status["history"][2]}}), SPEC)
+    second = argo_history(first, decode_status(status), SPEC)
     assert [e["id"] for e in second] == [0, 1]
-    renumbered = argo_history([{"id": 5, "revision": SHA}], status, SPEC)
+    renumbered = argo_history([{"id": 5, "revision": SHA}], decode_status(status), SPEC)
     assert [e["id"] for e in renumbered] == [5, 6]  # an older record: Argo CD's next id
 
 
