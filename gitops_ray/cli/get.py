@@ -74,7 +74,7 @@ def get_command(refresh_now: bool, output: str, app: str, **opts: Any) -> None:
     """Show one app: summary, resource tree and each Ray object's worker groups."""
     kube, record = _load(app, refresh_now, opts)
     status = record.app_status
-    tree = read_tree(kube, record.status.get("resources") or [])
+    tree = read_tree(kube, status.rows)
     for what in tree.unreadable:
         click.secho(f"warning: not shown, no right to read {what}", fg="yellow", err=True)
     if output in ("json", "yaml"):

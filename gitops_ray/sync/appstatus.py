@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitops_ray.moments import utc_text
-from gitops_ray.types import OperationPhase
+from gitops_ray.types import OperationPhase, ResourceKey
 
 PAUSE_KEY = "autoSyncPause"
 OPERATION_STATE = "operationState"
@@ -66,6 +66,16 @@ class ResourceRow:
     health: ResourceHealth | None = _key("health", ResourceHealth)  # noqa: RUF009
     git_replicas: Mapping[str, Any] | None = _key("gitReplicas", dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def resource_key(self) -> ResourceKey:
+        return ResourceKey(self.group or "", self.kind or "", self.namespace or "",
+                           self.name or "")
+
+    @property
+    def api_version(self) -> str:
+        group, version = self.group or "", self.version or ""
+        return f"{group}/{version}" if group else version
 
 
 @dataclass(frozen=True)
@@ -246,17 +256,20 @@ class AppStatus:
         return self.history or ()
 
     @property
+    def rows(self) -> tuple[ResourceRow, ...]:
+        """The resource rows, the objects among them even from a list with malformed ones."""
+        if self.resources is not None:
+            return self.resources
+        return tuple(decode_row(r) for r in _objects(self.extra.get("resources")))
+
+    @property
     def impacts(self) -> tuple[Mapping[str, Any], ...]:
         """The recorded impact entries that are objects (``health.impact``'s ``as_dict``).
 
         A list with a malformed entry does not fit the typed field (the codec keeps it as
         stored, in ``extra``): its well-formed entries still read.
         """
-        if self.impact is not None:
-            return self.impact
-        stored = self.extra.get("impact")
-        return tuple(e for e in stored if isinstance(e, Mapping)) \
-            if isinstance(stored, list) else ()
+        return self.impact if self.impact is not None else _objects(self.extra.get("impact"))
 
     @property
     def current(self) -> Operation | None:
@@ -264,6 +277,12 @@ class AppStatus:
         running = self.running
         return running if running is not None and running.phase == OperationPhase.RUNNING \
             else self.operation
+
+
+def _objects(stored: object) -> tuple[Mapping[str, Any], ...]:
+    """The objects in a stored list (none when it is no list)."""
+    return tuple(e for e in stored if isinstance(e, Mapping)) if isinstance(stored, list) \
+        else ()
 
 
 HEAVY = frozenset({"resources", "history", "impact"})
@@ -291,6 +310,12 @@ def encode_status(status: AppStatus) -> dict[str, Any]:
 def encode(record: Any) -> dict[str, Any]:
     """The JSON object of any record value (a condition, a resource row, an operation)."""
     return _encode(record)
+
+
+def decode_row(raw: Mapping[str, Any]) -> ResourceRow:
+    """A resource row (the record's, or a fresh comparison's ``resources_of``)."""
+    row: ResourceRow = _decode(ResourceRow, raw)
+    return row
 
 
 def decode_operation(raw: Mapping[str, Any]) -> Operation:
