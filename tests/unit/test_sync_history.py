@@ -128,7 +128,7 @@ def test_argo_cds_history_uses_the_records_ids() -> None:
 def test_the_view_has_rfc3339_times_and_the_subject() -> None:
     status: dict[str, Any] = {}
     push_history(status, operation(0, clusters=1))
-    view = entry_view(status["history"][0])
+    view = entry_view(decode_status(status).entries[0])
     assert view["id"] == 0 and view["subject"] == "commit number 0"
     assert view["finishedAt"] == "2023-11-14T22:13:21Z"
     assert view["resources"][0]["action"] == "configured"
