@@ -20,9 +20,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from gitops_ray.cli.table import Column, render
-from gitops_ray.cli.views import ago
 from gitops_ray.health import HealthStatus
-from gitops_ray.moments import rfc3339
+from gitops_ray.moments import ago, rfc3339
 from gitops_ray.reconcile.argostatus import app_conditions
 from gitops_ray.sync.appstatus import AppStatus, Operation
 from gitops_ray.types import OperationPhase, SyncStatus

@@ -37,9 +37,9 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
 from gitops_ray.cli.table import Column, render, terminal_width
-from gitops_ray.cli.views import ago
+from gitops_ray.cli.views import human_time
 from gitops_ray.errors import ConfigError
-from gitops_ray.moments import rfc3339, utc_text
+from gitops_ray.moments import rfc3339
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.render.apps import short_revision
@@ -122,8 +122,7 @@ def _print_table(entries: tuple[Operation, ...], *, now: float) -> None:
 
 def _date(op: Operation, now: float) -> str:
     """``2026-05-01 12:00:00 UTC (3h ago)``."""
-    seconds = op.finished_at or op.started_at
-    return f"{utc_text(seconds)} ({ago(now - seconds)})" if seconds else ""
+    return human_time(op.finished_at or op.started_at, now)
 
 
 def _message(op: Operation) -> str:

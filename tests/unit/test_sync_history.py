@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from gitops_ray.cli.history import ago, entry_view, pause_end
+from gitops_ray.cli.history import entry_view, pause_end
 from gitops_ray.errors import ConfigError
+from gitops_ray.moments import ago
 from gitops_ray.reconcile.argostatus import history as argo_history
 from gitops_ray.reconcile.autosync import Action, LastOperation, Observed, decide
 from gitops_ray.reconcile.pause import PAUSE_KEY, Pause

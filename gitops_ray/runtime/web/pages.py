@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import WorkerGroupView
-from gitops_ray.moments import utc_text
+from gitops_ray.moments import ago, utc_text
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.render.apps import short_revision
 from gitops_ray.sync.appstatus import AppStatus, AutoSync, Operation, ResourceRow, decode_status
@@ -52,7 +52,7 @@ class AppRow:
 
 @dataclass(frozen=True)
 class When:
-    """A time as people read it (``3 min ago``) and exactly (``2026-01-05 10:12:41 UTC``)."""
+    """A time as people read it (``3m ago``) and exactly (``2026-01-05 10:12:41 UTC``)."""
 
     ago: str = ""
     exact: str = ""
@@ -200,7 +200,7 @@ def when(value: object, *, now: float) -> When:
     seconds = _epoch(value)
     if seconds is None:
         return When()
-    return When(_ago(now - seconds), utc_text(seconds))
+    return When(ago(now - seconds), utc_text(seconds))
 
 
 def _epoch(value: object) -> float | None:
@@ -215,15 +215,6 @@ def _epoch(value: object) -> float | None:
             return None
         return parsed.replace(tzinfo=parsed.tzinfo or datetime.UTC).timestamp()
     return None
-
-
-def _ago(delta: float) -> str:
-    if delta < 0:
-        return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if delta >= size:
-            return f"{int(delta // size)} {unit} ago"
-    return f"{int(delta)} s ago"
 
 
 # -- the app list --------------------------------------------------------------------------
