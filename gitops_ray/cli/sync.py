@@ -173,12 +173,13 @@ def _delete_removed(destinations: Destinations, origin: dict[str, str],
     """
     ok = True
     for name, record in sorted(destinations.store.list_apps().items()):
-        source = record.status.get("appSource") or {}
+        status = record.app_status
+        source = status.app_source or {}
         if name in present or {k: source.get(k) for k in origin} != origin:
             continue
         try:
             teardown, cascaded = delete_recorded(
-                destinations, name, record.app_status,
+                destinations, name, status,
                 policy=policy_of(source.get("finalizers") or ()))
         except GitOpsRayError as e:  # its cluster does not answer: kept, said, retried
             click.secho(f"app {name}: not deleted: {e}", fg="red", err=True)
@@ -399,7 +400,7 @@ def wait_command(want_sync: bool, want_health: bool, want_suspended: bool, timeo
     probe = _probe(opts, apps)
     deadline = time.monotonic() + timeout
     while True:
-        statuses = probe()
+        statuses = {a: decode_status(s, headline=True) for a, s in probe().items()}
         pending = [a for a in apps if not _done(statuses[a], want_sync, wanted)]
         if not pending:
             click.echo(f"{', '.join(apps)}: done")
@@ -436,14 +437,14 @@ def _recorded_with_live_health(destinations: Destinations, record: AppRecord) ->
     return status
 
 
-def _done(status: Status, want_sync: bool, wanted: set[HealthStatus]) -> bool:
-    return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
-            and (not wanted or status.get("health") in wanted))
+def _done(status: AppStatus, want_sync: bool, wanted: set[HealthStatus]) -> bool:
+    return ((not want_sync or status.sync == SyncStatus.SYNCED)
+            and (not wanted or status.health in wanted))
 
 
-def _describe(name: str, status: Status) -> str:
-    detail = status.get("error") or status.get("healthMessage") or ""
-    return (f"{name} ({status.get('sync', 'Unknown')}, {status.get('health', 'Unknown')}"
+def _describe(name: str, status: AppStatus) -> str:
+    detail = status.error or status.health_message or ""
+    return (f"{name} ({status.sync or 'Unknown'}, {status.health or 'Unknown'}"
             + (f": {detail}" if detail else "") + ")")
 
 
