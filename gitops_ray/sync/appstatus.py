@@ -341,30 +341,40 @@ def _fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
 
 def _decode(cls: Any, raw: Mapping[str, Any]) -> Any:
     values: dict[str, Any] = {}
+    used: set[str] = set()
     for attr, key, kind in _fields(cls):
         if key in raw and (value := _value(kind, raw[key])) is not _UNFIT:
             values[attr] = value
-    keys = {key for attr, key, _ in _fields(cls) if attr in values}
-    return cls(**values, extra={k: v for k, v in raw.items() if k not in keys})
+            used.add(key)
+    extra = {k: v for k, v in raw.items() if k not in used} if len(used) < len(raw) else {}
+    return cls(**values, extra=extra)
 
 
 _UNFIT = object()
 
 
 def _value(kind: Any, value: Any) -> Any:
-    """``value`` as a ``kind`` field holds it, or :data:`_UNFIT` (then kept in ``extra``)."""
+    """``value`` as a ``kind`` field holds it, or :data:`_UNFIT` (then kept in ``extra``).
+
+    Scalars first: most of a record's fields, and all of a resource row's but its health.
+    """
+    if kind is str:
+        return value if isinstance(value, str) else _UNFIT
     if isinstance(kind, list):
         fits = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
         return tuple(v if kind[0] is dict else _decode(kind[0], v) for v in value) \
             if fits else _UNFIT
+    if kind in _SCALARS:
+        fits = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        return value if fits else _UNFIT  # JSON's true is no number
     if kind is list:
         return tuple(value) if isinstance(value, list) else _UNFIT
-    if dataclasses.is_dataclass(kind) or kind is dict:
-        if not isinstance(value, Mapping):
-            return _UNFIT
-        return value if kind is dict else _decode(kind, value)
-    fits = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
-    return value if fits else _UNFIT  # JSON's true is no number
+    if not isinstance(value, Mapping):  # dict, or a record class
+        return _UNFIT
+    return value if kind is dict else _decode(kind, value)
+
+
+_SCALARS = frozenset({int, bool, _NUMBER})
 
 
 def _encode(record: Any) -> dict[str, Any]:
