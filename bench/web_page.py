@@ -34,6 +34,7 @@ from gitops_ray.runtime.web.pages import (
     resource_slice,
 )
 from gitops_ray.runtime.web.render import render
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.types import ResourceKey
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -93,13 +94,14 @@ def inputs(clusters: int) -> dict[str, Any]:
 def render_app(data: dict[str, Any], number: int = 1, size: int = RESOURCES_PAGE) -> bytes:
     """Page ``number`` of the app page, built as the site builds it: only that page's
     resources are looked up, and only their Pods and Services are candidates."""
-    resources = resource_slice(data["status"], number=number, size=size)
+    status = decode_status(data["status"])
+    resources = resource_slice(status, number=number, size=size)
     keys = {k for k, _ in live_keys(resources.rows)}
     live = {k: v for k, v in data["live"].items() if k in keys}
     desired = {k: v for k, v in data["desired"].items() if k in keys}
     uids = {v["metadata"]["uid"] for v in live.values()}
     candidates = [c for uid in uids for c in data["children"][uid]]
-    page = app_page("team-000", data["status"], resources=resources, live=live,
+    page = app_page("team-000", status, resources=resources, live=live,
                     desired=desired, candidates=candidates, diffs=Diffs(known=True),
                     now=time.time())
     return render("app.html", app=page, notice=None, actions=None)

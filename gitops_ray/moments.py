@@ -4,8 +4,8 @@ Records keep epoch floats (cheap to compare and sort); people and Kubernetes nev
 them. Kubernetes-shaped output (Argo CD's status, ``-o json``/``-o yaml``) gets RFC 3339
 at second precision, as ``metav1.Time`` serialises (with milliseconds for the two times a
 RollingSync compares, :func:`rfc3339_fine`); text for people gets the same moment
-with a space and "UTC" spelled out. How long ago it was depends on the view (a table
-column, a summary line, a page) and stays with the view.
+with a space and "UTC" spelled out, and how long ago it was in one format everywhere
+(:func:`ago`: the CLI's tables and summaries, the web page).
 """
 
 from __future__ import annotations
@@ -34,6 +34,18 @@ def rfc3339_fine(seconds: float) -> str:
     if moment.microsecond < 1000:
         return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def ago(seconds: float) -> str:
+    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago``: the one "how long ago".
+
+    One unit, rounded down. A moment ahead of this clock (another machine's ran ahead)
+    reads ``0s ago``.
+    """
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{max(int(seconds), 0)}s ago"
 
 
 def utc_text(seconds: float) -> str:

@@ -18,21 +18,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
 
 from gitops_ray.cli.table import Column, render
-from gitops_ray.cli.views import ago
 from gitops_ray.health import HealthStatus
-from gitops_ray.moments import rfc3339
+from gitops_ray.moments import ago, rfc3339
 from gitops_ray.reconcile.argostatus import app_conditions
-from gitops_ray.sync.appstatus import AppStatus, Operation, decode_status
+from gitops_ray.sync.appstatus import AppStatus, Operation
 from gitops_ray.types import OperationPhase, SyncStatus
 
 NONE = "<none>"  # argocd app list's word for an empty cell
 SHORT_SHA = 7
 DATE_AFTER = 86400.0
 """A time this many seconds old or older is shown as a date, not as :func:`ago`."""
-Status = Mapping[str, Any]
 
 
 class Output(StrEnum):
@@ -64,35 +61,37 @@ WIDE_COLUMNS = (
 )
 
 
-def table(statuses: Mapping[str, Status], *, wide: bool, width: int | None,
+def table(statuses: Mapping[str, AppStatus], *, wide: bool, width: int | None,
           now: float) -> list[str]:
-    """The status table's lines, fitted to ``width`` (a terminal) or whole (piped)."""
+    """The status table's lines, fitted to ``width`` (a terminal) or whole (piped).
+
+    ``statuses``: the records' statuses, typed (a headline is enough:
+    :func:`~gitops_ray.sync.appstatus.decode_status`'s ``headline``).
+    """
     rows = [cells(name, statuses[name], wide=wide, short=width is not None, now=now)
             for name in sorted(statuses)]
     return render(WIDE_COLUMNS if wide else COLUMNS, rows, width)
 
 
-def cells(name: str, status: Status, *, wide: bool, short: bool, now: float) -> list[str]:
+def cells(name: str, status: AppStatus, *, wide: bool, short: bool, now: float) -> list[str]:
     """One app's row; ``short``: the repository without scheme and ``.git`` (terminals)."""
-    typed = decode_status(status, headline=True)
-    repo = typed.repo_url or ""
-    row = [name, typed.destination_namespace or "", short_repo(repo) if short else repo,
-           typed.path or "", typed.sync or SyncStatus.UNKNOWN.value, health(status),
-           (typed.revision or "")[:SHORT_SHA], typed.sync_policy or "",
+    repo = status.repo_url or ""
+    row = [name, status.destination_namespace or "", short_repo(repo) if short else repo,
+           status.path or "", status.sync or SyncStatus.UNKNOWN.value, health(status),
+           (status.revision or "")[:SHORT_SHA], status.sync_policy or "",
            conditions_summary(status)]
     if wide:
-        row += [typed.target_revision or "", last_sync(status, now)]
+        row += [status.target_revision or "", last_sync(status, now)]
     return [cell or NONE for cell in row] + ([message(status)] if wide else [])
 
 
-def health(status: Status) -> str:
+def health(status: AppStatus) -> str:
     """The health; ``(rollout pending)`` when Pods run an older template (see docs/ray.md)."""
-    typed = decode_status(status, headline=True)
-    value = typed.health or HealthStatus.UNKNOWN.value
-    return f"{value} (rollout pending)" if typed.rollout_pending else value
+    value = status.health or HealthStatus.UNKNOWN.value
+    return f"{value} (rollout pending)" if status.rollout_pending else value
 
 
-def conditions_summary(status: Status) -> str:
+def conditions_summary(status: AppStatus) -> str:
     """The conditions' types as ``argocd app list`` shows them: ``Type(count)``, sorted."""
     counts: dict[str, int] = {}
     for kind, _ in app_conditions(status):
@@ -100,31 +99,28 @@ def conditions_summary(status: Status) -> str:
     return ",".join(k if n == 1 else f"{k}({n})" for k, n in sorted(counts.items()))
 
 
-def message(status: Status) -> str:
+def message(status: AppStatus) -> str:
     """Why the app is in its state: health message, a waiting sync, the conditions."""
-    typed = decode_status(status, headline=True)
-    running = _running(typed)
-    warnings = len(typed.render_warnings or ())
-    parts = [typed.health_message or "", (running.message or "") if running else "",
+    running = _running(status)
+    warnings = len(status.render_warnings or ())
+    parts = [status.health_message or "", (running.message or "") if running else "",
              *(f"{kind}: {text}" for kind, text in app_conditions(status)),
              f"{warnings} render warning(s) (-o yaml)" if warnings else ""]
     return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
-def last_phase(status: Status) -> str:
+def last_phase(status: AppStatus) -> str:
     """The last operation's phase, or ``Running (wave N)`` while a sync waits for a wave."""
-    typed = decode_status(status, headline=True)
-    running = _running(typed)
+    running = _running(status)
     if running is not None:
         return f"{OperationPhase.RUNNING.value} (wave {running.wave})"
-    return (typed.operation.phase or "") if typed.operation is not None else ""
+    return (status.operation.phase or "") if status.operation is not None else ""
 
 
-def last_sync(status: Status, now: float) -> str:
+def last_sync(status: AppStatus, now: float) -> str:
     """The last operation (its phase and reason) and when it finished, or started if running."""
-    typed = decode_status(status, headline=True)
-    running = _running(typed)
-    op = running or typed.operation or Operation()
+    running = _running(status)
+    op = running or status.operation or Operation()
     phase = last_phase(status)
     if op.reason:
         phase += f" ({op.reason})"

@@ -12,7 +12,6 @@ every app was deleted, 2 otherwise (what could not be deleted stays in the recor
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -26,6 +25,7 @@ from gitops_ray.cli.common import (
 )
 from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.reconcile.destinations import ClusterUnavailable
+from gitops_ray.sync.appstatus import AppStatus
 from gitops_ray.sync.teardown import Teardown, delete_app
 
 
@@ -53,7 +53,7 @@ def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...]
     failed = False
     for app in apps:
         try:
-            teardown, cascaded = delete_recorded(destinations, app, records[app].status,
+            teardown, cascaded = delete_recorded(destinations, app, records[app].app_status,
                                                  policy=policy)
         except ClusterUnavailable as e:
             click.secho(f"app {app}: not deleted: {e}", fg="red", err=True)
@@ -64,7 +64,7 @@ def delete_command(cascade: bool, propagation_policy: str, apps: tuple[str, ...]
     sys.exit(EXIT_ERROR if failed else 0)
 
 
-def delete_recorded(destinations: Destinations, app: str, status: Mapping[str, Any], *,
+def delete_recorded(destinations: Destinations, app: str, status: AppStatus, *,
                     policy: str | None) -> tuple[Teardown, bool]:
     """Delete the app's objects in the cluster its record names; whether they were.
 

@@ -28,7 +28,6 @@ Credentials stay in memory: no message names them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 from gitops_ray.cli.common import PipelineFor, argocd_namespace, connect, pipeline_factory
@@ -54,6 +53,7 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.applications import IN_CLUSTER_SERVER
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.source import GitSource
+from gitops_ray.sync.appstatus import AppStatus
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore
 
@@ -165,11 +165,10 @@ class Destinations:
         return kube if answers(kube) else str(unreachable(cluster))
 
 
-def recorded_destination(status: Mapping[str, Any]) -> Destination:
+def recorded_destination(status: AppStatus) -> Destination:
     """The destination an app's record names (ours for a record that names none)."""
-    return Destination(namespace=str(status.get("destinationNamespace") or ""),
-                       server=str(status.get("destinationServer") or ""),
-                       name=str(status.get("destinationName") or ""))
+    return Destination(namespace=status.destination_namespace or "",
+                       server=status.destination_server or "", name=status.destination_name or "")
 
 
 def _list_secrets(kube: Kube, namespace: str) -> tuple[list[ClusterConfig], list[Broken], bool]:

@@ -45,7 +45,7 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.handover import not_honoured, preview_options, previewed
 from gitops_ray.cli.impact import print_impacts, with_impacts
-from gitops_ray.cli.live import key_of, read_tree
+from gitops_ray.cli.live import read_tree
 from gitops_ray.cli.views import print_groups, stderr_console
 from gitops_ray.diff.format import to_json, unified
 from gitops_ray.diff.groups import worker_group_changes
@@ -58,6 +58,7 @@ from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
+from gitops_ray.sync.appstatus import decode_row
 from gitops_ray.types import ResourceKey, SyncStatus
 
 
@@ -199,7 +200,8 @@ def group_views(kube: Kube, comparison: Comparison) -> dict[str, TreeNode]:
     if not changed:
         return {}
     manifests = comparison.manifests()
-    rows = [row for row in resources_of(comparison, manifests) if key_of(row) in changed]
+    rows = [row for raw in resources_of(comparison, manifests)
+            if (row := decode_row(raw)).resource_key in changed]
     desired = {key: m for m in manifests if (key := ResourceKey.of(m)) in changed}
     return {str(n.key): n for n in read_tree(kube, rows, desired).nodes if n.worker_groups}
 

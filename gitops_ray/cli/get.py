@@ -50,11 +50,10 @@ from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import short_revision
-from gitops_ray.sync.appstatus import Operation, decode_status, encode_operation
+from gitops_ray.sync.appstatus import AppStatus, Operation, encode, encode_operation
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.types import OperationPhase, SyncStatus
 
-Status = dict[str, Any]
 HEALTH_STYLES: dict[str, str] = {HealthStatus.HEALTHY: "green", HealthStatus.DEGRADED: "red",
                  HealthStatus.PROGRESSING: "cyan", HealthStatus.MISSING: "yellow",
                  HealthStatus.SUSPENDED: "magenta"}
@@ -74,15 +73,16 @@ SYNC_STYLES: dict[str, str] = {SyncStatus.SYNCED: "green", SyncStatus.OUT_OF_SYN
 def get_command(refresh_now: bool, output: str, app: str, **opts: Any) -> None:
     """Show one app: summary, resource tree and each Ray object's worker groups."""
     kube, record = _load(app, refresh_now, opts)
-    tree = read_tree(kube, record.status.get("resources") or [])
+    status = record.app_status
+    tree = read_tree(kube, status.rows)
     for what in tree.unreadable:
         click.secho(f"warning: not shown, no right to read {what}", fg="yellow", err=True)
     if output in ("json", "yaml"):
-        doc = {**summary(app, record.status), "tree": [n.as_dict() for n in tree.nodes]}
+        doc = {**summary(app, status), "tree": [n.as_dict() for n in tree.nodes]}
         click.echo(json.dumps(doc, indent=2) if output == "json"
                    else yaml.safe_dump(doc, sort_keys=False), nl=output == "json")
         return
-    print_app(console(), app, record.status, tree, wide=output == "wide")
+    print_app(console(), app, status, tree, wide=output == "wide")
 
 
 def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppRecord]:
@@ -100,84 +100,73 @@ def _load(app: str, refresh_now: bool, opts: dict[str, Any]) -> tuple[Kube, AppR
         records = destinations.store.list_apps()
         check_known((app,), records)
         record = records[app]
-    return destinations.kube(recorded_destination(record.status)), record
+    return destinations.kube(recorded_destination(record.app_status)), record
 
 
 
 # -- the summary ----------------------------------------------------------------------------
 
-def summary(name: str, status: Status) -> dict[str, Any]:
-    """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds)."""
-    return {"name": name, "repoURL": status.get("repoURL", ""),
-            "path": status.get("path", ""), "chart": status.get("chart", ""),
-            "targetRevision": status.get("targetRevision", ""),
-            "revision": status.get("revision", ""),
-            "destinationNamespace": status.get("destinationNamespace", ""),
-            "syncPolicy": status.get("syncPolicy", ""),
-            "selfHeal": bool(status.get("selfHeal")),
-            "sync": status.get("sync", SyncStatus.UNKNOWN.value),
+def summary(name: str, status: AppStatus) -> dict[str, Any]:
+    """The app's summary, JSON-ready (times in RFC 3339, never epoch seconds).
+
+    The one place ``get``'s JSON and YAML are built from the typed status; the table
+    (:func:`summary_lines`) reads it too. A field the record lacks reads as its empty value.
+    """
+    return {"name": name, "repoURL": _str(status.repo_url), "path": _str(status.path),
+            "chart": _str(status.chart), "targetRevision": _str(status.target_revision),
+            "revision": _str(status.revision),
+            "destinationNamespace": _str(status.destination_namespace),
+            "syncPolicy": _str(status.sync_policy), "selfHeal": bool(status.self_heal),
+            "sync": _str(status.sync, SyncStatus.UNKNOWN.value),
             "syncReason": sync_reason(status),
-            "conditions": list(status.get("conditions") or []),
-            "error": status.get("error", ""), "errorReason": status.get("errorReason", ""),
-            "health": status.get("health", HealthStatus.UNKNOWN.value),
-            "healthMessage": status.get("healthMessage", ""),
-            "rolloutPending": list(status.get("rolloutPending") or []),
-            "impact": list(status.get("impact") or []),
-            "renderWarnings": list(status.get("renderWarnings") or []),
-            "conflicts": list(status.get("conflicts") or []),
-            "refusals": list(status.get("refusals") or []),
-            "lastOperation": last_operation(status),
-            "hooks": hooks_of(status),
-            "comparedAt": iso(status.get("comparedAt"))}
+            "conditions": [encode(c) for c in status.conditions or ()],
+            "error": _str(status.error), "errorReason": _str(status.error_reason),
+            "health": _str(status.health, HealthStatus.UNKNOWN.value),
+            "healthMessage": _str(status.health_message),
+            "rolloutPending": list(status.rollout_pending or ()),
+            "impact": list(status.impacts),
+            "renderWarnings": list(status.render_warnings or ()),
+            "conflicts": list(status.conflicts or ()),
+            "refusals": list(status.refusals or ()),
+            "lastOperation": last_operation(status.current),
+            "hooks": hooks_of(status.current),
+            "comparedAt": iso(status.compared_at)}
+
+
+def _str(value: str | None, default: str = "") -> str:
+    return default if value is None else value
 
 
 HOOK_FIELDS = ("hookType", "hookPhase", "kind", "namespace", "name", "message")
 
 
-def hooks_of(status: Status) -> list[dict[str, str]]:
-    """The resource hooks the current (or last) operation ran, as Argo CD lists them."""
-    op = current(status)
+def hooks_of(op: Operation | None) -> list[dict[str, str]]:
+    """The resource hooks an operation ran, as Argo CD lists them."""
     return [{k: str(r.get(k) or "") for k in HOOK_FIELDS}
             for r in (op.resources if op is not None else None) or () if r.get("hookType")]
 
 
-def sync_reason(status: Status) -> str:
+def sync_reason(status: AppStatus) -> str:
     """Why the app is not Synced, from its resources: ``1 modified, 2 missing``."""
-    reasons = Counter(r.reason or "modified" for r in decode_status(status).resources or ()
+    reasons = Counter(r.reason or "modified" for r in status.resources or ()
                       if r.status == SyncStatus.OUT_OF_SYNC)
     return ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
 
 
-def current(status: Status) -> Operation | None:
-    """The running operation (a sync waiting for a wave) or else the last finished one."""
-    typed = decode_status(status, headline=True)
-    running = typed.running
-    return running if running is not None and running.phase == OperationPhase.RUNNING \
-        else typed.operation
-
-
-def current_operation(status: Status) -> dict[str, Any]:
-    """:func:`current`, as recorded (``{}``: none)."""
-    op = current(status)
-    return encode_operation(op) if op is not None else {}
-
-
-def last_operation(status: Status) -> dict[str, Any]:
-    """:func:`current`, JSON-ready (times in RFC 3339)."""
-    op = current(status)
+def last_operation(op: Operation | None) -> dict[str, Any]:
+    """An operation (:attr:`AppStatus.current`), JSON-ready (times in RFC 3339; ``{}``: none)."""
     if op is None or not encode_operation(op):
         return {}
-    raw = encode_operation(op)
-    out = {"phase": raw.get("phase", ""), "reason": raw.get("reason", ""),
-           "message": raw.get("message", ""), "revision": raw.get("revision", ""),
-           "startedAt": iso(op.started_at), "finishedAt": iso(op.finished_at)}
+    out: dict[str, Any] = {
+        "phase": _str(op.phase), "reason": _str(op.reason), "message": _str(op.message),
+        "revision": _str(op.revision), "startedAt": iso(op.started_at),
+        "finishedAt": iso(op.finished_at)}
     if op.wave is not None:
         out["wave"] = op.wave
     return out
 
 
-def _operation_text(status: Status) -> str:
-    op = current(status)
+def _operation_text(op: Operation | None) -> str:
     if op is None or not op.phase:
         return "none recorded"
     phase = op.phase + (f" ({op.reason})" if op.reason else "")
@@ -186,19 +175,19 @@ def _operation_text(status: Status) -> str:
         phase += f", waiting for {of}wave {op.wave}"
     at = f" at {short_revision(op.revision)}" if op.revision else ""
     when = human_time(op.finished_at or op.started_at)
-    took = _took(encode_operation(op))
+    took = _took(op)
     return (f"{phase}{at}" + (f", {when}" if when else "") + (f", took {took}" if took else "")
             + (f": {op.message}" if op.message else ""))
 
 
-def _took(op: dict[str, Any]) -> str:
-    start, end = op.get("startedAt"), op.get("finishedAt")
-    if not (isinstance(start, int | float) and isinstance(end, int | float)) or end < start:
+def _took(op: Operation) -> str:
+    start, end = op.started_at, op.finished_at
+    if start is None or end is None or end < start:
         return ""
     return duration(float(end) - float(start))
 
 
-def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]:
+def summary_lines(name: str, status: AppStatus) -> Iterator[tuple[str, str | Text]]:
     """(label, value) pairs of the human summary, in ``argocd app get``'s order."""
     info = summary(name, status)
     yield "Name", name
@@ -225,15 +214,15 @@ def summary_lines(name: str, status: Status) -> Iterator[tuple[str, str | Text]]
                                      else "")
     for conflict in info["conflicts"]:
         yield "Conflict", Text(conflict, style="yellow")
-    for line in recorded_lines(info):
+    for line in recorded_lines(status.impacts):
         yield "Impact", Text(line, style="yellow")
-    yield "Last Operation", _operation_text(status)
-    yield "Compared", human_time(status.get("comparedAt")) or "never"
+    yield "Last Operation", _operation_text(status.current)
+    yield "Compared", human_time(status.compared_at) or "never"
     if info["renderWarnings"]:
         yield "Render Warnings", f"{len(info['renderWarnings'])} (-o yaml lists them)"
 
 
-def print_app(out: Console, name: str, status: Status, tree: LiveTree, *,
+def print_app(out: Console, name: str, status: AppStatus, tree: LiveTree, *,
               wide: bool = False) -> None:
     """Summary, resource tree, then the worker-group view of each Ray object."""
     table = Table(box=None, show_header=False, pad_edge=False)
@@ -246,9 +235,8 @@ def print_app(out: Console, name: str, status: Status, tree: LiveTree, *,
     if not tree.nodes:
         out.print("No resources recorded (never compared: try --refresh).")
         return
-    out.print(tree_table(tree.nodes, str(status.get("destinationNamespace") or ""),
-                         wide=wide))
-    hooks = hooks_of(status)
+    out.print(tree_table(tree.nodes, status.destination_namespace or "", wide=wide))
+    hooks = hooks_of(status.current)
     if hooks:
         out.print()
         out.print(hooks_table(hooks, wide=wide))

@@ -19,7 +19,6 @@ import getpass
 import json
 import sys
 import time
-from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -38,20 +37,18 @@ from gitops_ray.cli.common import (
 from gitops_ray.cli.destinations import Destinations
 from gitops_ray.cli.diff import diff_options
 from gitops_ray.cli.table import Column, render, terminal_width
-from gitops_ray.cli.views import ago
+from gitops_ray.cli.views import human_time
 from gitops_ray.errors import ConfigError
-from gitops_ray.moments import rfc3339, utc_text
+from gitops_ray.moments import rfc3339
 from gitops_ray.reconcile.pause import MAX_UNTIL, Pause
 from gitops_ray.reconcile.rollback import RollbackOutcome, RollbackRequest, resume, rollback
 from gitops_ray.render.apps import short_revision
 from gitops_ray.settings import parse_duration
-from gitops_ray.sync.appstatus import Operation, decode_operation, encode_operation
+from gitops_ray.sync.appstatus import Operation
 from gitops_ray.sync.records import AppRecord, RecordStore
 
 POLL_SECONDS = 1.0
 MESSAGE_WIDTH = 80  # characters of a message in the table (all of it with -o json)
-_FIELDS = ("id", "revision", "subject", "phase", "reason", "message", "trigger",
-           "rollbackOf", "automated", "initiatedBy", "dryRun")
 
 
 # -- history ------------------------------------------------------------------------------
@@ -84,11 +81,18 @@ def _record(store: RecordStore, app: str) -> AppRecord:
     return record
 
 
-def entry_view(entry: Operation | Mapping[str, Any]) -> dict[str, Any]:
-    """A history entry as shown: its fields with RFC 3339 times, and its resources."""
-    raw = encode_operation(entry) if isinstance(entry, Operation) else entry
-    op = entry if isinstance(entry, Operation) else decode_operation(entry)
-    view: dict[str, Any] = {k: raw[k] for k in _FIELDS if raw.get(k) not in (None, "")}
+def entry_view(op: Operation) -> dict[str, Any]:
+    """A history entry as shown: its fields with RFC 3339 times, and its resources.
+
+    The one place ``history -o json|yaml`` is built: the fields it has (``id`` always,
+    ``null`` for no deployment), times as RFC 3339, never the record's epoch seconds.
+    """
+    fields = (("id", op.id), ("revision", op.revision), ("subject", op.subject),
+              ("phase", op.phase), ("reason", op.reason), ("message", op.message),
+              ("trigger", op.trigger), ("rollbackOf", op.rollback_of),
+              ("automated", op.automated), ("initiatedBy", op.initiated_by),
+              ("dryRun", op.dry_run))
+    view: dict[str, Any] = {k: v for k, v in fields if v not in (None, "")}
     view["id"] = op.id
     for key, when in (("startedAt", op.started_at), ("finishedAt", op.finished_at)):
         if when:
@@ -118,8 +122,7 @@ def _print_table(entries: tuple[Operation, ...], *, now: float) -> None:
 
 def _date(op: Operation, now: float) -> str:
     """``2026-05-01 12:00:00 UTC (3h ago)``."""
-    seconds = op.finished_at or op.started_at
-    return f"{utc_text(seconds)} ({ago(now - seconds)})" if seconds else ""
+    return human_time(op.finished_at or op.started_at, now)
 
 
 def _message(op: Operation) -> str:

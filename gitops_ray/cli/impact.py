@@ -45,10 +45,10 @@ def with_impacts(records: list[dict[str, Any]],
     return records
 
 
-def recorded_lines(status: Mapping[str, Any]) -> list[str]:
-    """``key: message`` of each impact an app's record holds (written by the controller)."""
+def recorded_lines(impacts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """``key: message`` of each impact an app's record holds (:attr:`AppStatus.impacts`)."""
     out = []
-    for entry in status.get("impact") or ():
-        if isinstance(entry, Mapping) and entry.get("key") and entry.get("message"):
+    for entry in impacts:
+        if entry.get("key") and entry.get("message"):
             out.append(f"{entry['key']}: {entry['message']}")
     return out

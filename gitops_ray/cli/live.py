@@ -19,12 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import CLUSTER_SPEC, replicas_skeleton
 from gitops_ray.kube import Forbidden, Kube, UnknownKind
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
+from gitops_ray.sync.appstatus import ResourceRow
 from gitops_ray.types import Manifest, ResourceKey
 
 RAY_GROUP = "ray.io"
@@ -33,7 +32,7 @@ CHILD_LABELS = {"Pod": "ray.io/cluster", "Service": "ray.io/cluster"}
 MADE_CLUSTER_LABEL = "ray.io/originated-from-crd"
 """On a RayCluster a RayJob or RayService made (value ``RayJob`` / ``RayService``)."""
 
-Row = Mapping[str, Any]
+Row = ResourceRow
 
 
 @dataclass
@@ -44,18 +43,8 @@ class LiveTree:
     unreadable: list[str] = field(default_factory=list)
 
 
-def key_of(row: Row) -> ResourceKey:
-    return ResourceKey(text(row.get("group")), text(row.get("kind")),
-                       text(row.get("namespace")), text(row.get("name")))
-
-
-def api_version_of(row: Row) -> str:
-    group, version = text(row.get("group")), text(row.get("version"))
-    return f"{group}/{version}" if group else version
-
-
 def is_ray(row: Row) -> bool:
-    return text(row.get("group")) == RAY_GROUP and text(row.get("kind")) in CLUSTER_SPEC
+    return row.group == RAY_GROUP and row.kind in CLUSTER_SPEC
 
 
 def read_tree(kube: Kube, rows: Sequence[Row],
@@ -67,8 +56,8 @@ def read_tree(kube: Kube, rows: Sequence[Row],
     """
     unreadable: list[str] = []
     read = _reader(kube, unreadable)
-    live = {key_of(r): obj for r in rows
-            if is_ray(r) and (obj := read(api_version_of(r), r)) is not None}
+    live = {r.resource_key: obj for r in rows
+            if is_ray(r) and (obj := read(r.api_version, r)) is not None}
     candidates = _candidates(kube, rows, unreadable)
     git = dict(desired) if desired is not None else recorded_desired(rows)
     return LiveTree(resource_tree(rows, live, git, candidates), unreadable)
@@ -78,16 +67,15 @@ def recorded_desired(rows: Iterable[Row]) -> dict[ResourceKey, Manifest]:
     """Stand-ins for git's Ray objects from the rows' ``gitReplicas``."""
     out = {}
     for row in rows:
-        skeleton = replicas_skeleton(api_version_of(row), text(row.get("kind")),
-                                     mapping(row.get("gitReplicas")))
-        if is_ray(row) and "gitReplicas" in row and skeleton is not None:
-            out[key_of(row)] = skeleton
+        skeleton = replicas_skeleton(row.api_version, row.kind or "", dict(row.git_replicas or {}))
+        if is_ray(row) and row.git_replicas is not None and skeleton is not None:
+            out[row.resource_key] = skeleton
     return out
 
 
 def _reader(kube: Kube, unreadable: list[str]) -> Callable[[str, Row], Manifest | None]:
     def read(api_version: str, row: Row) -> Manifest | None:
-        key = key_of(row)
+        key = row.resource_key
         if not api_version or not key.name:
             return None
         try:
@@ -106,9 +94,9 @@ def _candidates(kube: Kube, rows: Sequence[Row], unreadable: list[str]) -> list[
     """Pods, Services (and made RayClusters) in the namespaces of the app's Ray objects."""
     ray = [r for r in rows if is_ray(r)]
     found: list[Manifest] = []
-    for namespace in sorted({text(r.get("namespace")) for r in ray}):
+    for namespace in sorted({r.namespace or "" for r in ray}):
         lists = [("v1", kind, label) for kind, label in CHILD_LABELS.items()]
-        if any(text(r.get("kind")) != "RayCluster" and text(r.get("namespace")) == namespace
+        if any(r.kind != "RayCluster" and (r.namespace or "") == namespace
                for r in ray):
             lists.append((f"{RAY_GROUP}/v1", "RayCluster", MADE_CLUSTER_LABEL))
         for api_version, kind, label in lists:

@@ -98,7 +98,7 @@ def restart_command(app: str, clusters: tuple[str, ...], *, groups: tuple[str, .
     destinations = Destinations(opts)
     records = destinations.store.list_apps()
     check_known([app], records)
-    kube = destinations.kube(recorded_destination(records[app].status))  # the app's cluster
+    kube = destinations.kube(recorded_destination(records[app].app_status))  # the app's cluster
     entries = select_clusters(app, records[app].inventory, clusters)
     live = load_clusters(kube, app, entries)
     check_groups(groups, live)

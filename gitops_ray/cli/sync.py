@@ -75,6 +75,7 @@ from gitops_ray.render.apps import Application, short_revision
 from gitops_ray.render.memo import PARSES
 from gitops_ray.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync import statuswrites
+from gitops_ray.sync.appstatus import AppStatus, decode_status, encode_operation
 from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
@@ -172,12 +173,13 @@ def _delete_removed(destinations: Destinations, origin: dict[str, str],
     """
     ok = True
     for name, record in sorted(destinations.store.list_apps().items()):
-        source = record.status.get("appSource") or {}
+        status = record.app_status
+        source = status.app_source or {}
         if name in present or {k: source.get(k) for k in origin} != origin:
             continue
         try:
             teardown, cascaded = delete_recorded(
-                destinations, name, record.status,
+                destinations, name, status,
                 policy=policy_of(source.get("finalizers") or ()))
         except GitOpsRayError as e:  # its cluster does not answer: kept, said, retried
             click.secho(f"app {name}: not deleted: {e}", fg="red", err=True)
@@ -261,17 +263,20 @@ class Tally:
 
 # -- status -------------------------------------------------------------------------------
 
-def _row(name: str, status: Status) -> dict[str, Any]:
-    return {"name": name, "sync": status.get("sync", SyncStatus.UNKNOWN.value),
-            "health": status.get("health", HealthStatus.UNKNOWN.value),
-            "healthMessage": status.get("healthMessage", ""),
-            "rolloutPending": status.get("rolloutPending", []),
-            "revision": status.get("revision", ""),
-            "error": status.get("error", ""),
-            "warnings": status.get("renderWarnings", []),
+def status_row(name: str, status: AppStatus) -> dict[str, Any]:
+    """One app of ``status -o json|yaml``: built here only, from the typed status.
+
+    Each history entry is the object the record stores, its keys in the record's order.
+    """
+    return {"name": name, "sync": status.sync or SyncStatus.UNKNOWN.value,
+            "health": status.health or HealthStatus.UNKNOWN.value,
+            "healthMessage": status.health_message or "",
+            "rolloutPending": list(status.rollout_pending or ()),
+            "revision": status.revision or "", "error": status.error or "",
+            "warnings": list(status.render_warnings or ()),
             "lastSync": last_phase(status),
-            "reason": (status.get("operation") or {}).get("reason", ""),
-            "history": status.get("history", [])}
+            "reason": (status.operation.reason if status.operation else None) or "",
+            "history": [dict(sorted(encode_operation(e).items())) for e in status.entries]}
 
 
 def _selected(opts: dict[str, Any]) -> bool:
@@ -342,17 +347,18 @@ def status_command(refresh_now: bool, output: str, apps: tuple[str, ...],
 
 def _print_status(statuses: dict[str, Status], output: Output) -> None:
     if output in (Output.JSON, Output.YAML):
-        rows = [_row(n, s) for n, s in sorted(statuses.items())]
+        rows = [status_row(n, decode_status(s)) for n, s in sorted(statuses.items())]
         click.echo(json.dumps(rows, indent=2) if output == Output.JSON
                    else yaml.safe_dump(rows, sort_keys=False), nl=output == Output.JSON)
         return
     width = terminal_width()
     wide = output == Output.WIDE
-    for line in table(statuses, wide=wide, width=width, now=time.time()):
+    headlines = {n: decode_status(s, headline=True) for n, s in statuses.items()}
+    for line in table(headlines, wide=wide, width=width, now=time.time()):
         click.echo(line)
     if not wide:  # wide says it in MESSAGE; KubeRay rolls no Pods on a template change
-        for name, status in sorted(statuses.items()):
-            for pending in status.get("rolloutPending") or ():
+        for name, status in sorted(headlines.items()):
+            for pending in status.rollout_pending or ():
                 _echo_note(f"{name}: rollout pending: {pending}", width)
 
 
@@ -394,7 +400,7 @@ def wait_command(want_sync: bool, want_health: bool, want_suspended: bool, timeo
     probe = _probe(opts, apps)
     deadline = time.monotonic() + timeout
     while True:
-        statuses = probe()
+        statuses = {a: decode_status(s, headline=True) for a, s in probe().items()}
         pending = [a for a in apps if not _done(statuses[a], want_sync, wanted)]
         if not pending:
             click.echo(f"{', '.join(apps)}: done")
@@ -423,7 +429,7 @@ def _probe(opts: dict[str, Any], apps: tuple[str, ...]) -> Probe:
 
 def _recorded_with_live_health(destinations: Destinations, record: AppRecord) -> Status:
     """The record, with health read live in the cluster the record names."""
-    kube = destinations.kube(recorded_destination(record.status))
+    kube = destinations.kube(recorded_destination(record.app_status))
     health = live_health(kube, record)
     status = {**record.status, "health": health.status.value, "healthMessage": health.message}
     if deletions_finished(record, kube):  # the record predates the end of its prune
@@ -431,14 +437,14 @@ def _recorded_with_live_health(destinations: Destinations, record: AppRecord) ->
     return status
 
 
-def _done(status: Status, want_sync: bool, wanted: set[HealthStatus]) -> bool:
-    return ((not want_sync or status.get("sync") == SyncStatus.SYNCED)
-            and (not wanted or status.get("health") in wanted))
+def _done(status: AppStatus, want_sync: bool, wanted: set[HealthStatus]) -> bool:
+    return ((not want_sync or status.sync == SyncStatus.SYNCED)
+            and (not wanted or status.health in wanted))
 
 
-def _describe(name: str, status: Status) -> str:
-    detail = status.get("error") or status.get("healthMessage") or ""
-    return (f"{name} ({status.get('sync', 'Unknown')}, {status.get('health', 'Unknown')}"
+def _describe(name: str, status: AppStatus) -> str:
+    detail = status.error or status.health_message or ""
+    return (f"{name} ({status.sync or 'Unknown'}, {status.health or 'Unknown'}"
             + (f": {detail}" if detail else "") + ")")
 
 

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gitops_ray.health.workergroups import WorkerGroupView
-from gitops_ray.moments import rfc3339, utc_text
+from gitops_ray.moments import ago, rfc3339, utc_text
 
 PLAIN_WIDTH = 1000
 """Columns of output that is not a terminal: wide enough that no table row wraps."""
@@ -79,26 +79,15 @@ def iso(epoch: object) -> str:
     return "" if moment is None else rfc3339(moment)
 
 
-def ago(seconds: float) -> str:
-    """``42s ago``, ``5m ago``, ``3h ago``, ``2d ago``: the CLI's one "how long ago".
-
-    One unit, rounded down (``history`` and ``status``'s table); :func:`human_time` shows
-    the exact two-unit :func:`duration` beside the date instead.
-    """
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return f"{max(int(seconds), 0)}s ago"
-
-
 def human_time(epoch: object, now: float | None = None) -> str:
-    """``2026-08-20 10:15:03 UTC (3m ago)``, ``""`` when not a time."""
+    """``2026-08-20 10:15:03 UTC (3m ago)``, ``""`` when not a time.
+
+    ``get``'s summary and ``history``'s DATE column; the ago is :func:`gitops_ray.moments.ago`.
+    """
     moment = _moment(epoch)
     if moment is None:
         return ""
-    elapsed = (time.time() if now is None else now) - moment
-    when = f"{duration(elapsed)} ago" if elapsed >= 0 else f"in {duration(-elapsed)}"
-    return f"{utc_text(moment)} ({when})"
+    return f"{utc_text(moment)} ({ago((time.time() if now is None else now) - moment)})"
 
 
 def duration(seconds: float) -> str:

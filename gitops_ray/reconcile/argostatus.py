@@ -38,7 +38,7 @@ from typing import Any
 from gitops_ray.moments import rfc3339, rfc3339_fine
 from gitops_ray.render import parse_application
 from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, Destination
-from gitops_ray.sync.history import entry_id, is_deployment
+from gitops_ray.sync.appstatus import AppStatus, Operation, ResourceRow, encode
 from gitops_ray.types import (
     MANAGED_ANNOTATION,
     SKIP_RECONCILE_ANNOTATION,
@@ -280,7 +280,7 @@ def source_type(app: Application) -> str:
 class Projection:
     """What the status is projected from: the record, the Application, and the time."""
 
-    record: Mapping[str, Any]  # the app record's status (sync.records)
+    record: AppStatus  # the app record's status (sync.records), typed
     app: Application | None  # None: the Application is invalid
     live: Mapping[str, Any]  # the Application object as last seen
     now: float
@@ -295,10 +295,10 @@ def application_status(p: Projection) -> dict[str, Any]:
     status: dict[str, Any] = {
         "sync": _sync(record, spec),
         "health": _health(record, old.get("health"), p.now),
-        "resources": [_resource(r) for r in record.get("resources") or ()],
-        "reconciledAt": rfc3339_fine(float(record.get("comparedAt") or p.now)),
+        "resources": [_resource(r) for r in record.resources or ()],
+        "reconciledAt": rfc3339_fine(float(record.compared_at or p.now)),
         **({"sourceType": source_type(p.app)} if p.app is not None else {}),
-        "summary": {"images": list(record.get("images") or ())},
+        "summary": {"images": list(record.images or ())},
         "conditions": _conditions(record, old.get("conditions") or [], p.now),
         "history": history(old.get("history") or [], record, spec,
                            limit=_history_limit(spec), deployed=p.deployed),
@@ -311,14 +311,14 @@ def application_status(p: Projection) -> dict[str, Any]:
     return status
 
 
-def _sync(record: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
-    sync: dict[str, Any] = {"status": str(record.get("sync") or "Unknown"),
+def _sync(record: AppStatus, spec: Mapping[str, Any]) -> dict[str, Any]:
+    sync: dict[str, Any] = {"status": record.sync or "Unknown",
                             "comparedTo": {"destination": dict(spec.get("destination") or {})}}
     sync["comparedTo"].update(_sources(spec))
     if spec.get("ignoreDifferences"):
         sync["comparedTo"]["ignoreDifferences"] = spec["ignoreDifferences"]
-    if record.get("revision"):
-        sync.update(revision_fields(str(record["revision"]), spec))
+    if record.revision:
+        sync.update(revision_fields(record.revision, spec))
     return sync
 
 
@@ -348,54 +348,55 @@ def _joined(revisions: object) -> str:
     return REVISIONS_SEPARATOR.join(revisions)
 
 
-def _health(record: Mapping[str, Any], old: object, now: float) -> dict[str, Any]:
+def _health(record: AppStatus, old: object, now: float) -> dict[str, Any]:
     """``status.health``; ``lastTransitionTime`` kept while the status stays the same.
 
     Argo CD sets it when the health status changes; its notifications' stock
     ``on-deployed`` trigger compares it with the operation's times.
     """
-    health = {"status": str(record.get("health") or "Unknown")}
-    if record.get("healthMessage"):
-        health["message"] = str(record["healthMessage"])[:MAX_MESSAGE]
+    health = {"status": record.health or "Unknown"}
+    if record.health_message:
+        health["message"] = record.health_message[:MAX_MESSAGE]
     was = old if isinstance(old, Mapping) else {}
     same = was.get("status") == health["status"] and was.get("lastTransitionTime")
     health["lastTransitionTime"] = str(was["lastTransitionTime"]) if same else rfc3339(now)
     return health
 
 
-def _resource(row: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {k: row.get(k) or "" for k in ("group", "version", "kind",
-                                                          "namespace", "name")}
-    out["status"] = str(row.get("status") or "Unknown")
-    if row.get("health"):
-        out["health"] = {k: v for k, v in dict(row["health"]).items() if v}
-    if row.get("reason") == "extraneous":
+def _resource(row: ResourceRow) -> dict[str, Any]:
+    out: dict[str, Any] = {"group": row.group or "", "version": row.version or "",
+                           "kind": row.kind or "", "namespace": row.namespace or "",
+                           "name": row.name or "", "status": row.status or "Unknown"}
+    health = {k: v for k, v in encode(row.health).items() if v} if row.health else {}
+    if health:
+        out["health"] = health
+    if row.reason == "extraneous":
         out["requiresPruning"] = True
     return {k: v for k, v in out.items() if v != "" or k in ("group", "namespace")}
 
 
-def app_conditions(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+def app_conditions(record: AppStatus) -> list[tuple[str, str]]:
     """The app's conditions as ``(type, message)``, as Argo CD would have them.
 
     The comparison's own, plus the recorded error (``ComparisonError``, or
     ``InvalidSpecError`` for a configuration error) and a ``SyncError`` for a failed last
     sync. Also what ``gitops-ray status`` summarises, so both tell the same story.
     """
-    wanted = [(str(c.get("type")), str(c.get("message"))) for c in record.get("conditions") or ()]
-    error = str(record.get("error") or "")
+    wanted = [(c.type or "", c.message or "") for c in record.conditions or ()]
+    error = record.error or ""
     if error:
         kind = ConditionType.INVALID_SPEC if error.startswith("config:") else \
             ConditionType.COMPARISON
         wanted.append((kind.value, error))
-    last = record.get("operation")
-    if isinstance(last, Mapping) and last.get("phase") == OperationPhase.FAILED:
-        revision = str(last.get("revision") or "")[:7]
+    last = record.operation
+    if last is not None and last.phase == OperationPhase.FAILED:
+        revision = (last.revision or "")[:7]
         wanted.append((ConditionType.SYNC.value, f"Failed sync attempt to {revision}: "
-                       f"{last.get('message') or 'one or more objects failed to apply'}"))
+                       f"{last.message or 'one or more objects failed to apply'}"))
     return wanted
 
 
-def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
+def _conditions(record: AppStatus, old: Sequence[Mapping[str, Any]],
                 now: float) -> list[dict[str, Any]]:
     """Conditions now, keeping ``lastTransitionTime`` of those that were already there."""
     wanted = app_conditions(record)
@@ -406,73 +407,71 @@ def _conditions(record: Mapping[str, Any], old: Sequence[Mapping[str, Any]],
             for t, m in dict.fromkeys(wanted)]
 
 
-def operation_state(record: Mapping[str, Any], spec: Mapping[str, Any]
-                    ) -> dict[str, Any] | None:
+def operation_state(record: AppStatus, spec: Mapping[str, Any]) -> dict[str, Any] | None:
     """``status.operationState`` of the running operation, else of the last finished one."""
-    op = record.get("operationState") or record.get("operation")
-    if not isinstance(op, Mapping) or not op.get("startedAt"):
+    op = record.running if record.running is not None else record.operation
+    if op is None or not op.started_at:
         return None
     state: dict[str, Any] = {
         "operation": _operation_of(op, spec),
-        "phase": str(op.get("phase") or OperationPhase.SUCCEEDED.value),
-        "message": str(op.get("message") or _default_message(op))[:MAX_MESSAGE],
-        "startedAt": rfc3339_fine(float(op["startedAt"])),
+        "phase": op.phase or OperationPhase.SUCCEEDED.value,
+        "message": (op.message or _default_message(op))[:MAX_MESSAGE],
+        "startedAt": rfc3339_fine(float(op.started_at)),
         "syncResult": {"revision": "",  # required by the CRD; "" when multi-source
-                       **revision_fields(str(op.get("revision") or ""), spec),
+                       **revision_fields(op.revision or "", spec),
                        "resources": _results(op, record), **_sources(spec)},
     }
-    if op.get("attempt"):
-        state["retryCount"] = max(int(op["attempt"]) - 1, 0)
-    if op.get("retrying"):  # failed, tried again later: still running (Argo CD's words)
+    if op.attempt:
+        state["retryCount"] = max(op.attempt - 1, 0)
+    if op.retrying:  # failed, tried again later: still running (Argo CD's words)
         state["phase"] = OperationPhase.RUNNING.value
         state["message"] = (f"{state['message']}. Retrying attempt "
-                            f"#{int(op.get('attempt') or 1)}.")[:MAX_MESSAGE]
-    elif op.get("finishedAt") and op.get("phase") != OperationPhase.RUNNING:
-        state["finishedAt"] = rfc3339(float(op["finishedAt"]))
+                            f"#{op.attempt or 1}.")[:MAX_MESSAGE]
+    elif op.finished_at and op.phase != OperationPhase.RUNNING:
+        state["finishedAt"] = rfc3339(float(op.finished_at))
     return state
 
 
-def _default_message(op: Mapping[str, Any]) -> str:
-    if op.get("phase") == OperationPhase.SUCCEEDED:
+def _default_message(op: Operation) -> str:
+    if op.phase == OperationPhase.SUCCEEDED:
         return "successfully synced (all tasks run)"
     return ""
 
 
-def _operation_of(op: Mapping[str, Any], spec: Mapping[str, Any]) -> dict[str, Any]:
+def _operation_of(op: Operation, spec: Mapping[str, Any]) -> dict[str, Any]:
     """The operation as requested: the Application's own, or an automated one's."""
-    requested = op.get("argocdOperation")
-    if isinstance(requested, Mapping):
-        return dict(requested)
-    sync: dict[str, Any] = revision_fields(str(op.get("revision") or ""), spec)
-    if op.get("prune"):
+    if op.argocd_operation is not None:
+        return dict(op.argocd_operation)
+    sync: dict[str, Any] = revision_fields(op.revision or "", spec)
+    if op.prune:
         sync["prune"] = True
-    automated = bool(op.get("automated"))
-    initiated = {"automated": True} if automated else {
-        "username": str(op.get("initiatedBy") or "gitops-ray")}
+    initiated = {"automated": True} if op.automated else {
+        "username": op.initiated_by or "gitops-ray"}
     return {"sync": sync, "initiatedBy": initiated}
 
 
-def _results(op: Mapping[str, Any], record: Mapping[str, Any]) -> list[dict[str, Any]]:
-    versions = {str(r.get("key")): str(r.get("version") or "")
-                for r in record.get("resources") or () if isinstance(r, Mapping)}
-    out = []
-    for r in op.get("resources") or ():
-        code = _SYNC_STATUS.get(ResourceAction(r["action"])) if r.get("action") in \
-            ResourceAction._value2member_map_ else None
-        if code is None or "kind" not in r:
-            continue  # gone, not ours, orphaned: nothing Argo CD would list
-        failed = code == "SyncFailed"
-        row = {"group": str(r.get("group") or ""),
-               "version": versions.get(str(r.get("key")), "") or str(r.get("version") or ""),
-               "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
-               "name": str(r.get("name") or ""), "status": code,
-               "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
-               "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"}
-        if r.get("hookType"):  # a resource hook (sync.hooks): its own phase and type
-            row.update(hookType=str(r["hookType"]), syncPhase=str(r.get("syncPhase") or ""),
-                       hookPhase=str(r.get("hookPhase") or ""))
-        out.append(row)
-    return out
+def _results(op: Operation, record: AppStatus) -> list[dict[str, Any]]:
+    """Argo CD's ``syncResult.resources`` of an operation's per-resource results."""
+    versions = {str(r.key): r.version or "" for r in record.resources or ()}
+    return [row for r in op.resources or () if (row := _result(r, versions)) is not None]
+
+
+def _result(r: Mapping[str, Any], versions: Mapping[str, str]) -> dict[str, Any] | None:
+    code = _SYNC_STATUS.get(ResourceAction(r["action"])) if r.get("action") in \
+        ResourceAction._value2member_map_ else None
+    if code is None or "kind" not in r:
+        return None  # gone, not ours, orphaned: nothing Argo CD would list
+    failed = code == "SyncFailed"
+    row = {"group": str(r.get("group") or ""),
+           "version": versions.get(str(r.get("key")), "") or str(r.get("version") or ""),
+           "kind": str(r["kind"]), "namespace": str(r.get("namespace") or ""),
+           "name": str(r.get("name") or ""), "status": code,
+           "message": (str(r.get("message") or "") or str(r["action"]))[:MAX_MESSAGE],
+           "hookPhase": "Failed" if failed else "Succeeded", "syncPhase": "Sync"}
+    if r.get("hookType"):  # a resource hook (sync.hooks): its own phase and type
+        row.update(hookType=str(r["hookType"]), syncPhase=str(r.get("syncPhase") or ""),
+                   hookPhase=str(r.get("hookPhase") or ""))
+    return row
 
 
 def _history_limit(spec: Mapping[str, Any]) -> int:
@@ -481,7 +480,7 @@ def _history_limit(spec: Mapping[str, Any]) -> int:
         else HISTORY_LIMIT
 
 
-def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
+def history(old: Sequence[Mapping[str, Any]], record: AppStatus,
             spec: Mapping[str, Any], *, limit: int = HISTORY_LIMIT,
             deployed: float | None = None) -> list[dict[str, Any]]:
     """``status.history``: one entry per successful sync of the whole app, newest last.
@@ -496,23 +495,21 @@ def history(old: Sequence[Mapping[str, Any]], record: Mapping[str, Any],
     an entry equal in :data:`_SAME_DEPLOY` is taken to be the operation's own.
     """
     entries = [dict(e) for e in old if isinstance(e, Mapping)]
-    op = record.get("operation")
-    if not is_deployment(op):
+    op = record.operation
+    if op is None or not op.deployment or op.started_at is None:
         return entries[-limit:] if limit else []
-    assert isinstance(op, Mapping)
-    requested = op.get("argocdOperation") or {}
+    requested = op.argocd_operation or {}
     asked = requested.get("sync") or {}
     sources = {"sources": asked["sources"]} if asked.get("sources") else \
         {"source": asked["source"]} if asked.get("source") else _sources(spec) or {"source": {}}
     newest = max((int(e.get("id") or 0) for e in entries), default=-1)
-    recorded = entry_id(op)
-    entry = {"id": recorded if recorded is not None and recorded > newest else newest + 1,
-             **revision_fields(str(op.get("revision") or ""), spec),
-             "deployStartedAt": rfc3339(float(op["startedAt"])),
-             "deployedAt": rfc3339(float(op.get("finishedAt") or op["startedAt"])),
+    entry = {"id": op.id if op.id is not None and op.id > newest else newest + 1,
+             **revision_fields(op.revision or "", spec),
+             "deployStartedAt": rfc3339(float(op.started_at)),
+             "deployedAt": rfc3339(op.finished),
              **sources,
              "initiatedBy": _initiator(requested)}
-    if deployed == float(op["startedAt"]) or (deployed is None and any(
+    if deployed == float(op.started_at) or (deployed is None and any(
             all(e.get(k) == entry.get(k) for k in _SAME_DEPLOY) for e in entries)):
         return entries[-limit:] if limit else []
     return [*entries, entry][-limit:] if limit else []

@@ -30,6 +30,7 @@ from gitops_ray.health import assess
 from gitops_ray.health.fields import dig, mapping, objects, text
 from gitops_ray.health.rollout import GROUP_LABEL, NODE_TYPE_LABEL
 from gitops_ray.health.workergroups import WorkerGroupView, has_worker_groups, worker_groups
+from gitops_ray.sync.appstatus import ResourceHealth, ResourceRow
 from gitops_ray.types import Manifest, ResourceKey
 
 MAX_DEPTH = 3
@@ -84,26 +85,25 @@ class TreeNode:
         return out
 
 
-def resource_tree(rows: Sequence[Mapping[str, Any]], live: Mapping[ResourceKey, Manifest],
+def resource_tree(rows: Sequence[ResourceRow], live: Mapping[ResourceKey, Manifest],
                   desired: Mapping[ResourceKey, Manifest] | None = None,
                   candidates: Sequence[Manifest] = ()) -> list[TreeNode]:
     """One node per resource row, with its children among ``candidates``.
 
-    ``rows``: the record's ``status.resources`` (``group``, ``kind``, ``namespace``,
-    ``name``, ``status``, ``health``); ``live``/``desired``: the objects by key.
+    ``rows``: the record's ``status.resources``, typed; ``live``/``desired``: the objects
+    by key.
     """
     by_owner = _by_owner(candidates)
     nodes = []
     for row in rows:
-        key = ResourceKey(text(row.get("group")), text(row.get("kind")),
-                          text(row.get("namespace")), text(row.get("name")))
-        health = mapping(row.get("health"))
+        key = row.resource_key
+        health = row.health or ResourceHealth()
         obj = live.get(key)
         children, hidden = _children(obj, by_owner, MAX_DEPTH)
         nodes.append(TreeNode(
             group=key.group, kind=key.kind, namespace=key.namespace, name=key.name,
-            sync=text(row.get("status")) or "Unknown",
-            health=text(health.get("status")), message=text(health.get("message")),
+            sync=row.status or "Unknown",
+            health=health.status or "", message=health.message or "",
             children=children, hidden_children=hidden,
             worker_groups=tuple(_groups_of((desired or {}).get(key), obj, by_owner))))
     return nodes

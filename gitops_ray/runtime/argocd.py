@@ -64,8 +64,9 @@ from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.runtime.watches import KindWatch, WatchOptions
 from gitops_ray.settings import ArgoCD
+from gitops_ray.sync.appstatus import AppStatus, decode_status
 from gitops_ray.sync.events import post_event
-from gitops_ray.types import Manifest
+from gitops_ray.types import Manifest, OperationPhase
 
 log = structlog.get_logger(__name__)
 WRITE_ATTEMPTS = 5
@@ -313,8 +314,9 @@ class StatusWriter:
         if not refreshed and seen is not None and seen[0] is record and \
                 seen[1] == _version(obj):  # a no-op refresh: nothing to project again
             return False
+        typed = decode_status(record)
         for _ in range(WRITE_ATTEMPTS):
-            ops = self._patch(name, obj, record, app, refreshed)
+            ops = self._patch(name, obj, typed, app, refreshed)
             if not ops:
                 self._current[name] = (record, _version(obj))
                 return False
@@ -326,23 +328,23 @@ class StatusWriter:
                     return False
                 continue
             self.apps.remember(name, written, replacing=_version(obj))
-            self._remember_deploy(name, record)
+            self._remember_deploy(name, typed)
             self._current[name] = (record, _version(written))
             return True
         raise Conflict(f"Application of app {name!r} kept changing; gave up after "
                        f"{WRITE_ATTEMPTS} tries")
 
-    def _remember_deploy(self, name: str, record: Mapping[str, Any]) -> None:
-        op = record.get("operation")
-        if isinstance(op, Mapping) and op.get("phase") == "Succeeded" and op.get("startedAt") \
-                and not op.get("dryRun"):
-            self._deployed[name] = float(op["startedAt"])
+    def _remember_deploy(self, name: str, record: AppStatus) -> None:
+        op = record.operation
+        if op is not None and op.phase == OperationPhase.SUCCEEDED and op.started_at \
+                and not op.dry_run:
+            self._deployed[name] = float(op.started_at)
 
-    def _patch(self, name: str, obj: Manifest, record: Mapping[str, Any],
+    def _patch(self, name: str, obj: Manifest, record: AppStatus,
                app: Application | None, refreshed: bool) -> list[dict[str, Any]]:
         now = self._clock()
         if refreshed:
-            record = {**record, "comparedAt": now}
+            record = dataclasses.replace(record, compared_at=now)
         status = application_status(Projection(record, app, obj, now,
                                                self._deployed.get(name)))
         state = status.get("operationState") or {}
@@ -408,11 +410,11 @@ def _terminating(obj: Manifest) -> bool:
     return state.get("phase") == "Terminating"
 
 
-def _finished(record: Mapping[str, Any], requested: object) -> bool:
+def _finished(record: AppStatus, requested: object) -> bool:
     """Whether the last finished operation is the one ``.operation`` still asks for."""
-    op = record.get("operation")
-    return (isinstance(op, Mapping) and op.get("argocdOperation") == requested
-            and not op.get("retrying") and "operationState" not in record)
+    op = record.operation
+    return (op is not None and op.argocd_operation == requested and not op.retrying
+            and record.running is None)
 
 
 def _escape(key: str) -> str:

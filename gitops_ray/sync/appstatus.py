@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gitops_ray.moments import utc_text
+from gitops_ray.types import OperationPhase, ResourceKey
 
 PAUSE_KEY = "autoSyncPause"
 OPERATION_STATE = "operationState"
@@ -65,6 +66,16 @@ class ResourceRow:
     health: ResourceHealth | None = _key("health", ResourceHealth)  # noqa: RUF009
     git_replicas: Mapping[str, Any] | None = _key("gitReplicas", dict)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def resource_key(self) -> ResourceKey:
+        return ResourceKey(self.group or "", self.kind or "", self.namespace or "",
+                           self.name or "")
+
+    @property
+    def api_version(self) -> str:
+        group, version = self.group or "", self.version or ""
+        return f"{group}/{version}" if group else version
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,18 @@ class Operation:
     def finished(self) -> float:
         """When it finished (or started, for an entry without an end; 0: unknown)."""
         return float(self.finished_at or self.started_at or 0.0)
+
+    @property
+    def deployment(self) -> bool:
+        """A successful sync of the whole app, not a dry run: a deployment with an id.
+
+        Argo CD records no partial sync (``controller/sync.go``: ``len(syncOp.Resources)
+        == 0``): an operation Argo CD asked for on some resources is none.
+        """
+        sync = (self.argocd_operation or {}).get("sync")
+        partial = isinstance(sync, Mapping) and bool(sync.get("resources"))
+        return (self.phase == OperationPhase.SUCCEEDED and bool(self.started_at)
+                and not self.dry_run and not partial)
 
 
 @dataclass(frozen=True)
@@ -199,6 +222,7 @@ class AppStatus:
     warnings: tuple[str, ...] | None = _key("warnings", list)
     conflicts: tuple[Any, ...] | None = _key("conflicts", list)
     render_warnings: tuple[Any, ...] | None = _key("renderWarnings", list)
+    refusals: tuple[Any, ...] | None = _key("refusals", list)  # what a sync would refuse
     repo_url: str | None = _key("repoURL")
     path: str | None = _key("path")
     chart: str | None = _key("chart")
@@ -231,6 +255,35 @@ class AppStatus:
         """The history, newest first (empty when there is none)."""
         return self.history or ()
 
+    @property
+    def rows(self) -> tuple[ResourceRow, ...]:
+        """The resource rows, the objects among them even from a list with malformed ones."""
+        if self.resources is not None:
+            return self.resources
+        return tuple(decode_row(r) for r in _objects(self.extra.get("resources")))
+
+    @property
+    def impacts(self) -> tuple[Mapping[str, Any], ...]:
+        """The recorded impact entries that are objects (``health.impact``'s ``as_dict``).
+
+        A list with a malformed entry does not fit the typed field (the codec keeps it as
+        stored, in ``extra``): its well-formed entries still read.
+        """
+        return self.impact if self.impact is not None else _objects(self.extra.get("impact"))
+
+    @property
+    def current(self) -> Operation | None:
+        """The running operation (a sync waiting for a wave), else the last finished one."""
+        running = self.running
+        return running if running is not None and running.phase == OperationPhase.RUNNING \
+            else self.operation
+
+
+def _objects(stored: object) -> tuple[Mapping[str, Any], ...]:
+    """The objects in a stored list (none when it is no list)."""
+    return tuple(e for e in stored if isinstance(e, Mapping)) if isinstance(stored, list) \
+        else ()
+
 
 HEAVY = frozenset({"resources", "history", "impact"})
 """What grows with the app (a row per object, 50 history entries): a headline skips it."""
@@ -252,6 +305,17 @@ def decode_status(raw: Mapping[str, Any], *, headline: bool = False) -> AppStatu
 def encode_status(status: AppStatus) -> dict[str, Any]:
     """The JSON object of ``status``: what :func:`decode_status` read, given back."""
     return _encode(status)
+
+
+def encode(record: Any) -> dict[str, Any]:
+    """The JSON object of any record value (a condition, a resource row, an operation)."""
+    return _encode(record)
+
+
+def decode_row(raw: Mapping[str, Any]) -> ResourceRow:
+    """A resource row (the record's, or a fresh comparison's ``resources_of``)."""
+    row: ResourceRow = _decode(ResourceRow, raw)
+    return row
 
 
 def decode_operation(raw: Mapping[str, Any]) -> Operation:
@@ -277,30 +341,40 @@ def _fields(cls: type) -> tuple[tuple[str, str, Any], ...]:
 
 def _decode(cls: Any, raw: Mapping[str, Any]) -> Any:
     values: dict[str, Any] = {}
+    used: set[str] = set()
     for attr, key, kind in _fields(cls):
         if key in raw and (value := _value(kind, raw[key])) is not _UNFIT:
             values[attr] = value
-    keys = {key for attr, key, _ in _fields(cls) if attr in values}
-    return cls(**values, extra={k: v for k, v in raw.items() if k not in keys})
+            used.add(key)
+    extra = {k: v for k, v in raw.items() if k not in used} if len(used) < len(raw) else {}
+    return cls(**values, extra=extra)
 
 
 _UNFIT = object()
 
 
 def _value(kind: Any, value: Any) -> Any:
-    """``value`` as a ``kind`` field holds it, or :data:`_UNFIT` (then kept in ``extra``)."""
+    """``value`` as a ``kind`` field holds it, or :data:`_UNFIT` (then kept in ``extra``).
+
+    Scalars first: most of a record's fields, and all of a resource row's but its health.
+    """
+    if kind is str:
+        return value if isinstance(value, str) else _UNFIT
     if isinstance(kind, list):
         fits = isinstance(value, list) and all(isinstance(v, Mapping) for v in value)
         return tuple(v if kind[0] is dict else _decode(kind[0], v) for v in value) \
             if fits else _UNFIT
+    if kind in _SCALARS:
+        fits = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        return value if fits else _UNFIT  # JSON's true is no number
     if kind is list:
         return tuple(value) if isinstance(value, list) else _UNFIT
-    if dataclasses.is_dataclass(kind) or kind is dict:
-        if not isinstance(value, Mapping):
-            return _UNFIT
-        return value if kind is dict else _decode(kind, value)
-    fits = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
-    return value if fits else _UNFIT  # JSON's true is no number
+    if not isinstance(value, Mapping):  # dict, or a record class
+        return _UNFIT
+    return value if kind is dict else _decode(kind, value)
+
+
+_SCALARS = frozenset({int, bool, _NUMBER})
 
 
 def _encode(record: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gitops_ray.types import OperationPhase
+from gitops_ray.sync.appstatus import decode_operation
 
 HISTORY_LIMIT = 50
 """Entries kept per app (Argo CD keeps ``revisionHistoryLimit``, default 10, of its own)."""
@@ -56,18 +56,8 @@ SUMMARY_KEYS = ("id", "revision", "subject", "phase", "reason", "message", "star
 
 
 def is_deployment(op: object) -> bool:
-    """A successful sync of the whole app, not a dry run: a deployment with an id.
-
-    Argo CD records no partial sync (``controller/sync.go``: ``len(syncOp.Resources) == 0``).
-    """
-    return (isinstance(op, Mapping) and op.get("phase") == OperationPhase.SUCCEEDED
-            and bool(op.get("startedAt")) and not op.get("dryRun") and not _partial(op))
-
-
-def _partial(op: Mapping[str, Any]) -> bool:
-    requested = op.get("argocdOperation")
-    sync = requested.get("sync") if isinstance(requested, Mapping) else None
-    return isinstance(sync, Mapping) and bool(sync.get("resources"))
+    """A recorded operation that is a deployment (:attr:`Operation.deployment`)."""
+    return isinstance(op, Mapping) and decode_operation(op).deployment
 
 
 def entry_id(op: Mapping[str, Any]) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.argostatus import operation_state
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.sync.hooks import HOOK_FINALIZER
 from gitops_ray.sync.operation import OPERATION_STATE
 from gitops_ray.sync.reasons import Reason
@@ -101,7 +102,8 @@ def test_presync_runs_first_and_the_sync_waits_for_it(env: Env, git_repo: GitRep
         [f"ConfigMap:{env.namespace}/app"]
     assert done.after is not None and done.after.diff.resources  # hooks are not compared
     assert {str(r.key) for r in done.after.diff.resources} == {f"ConfigMap:{env.namespace}/app"}
-    rows = operation_state(status, {})["syncResult"]["resources"]  # type: ignore[index]
+    state = operation_state(decode_status(status), {})
+    rows = state["syncResult"]["resources"]  # type: ignore[index]
     hooks = {r["name"]: (r["hookType"], r["hookPhase"], r["status"])
              for r in rows if r.get("hookType")}
     assert hooks == {"migrate": ("PreSync", "Succeeded", "Synced"),

@@ -25,6 +25,7 @@ from gitops_ray.reconcile.argostatus import (
     requested_operation,
 )
 from gitops_ray.render.apps import Application, AppSource, HelmSource
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.types import ResourceKey
 from localcluster.build import argocd_crds
 
@@ -82,7 +83,8 @@ def status_schema() -> dict[str, Any]:
 
 def test_the_status_fits_argo_cds_own_schema(status_schema: dict[str, Any]) -> None:
     live = {"metadata": {"name": "ray"}, "spec": SPEC}
-    status = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    status = application_status(Projection(decode_status(record()), APP, live,
+                                           now=1_700_000_004.0))
     jsonschema.validate(status, status_schema)
     assert status["sync"] == {"status": "OutOfSync", "revision": SHA1,
                               "comparedTo": {"source": SPEC["source"],
@@ -112,7 +114,7 @@ def test_a_failed_sync_and_an_error_are_conditions_that_keep_their_transition_ti
             "lastTransitionTime": "2020-01-01T00:00:00Z"}]
     live = {"spec": SPEC, "status": {"conditions": old}}
     status = application_status(Projection(
-        record(operation=failed, error="render: helm failed"), APP, live, now=1.0e9))
+        decode_status(record(operation=failed, error="render: helm failed")), APP, live, now=1.0e9))
     jsonschema.validate(status, status_schema)
     assert [(c["type"], c["lastTransitionTime"]) for c in status["conditions"]] == [
         ("InvalidSpecError", "2020-01-01T00:00:00Z"),
@@ -124,7 +126,7 @@ def test_a_failed_sync_and_an_error_are_conditions_that_keep_their_transition_ti
 def test_a_running_operation_has_no_finished_time(status_schema: dict[str, Any]) -> None:
     running = {**record()["operation"], "phase": "Running", "message": "waiting for wave 1",
                "wave": 1}
-    status = application_status(Projection(record(operationState=running), APP,
+    status = application_status(Projection(decode_status(record(operationState=running)), APP,
                                            {"spec": SPEC}, now=1.0e9))
     jsonschema.validate(status, status_schema)
     assert status["operationState"]["phase"] == "Running"
@@ -133,16 +135,16 @@ def test_a_running_operation_has_no_finished_time(status_schema: dict[str, Any])
 
 def test_history_adds_each_deployment_once_with_increasing_ids() -> None:
     op = record()["operation"]
-    first = history([], {"operation": op}, SPEC)
-    again = history(first, {"operation": op}, SPEC, deployed=op["startedAt"])
+    first = history([], decode_status({"operation": op}), SPEC)
+    again = history(first, decode_status({"operation": op}), SPEC, deployed=op["startedAt"])
     assert again == first
     second_op = {**op, "revision": SHA2, "startedAt": op["startedAt"] + 0.1}
-    second = history(first, {"operation": second_op}, SPEC, deployed=op["startedAt"])
+    second = history(first, decode_status({"operation": second_op}), SPEC, deployed=op["startedAt"])
     assert [(e["id"], e["revision"]) for e in second] == [(0, SHA1), (1, SHA2)]
     dry = {**second_op, "startedAt": op["startedAt"] + 9, "dryRun": True}
-    assert history(second, {"operation": dry}, SPEC) == second
+    assert history(second, decode_status({"operation": dry}), SPEC) == second
     many = [{"id": i, "revision": SHA1, "deployedAt": "x"} for i in range(10)]
-    assert [e["id"] for e in history(many, {"operation": second_op}, SPEC)] == \
+    assert [e["id"] for e in history(many, decode_status({"operation": second_op}), SPEC)] == \
         [*range(1, 10), 10]
 
 
@@ -150,7 +152,7 @@ def test_a_rollback_records_the_source_it_asked_for() -> None:
     source = {**SPEC["source"], "path": "old/path"}
     op = {**record()["operation"], "argocdOperation": {
         "sync": {"revision": SHA2, "source": source}, "initiatedBy": {"username": "amy"}}}
-    [entry] = history([], {"operation": op}, SPEC)
+    [entry] = history([], decode_status({"operation": op}), SPEC)
     assert entry["source"] == source and entry["initiatedBy"] == {"username": "amy"}
 
 
@@ -159,16 +161,16 @@ def test_a_partial_sync_is_not_a_deployment() -> None:
     op = {**record()["operation"], "argocdOperation": {
         "sync": {"revision": SHA2, "resources": [{"group": "ray.io", "kind": "RayCluster",
                                                   "name": "demo"}]}}}
-    assert history([], {"operation": op}, SPEC) == []
+    assert history([], decode_status({"operation": op}), SPEC) == []
 
 
 def test_a_requested_operation_without_a_user_is_not_recorded_as_automated() -> None:
     # argocd-server with auth disabled sets `initiatedBy: {}` (session.Username is "").
     op = {**record()["operation"], "argocdOperation": {
         "sync": {"revision": SHA2}, "initiatedBy": {}}}
-    [entry] = history([], {"operation": op}, SPEC)
+    [entry] = history([], decode_status({"operation": op}), SPEC)
     assert entry["initiatedBy"] == {}
-    [automated] = history([], {"operation": record()["operation"]}, SPEC)
+    [automated] = history([], decode_status({"operation": record()["operation"]}), SPEC)
     assert automated["initiatedBy"] == {"automated": True}
 
 
@@ -223,7 +225,7 @@ def test_a_selector_without_namespace_matches_any_namespace() -> None:
 
 def test_source_type_follows_the_source() -> None:
     helm = Application("h", AppSource("u", helm=HelmSource()))
-    status = application_status(Projection({}, helm, {"spec": SPEC}, now=0))
+    status = application_status(Projection(decode_status({}), helm, {"spec": SPEC}, now=0))
     assert status["sourceType"] == "Helm"
     assert status["sync"]["status"] == "Unknown" and status["health"]["status"] == "Unknown"
 
@@ -239,7 +241,7 @@ def test_a_multi_source_app_has_argo_cds_revisions_lists(
     rec = record(revision=joined)
     rec["operation"]["revision"] = joined
     live = {"metadata": {"name": "ray"}, "spec": spec}
-    status = application_status(Projection(rec, APP, live, now=1_700_000_004.0))
+    status = application_status(Projection(decode_status(rec), APP, live, now=1_700_000_004.0))
     jsonschema.validate(status, status_schema)
     assert status["sync"]["revisions"] == ["1.5.1", SHA1]
     assert "revision" not in status["sync"]
@@ -254,8 +256,10 @@ def test_health_keeps_its_transition_time_while_the_status_stays() -> None:
     """Argo CD's stock ``on-deployed`` trigger compares it with the operation's times."""
     before = {"status": "Progressing", "lastTransitionTime": "2023-01-01T00:00:00Z"}
     live = {"metadata": {"name": "ray"}, "spec": SPEC, "status": {"health": before}}
-    same = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    same = application_status(Projection(decode_status(record()), APP, live,
+                                           now=1_700_000_004.0))
     assert same["health"]["lastTransitionTime"] == "2023-01-01T00:00:00Z"
     live["status"] = {"health": {**before, "status": "Healthy"}}
-    changed = application_status(Projection(record(), APP, live, now=1_700_000_004.0))
+    changed = application_status(Projection(decode_status(record()), APP, live,
+                                           now=1_700_000_004.0))
     assert changed["health"]["lastTransitionTime"] == "2023-11-14T22:13:24Z"

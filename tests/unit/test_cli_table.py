@@ -13,6 +13,7 @@ from gitops_ray.cli.apptable import (
     table,
 )
 from gitops_ray.cli.table import Column, clip, fit, render
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.types import ResourceKey
 
 NOW = 1_750_000_000.0
@@ -92,10 +93,10 @@ STATUS = {"sync": "OutOfSync", "health": "Progressing", "revision": "0123456789a
 
 
 def test_the_row_of_an_app() -> None:
-    assert cells("prod", STATUS, wide=False, short=True, now=NOW) == [
+    assert cells("prod", decode_status(STATUS), wide=False, short=True, now=NOW) == [
         "prod", "ray", "g/acme/r", "ray/prod", "OutOfSync", "Progressing", "0123456",
         "Auto-Prune", "OrphanedResourceWarning(2),SharedResourceWarning,SyncError"]
-    wide = cells("prod", STATUS, wide=True, short=False, now=NOW)
+    wide = cells("prod", decode_status(STATUS), wide=True, short=False, now=NOW)
     assert wide[2] == "https://g/acme/r.git"
     assert wide[-3:-1] == ["main", "Failed (ApplyFailed) 3m ago"]
     assert wide[-1].startswith("RayCluster head is not ready; OrphanedResourceWarning: 1 orphan")
@@ -103,7 +104,7 @@ def test_the_row_of_an_app() -> None:
 
 
 def test_an_app_known_only_by_a_failed_sync() -> None:
-    status = {"sync": "Unknown", "error": "error (source): repository not found"}
+    status = decode_status({"sync": "Unknown", "error": "error (source): repository not found"})
     row = cells("new", status, wide=True, short=True, now=NOW)
     assert row[:4] == ["new", NONE, NONE, NONE] and row[5] == "Unknown"
     assert conditions_summary(status) == "ComparisonError"
@@ -112,14 +113,16 @@ def test_an_app_known_only_by_a_failed_sync() -> None:
 
 
 def test_a_sync_waiting_for_a_wave() -> None:
-    status = {"operationState": {"phase": "Running", "wave": 1, "startedAt": NOW - 30,
-                                 "message": "waiting for wave 1 to be healthy"}}
+    status = decode_status({"operationState": {
+        "phase": "Running", "wave": 1, "startedAt": NOW - 30,
+        "message": "waiting for wave 1 to be healthy"}})
     assert last_sync(status, NOW) == "Running (wave 1) 30s ago"
     assert message(status) == "waiting for wave 1 to be healthy"
 
 
 def test_rows_are_sorted_and_fitted() -> None:
-    statuses = {"b": STATUS, "a": {**STATUS, "repoURL": "https://example.com/" + "x" * 80}}
+    statuses = {"b": decode_status(STATUS), "a": decode_status(
+        {**STATUS, "repoURL": "https://example.com/" + "x" * 80})}
     lines = table(statuses, wide=False, width=120, now=NOW)
     assert [line.split()[0] for line in lines] == ["NAME", "a", "b"]
     assert all(len(line) <= 120 for line in lines)

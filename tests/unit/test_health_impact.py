@@ -18,6 +18,7 @@ from gitops_ray.health.impact import (
     predict,
     worker_count,
 )
+from gitops_ray.sync.appstatus import decode_status
 from tests.samples import raycluster, worker_group
 
 NS = "ray"
@@ -301,6 +302,7 @@ def test_the_record_s_impact_reads_on_the_web_page_and_in_get() -> None:
     impact = predict(with_image(live, 0, "ray:2.53"), live, PODS)
     assert impact is not None
     status = {"sync": "OutOfSync", "impact": [impact.as_dict(), "junk", {"key": "x"}]}
-    assert [v for k, v in summary(status, now=0.0) if k == "Impact"] == [impact.line()]
-    rows = [str(v) for k, v in summary_lines("big", status) if k == "Impact"]
+    assert [v for k, v in summary(decode_status(status), now=0.0) if k == "Impact"] == \
+        [impact.line()]
+    rows = [str(v) for k, v in summary_lines("big", decode_status(status)) if k == "Impact"]
     assert rows == [impact.line()]

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from gitops_ray.cli.history import ago, entry_view, pause_end
+from gitops_ray.cli.history import entry_view, pause_end
 from gitops_ray.errors import ConfigError
+from gitops_ray.moments import ago
 from gitops_ray.reconcile.argostatus import history as argo_history
 from gitops_ray.reconcile.autosync import Action, LastOperation, Observed, decide
 from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.source.git import SUBJECT_LIMIT, one_line
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.sync.engine import ResourceResult, SyncResult
 from gitops_ray.sync.history import (
     DETAILED,
@@ -117,17 +119,17 @@ def test_argo_cds_history_uses_the_records_ids() -> None:
     push_history(status, operation(0))
     push_history(status, operation(1, phase="Failed"))
     push_history(status, operation(2))
-    first = argo_history([], {"operation": {**status["history"][2]}}, SPEC)
-    second = argo_history(first, status, SPEC)
+    first = argo_history([], decode_status({"operation": {**status["history"][2]}}), SPEC)
+    second = argo_history(first, decode_status(status), SPEC)
     assert [e["id"] for e in second] == [0, 1]
-    renumbered = argo_history([{"id": 5, "revision": SHA}], status, SPEC)
+    renumbered = argo_history([{"id": 5, "revision": SHA}], decode_status(status), SPEC)
     assert [e["id"] for e in renumbered] == [5, 6]  # an older record: Argo CD's next id
 
 
 def test_the_view_has_rfc3339_times_and_the_subject() -> None:
     status: dict[str, Any] = {}
     push_history(status, operation(0, clusters=1))
-    view = entry_view(status["history"][0])
+    view = entry_view(decode_status(status).entries[0])
     assert view["id"] == 0 and view["subject"] == "commit number 0"
     assert view["finishedAt"] == "2023-11-14T22:13:21Z"
     assert view["resources"][0]["action"] == "configured"

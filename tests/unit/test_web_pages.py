@@ -14,14 +14,15 @@ from gitops_ray.runtime.web.pages import (
     resource_slice,
     when,
 )
+from gitops_ray.sync.appstatus import decode_operation, decode_status
 from gitops_ray.types import ResourceKey
 
 NOW = 1_767_600_000.0
 
 
 def test_times_read_as_people_read_them() -> None:
-    assert when(NOW - 90, now=NOW).ago == "1 min ago"
-    assert when(NOW - 7200, now=NOW).ago == "2 h ago"
+    assert when(NOW - 90, now=NOW).ago == "1m ago"  # the one ago (gitops_ray.moments)
+    assert when(NOW - 7200, now=NOW).ago == "2h ago"
     assert when("2026-01-05T08:00:00Z", now=NOW).exact == "2026-01-05 08:00:00 UTC"
     assert when(None, now=NOW).ago == when("garbage", now=NOW).ago == when(True, now=NOW).ago == ""
     assert when(float("nan"), now=NOW).exact == ""
@@ -42,8 +43,9 @@ def test_rows_and_history_are_read_generically() -> None:
                           "operation": {"phase": "Failed", "finishedAt": NOW - 5}}, now=NOW)
     assert (row.href, row.revision, row.operation) == ("/apps/a%2Fb", "f" * 12, "Failed")
     assert app_row("x", {}, now=NOW).sync == "Unknown"
-    entry = history_entry({"id": 3, "subject": "bump ray", "initiatedBy": {"username": "u"},
-                           "finishedAt": "bad"}, now=NOW)
+    entry = history_entry(decode_operation({"id": 3, "subject": "bump ray",
+                                            "initiatedBy": {"username": "u"},
+                                            "finishedAt": "bad"}), now=NOW)
     assert (entry.id, entry.subject, entry.initiated_by, entry.finished.ago) == \
         ("3", "bump ray", "u", "")
     assert app_href("<x>") == "/apps/%3Cx%3E"
@@ -51,7 +53,7 @@ def test_rows_and_history_are_read_generically() -> None:
 
 def test_resources_are_sliced_per_page() -> None:
     status = {"resources": [{"name": str(i)} for i in range(120)] + ["junk"]}
-    page = resource_slice(status, number=3)
+    page = resource_slice(decode_status(status), number=3)
     assert (len(page.rows), page.first, page.pages, page.previous, page.next) == \
         (20, 101, 3, "?page=2", "")
 
@@ -104,7 +106,7 @@ def test_the_auto_sync_line_says_what_automation_decided() -> None:
     from gitops_ray.runtime.web.pages import summary
 
     def line(auto: dict[str, str]) -> str:
-        return dict(summary({"autoSync": auto}, now=0.0)).get("Auto-sync", "")
+        return dict(summary(decode_status({"autoSync": auto}), now=0.0)).get("Auto-sync", "")
 
     assert line({"action": "none", "reason": "sync status is Synced"}) == "sync status is Synced"
     assert line({"action": "paused", "reason": "until resumed"}) == "paused: until resumed"

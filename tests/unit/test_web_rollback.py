@@ -15,6 +15,7 @@ from gitops_ray.runtime.server import Request
 from gitops_ray.runtime.web.auth import APP_VERBS, Denied, Verb
 from gitops_ray.runtime.web.pages import AppPage, Diffs, Slice, app_page
 from gitops_ray.runtime.web.site import _entry_id, _fields, _query
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.sync.operation import OperationState
 
 NOW = 1_767_600_000.0
@@ -22,8 +23,8 @@ SHA = "a" * 40
 
 
 def page(status: dict[str, object]) -> AppPage:
-    return app_page("prod", status, resources=Slice(), live={}, desired={}, candidates=(),
-                    diffs=Diffs(), now=NOW)
+    return app_page("prod", decode_status(status), resources=Slice(), live={}, desired={},
+                    candidates=(), diffs=Diffs(), now=NOW)
 
 
 def test_rollback_is_offered_on_older_deployments_only() -> None:

@@ -83,6 +83,7 @@ def _owned(obj: dict[str, Any], uid: str, owner: str) -> dict[str, Any]:
 
 def test_the_tree_finds_children_by_owner_uid_and_shows_a_rayjobs_cluster_groups() -> None:
     from gitops_ray.reconcile.tree import resource_tree
+    from gitops_ray.sync.appstatus import decode_row
     from gitops_ray.types import ResourceKey
 
     job = _cluster([_group("w", 2)], kind="RayJob")
@@ -92,8 +93,9 @@ def test_the_tree_finds_children_by_owner_uid_and_shows_a_rayjobs_cluster_groups
     pod["apiVersion"], pod["kind"], pod["metadata"]["name"] = "v1", "Pod", "rc-w-1"
     stray = _owned(_pod("w"), "p2", "someone-else")
     key = ResourceKey("ray.io", "RayJob", "ns", "job")
-    rows = [{"group": "ray.io", "kind": "RayJob", "namespace": "ns", "name": "job",
-             "status": "Synced", "health": {"status": "Progressing", "message": "m"}}]
+    rows = [decode_row({"group": "ray.io", "kind": "RayJob", "namespace": "ns", "name": "job",
+                        "status": "Synced",
+                        "health": {"status": "Progressing", "message": "m"}})]
     (node,) = resource_tree(rows, {key: job}, {key: job}, [child, pod, stray])
     assert (node.sync, node.health, node.message) == ("Synced", "Progressing", "m")
     assert [(d, n.kind, n.name) for d, n in node.walk()] == [
@@ -107,6 +109,7 @@ def test_the_tree_finds_children_by_owner_uid_and_shows_a_rayjobs_cluster_groups
 
 def test_the_tree_names_each_pods_ray_group() -> None:
     from gitops_ray.reconcile.tree import resource_tree
+    from gitops_ray.sync.appstatus import decode_row
     from gitops_ray.types import ResourceKey
 
     rc = _cluster([_group("w", 1)])
@@ -116,7 +119,8 @@ def test_the_tree_names_each_pods_ray_group() -> None:
     for pod, name in ((head, "rc-head"), (worker, "rc-w-1")):
         pod["apiVersion"], pod["kind"], pod["metadata"]["name"] = "v1", "Pod", name
     key = ResourceKey("ray.io", "RayCluster", "ns", "rc")
-    rows = [{"group": "ray.io", "kind": "RayCluster", "namespace": "ns", "name": "rc"}]
+    rows = [decode_row({"group": "ray.io", "kind": "RayCluster", "namespace": "ns",
+                        "name": "rc"})]
     (node,) = resource_tree(rows, {key: rc}, {}, [head, worker])
     assert [(c.name, c.ray_group) for c in node.children] == [("rc-head", "head"),
                                                               ("rc-w-1", "w")]

@@ -23,17 +23,10 @@ from urllib.parse import quote
 
 from gitops_ray.health.fields import mapping, text
 from gitops_ray.health.workergroups import WorkerGroupView
-from gitops_ray.moments import utc_text
+from gitops_ray.moments import ago, utc_text
 from gitops_ray.reconcile.tree import TreeNode, resource_tree
 from gitops_ray.render.apps import short_revision
-from gitops_ray.sync.appstatus import (
-    PAUSE_KEY,
-    AppStatus,
-    AutoSync,
-    Operation,
-    Pause,
-    decode_status,
-)
+from gitops_ray.sync.appstatus import AppStatus, AutoSync, Operation, ResourceRow, decode_status
 from gitops_ray.types import Manifest, ResourceKey
 
 PAGE_SIZE = 100  # apps per page of the list
@@ -59,7 +52,7 @@ class AppRow:
 
 @dataclass(frozen=True)
 class When:
-    """A time as people read it (``3 min ago``) and exactly (``2026-01-05 10:12:41 UTC``)."""
+    """A time as people read it (``3m ago``) and exactly (``2026-01-05 10:12:41 UTC``)."""
 
     ago: str = ""
     exact: str = ""
@@ -133,7 +126,7 @@ class Page:
 class Slice:
     """Which of an app's resources one page shows (in the record's order)."""
 
-    rows: tuple[Mapping[str, Any], ...] = ()
+    rows: tuple[ResourceRow, ...] = ()
     number: int = 1
     pages: int = 1
     total: int = 0
@@ -146,10 +139,9 @@ class Slice:
         return (self.number - 1) * self.size + 1 if self.rows else 0
 
 
-def resource_slice(status: Mapping[str, Any], *, number: int,
-                   size: int = RESOURCES_PAGE) -> Slice:
+def resource_slice(status: AppStatus, *, number: int, size: int = RESOURCES_PAGE) -> Slice:
     """Page ``number`` (from 1) of the record's resource rows; links are ``?page=N``."""
-    rows = [r for r in status.get("resources") or [] if isinstance(r, dict)]
+    rows = status.rows
     pages = max(1, math.ceil(len(rows) / size))
     number = min(max(1, number), pages)
     return Slice(tuple(rows[(number - 1) * size:number * size]), number, pages, len(rows),
@@ -169,13 +161,12 @@ class HookRow:
     message: str
 
 
-def hook_rows(status: Mapping[str, Any]) -> tuple[HookRow, ...]:
+def hook_rows(status: AppStatus) -> tuple[HookRow, ...]:
     """The hooks the running operation (else the last one) ran, in the order they ran."""
-    running = mapping(status.get("operationState"))
-    op = running if text(running.get("phase")) == "Running" else mapping(status.get("operation"))
+    op = status.current or Operation()
     return tuple(HookRow(text(r.get("hookType")), text(r.get("kind")), text(r.get("namespace")),
                          text(r.get("name")), text(r.get("hookPhase")), text(r.get("message")))
-                 for r in op.get("resources") or () if isinstance(r, dict) and r.get("hookType"))
+                 for r in op.resources or () if r.get("hookType"))
 
 
 @dataclass(frozen=True)
@@ -209,7 +200,7 @@ def when(value: object, *, now: float) -> When:
     seconds = _epoch(value)
     if seconds is None:
         return When()
-    return When(_ago(now - seconds), utc_text(seconds))
+    return When(ago(now - seconds), utc_text(seconds))
 
 
 def _epoch(value: object) -> float | None:
@@ -224,15 +215,6 @@ def _epoch(value: object) -> float | None:
             return None
         return parsed.replace(tzinfo=parsed.tzinfo or datetime.UTC).timestamp()
     return None
-
-
-def _ago(delta: float) -> str:
-    if delta < 0:
-        return "just now"
-    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
-        if delta >= size:
-            return f"{int(delta // size)} {unit} ago"
-    return f"{int(delta)} s ago"
 
 
 # -- the app list --------------------------------------------------------------------------
@@ -264,20 +246,23 @@ def app_row(name: str, status: Mapping[str, Any], *, now: float, error: str = ""
 
 # -- one app -------------------------------------------------------------------------------
 
-def history_entry(op: Mapping[str, Any], *, now: float) -> HistoryEntry:
-    initiated = op.get("initiatedBy")
-    user = text(mapping(initiated).get("username")) if isinstance(initiated, dict) \
-        else text(initiated)
-    return HistoryEntry(id=_id(op.get("id")),
-                        revision=short_revision(text(op.get("revision")), SHORT_SHA),
-                        phase=text(op.get("phase")), message=text(op.get("message")),
-                        subject=text(op.get("subject")),
-                        finished=when(op.get("finishedAt") or op.get("startedAt"), now=now),
-                        initiated_by=user, trigger=text(op.get("trigger")),
-                        rollback_of=_id(op.get("rollbackOf")))
+def history_entry(op: Operation, *, now: float) -> HistoryEntry:
+    """One operation as the page shows it (a field of another type shows as empty).
+
+    ``initiatedBy`` is who started it (a user name); an object there (as Argo CD's
+    ``{"username": ...}``) is read for its ``username``.
+    """
+    user = op.initiated_by or text(mapping(op.extra.get("initiatedBy")).get("username"))
+    return HistoryEntry(id=_id(op.id if op.id is not None else op.extra.get("id")),
+                        revision=short_revision(op.revision or "", SHORT_SHA),
+                        phase=op.phase or "", message=op.message or "",
+                        subject=op.subject or "",
+                        finished=when(op.finished_at or op.started_at, now=now),
+                        initiated_by=user, trigger=op.trigger or "",
+                        rollback_of=_id(op.rollback_of))
 
 
-def rollback_targets(history: Sequence[HistoryEntry], ops: Sequence[Mapping[str, Any]]
+def rollback_targets(history: Sequence[HistoryEntry], ops: Sequence[Operation]
                      ) -> tuple[HistoryEntry, ...]:
     """``history`` with Rollback offered on every deployment but the newest entry.
 
@@ -289,11 +274,8 @@ def rollback_targets(history: Sequence[HistoryEntry], ops: Sequence[Mapping[str,
                  for i, (h, op) in enumerate(zip(history, ops, strict=True)))
 
 
-def _deployment(op: Mapping[str, Any]) -> int | None:
-    value = op.get("id")
-    if isinstance(value, bool) or not isinstance(value, int) or not text(op.get("revision")):
-        return None
-    return value
+def _deployment(op: Operation) -> int | None:
+    return op.id if op.revision else None
 
 
 def _id(value: object) -> str:
@@ -303,9 +285,8 @@ def _id(value: object) -> str:
     return str(value) if isinstance(value, int | str) else ""
 
 
-def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], ...]:
+def summary(typed: AppStatus, *, now: float) -> tuple[tuple[str, str], ...]:
     """The app's headline facts, in the order ``argocd app get`` prints them."""
-    typed = decode_status(status)
     compared = when(typed.compared_at, now=now)
     rows = (("Sync", typed.sync or "Unknown"),
             ("Health", typed.health or "Unknown"),
@@ -326,15 +307,10 @@ def summary(status: Mapping[str, Any], *, now: float) -> tuple[tuple[str, str], 
 def _impacts(status: AppStatus) -> list[str]:
     """What the operator will do with each changed Ray object (the controller's record).
 
-    A list with a malformed entry does not fit the typed field (the codec keeps it as
-    stored, in ``extra``): its well-formed entries are still shown, as ``get`` shows them.
+    :attr:`AppStatus.impacts`: a malformed entry does not hide the others.
     """
-    entries = status.impact if status.impact is not None else status.extra.get("impact")
-    if not isinstance(entries, list | tuple):
-        return []
-    return [f"{text(e.get('key'))}: {text(e.get('message'))}" for e in entries
-            if isinstance(e, Mapping) and text(e.get("key")) and text(e.get("message"))
-            ][:MAX_IMPACTS]
+    return [f"{text(e.get('key'))}: {text(e.get('message'))}" for e in status.impacts
+            if text(e.get("key")) and text(e.get("message"))][:MAX_IMPACTS]
 
 
 def _auto_sync(auto: AutoSync) -> str:
@@ -349,38 +325,30 @@ def _yes_no(value: object) -> str:
     return "" if value is None else ("yes" if value is True else "no")
 
 
-def app_page(name: str, status: Mapping[str, Any], *, resources: Slice,
+def app_page(name: str, status: AppStatus, *, resources: Slice,
              live: Mapping[ResourceKey, Manifest], desired: Mapping[ResourceKey, Manifest],
              candidates: Sequence[Manifest], diffs: Diffs, now: float, error: str = ""
              ) -> AppPage:
     """The app page's data for one :class:`Slice` of its resources (see the module doc)."""
     nodes = resource_tree(resources.rows, live, desired, candidates)
-    history = [h for h in status.get("history") or [] if isinstance(h, dict)]
-    op = status.get("operation")
+    history = status.entries
     return AppPage(
         name=name, summary=summary(status, now=now),
-        conditions=tuple((text(c.get("type")), text(c.get("message")))
-                         for c in status.get("conditions") or [] if isinstance(c, dict)),
+        conditions=tuple((c.type or "", c.message or "") for c in status.conditions or ()),
         tree=tuple(TreeRow(d, n) for node in nodes for d, n in node.walk()),
         groups=tuple(GroupTable(f"{n.kind} {n.namespace}/{n.name}", n.worker_groups)
                      for n in nodes if n.worker_groups),
         diffs=diffs, resources=resources,
-        operation=history_entry(op, now=now) if isinstance(op, dict) else None,
+        operation=history_entry(status.operation, now=now) if status.operation else None,
         history=rollback_targets([history_entry(h, now=now) for h in history], history),
-        error=error or text(status.get("error")),
-        warnings=tuple(text(w) for w in status.get("warnings") or []),
-        paused=pause.message if (pause := Pause.parse(status.get(PAUSE_KEY))) else "",
+        error=error or status.error or "",
+        warnings=tuple(text(w) for w in status.warnings or ()),
+        paused=pause.message if (pause := status.pause) else "",
         hooks=hook_rows(status))
 
 
-def live_keys(rows: Sequence[Mapping[str, Any]]) -> list[tuple[ResourceKey, str]]:
+def live_keys(rows: Sequence[ResourceRow]) -> list[tuple[ResourceKey, str]]:
     """Each resource row's key and apiVersion (to look the live object up)."""
-    out = []
-    for row in rows:
-        group, version = text(row.get("group")), text(row.get("version"))
-        key = ResourceKey(group, text(row.get("kind")), text(row.get("namespace")),
-                          text(row.get("name")))
-        out.append((key, f"{group}/{version}" if group else version))
-    return out
+    return [(row.resource_key, row.api_version) for row in rows]
 
 

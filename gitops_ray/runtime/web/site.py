@@ -66,6 +66,7 @@ from gitops_ray.runtime.web.pages import (
     resource_slice,
 )
 from gitops_ray.runtime.web.render import render
+from gitops_ray.sync.appstatus import decode_status
 from gitops_ray.sync.records import RecordStore, record_name
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -149,7 +150,7 @@ class WebSite:
 
     def build(self, name: str, *, number: int = 1) -> AppPage:
         """The app page's data, from memory (see the module docstring)."""
-        status = self._status(name)
+        status = decode_status(self._status(name))
         resources = resource_slice(status, number=number)
         keys = live_keys(resources.rows)
         live = self._live(keys)
