@@ -137,12 +137,14 @@ class Sampler:
                 "core_seconds_unused": round(unused, 2)}
 
 
-def _spy(pid: int, out: Path) -> subprocess.Popen[bytes] | None:
+def _spy(pid: int, out: Path, *, gil: bool = False) -> subprocess.Popen[bytes] | None:
+    """py-spy on ``pid``; ``gil``: only the thread holding the GIL (CPU, not waits)."""
     spy = Path(sys.executable).parent / "py-spy"
     if not spy.exists():
         return None
     return subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "100",
-                             "--format", "raw", "--output", str(out), "--nonblocking"],
+                             "--format", "raw", "--output", str(out), "--nonblocking",
+                             *(["--gil"] if gil else [])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -166,7 +168,8 @@ def buckets(stacks: Path) -> dict[str, Any]:
             else {}}
 
 
-def cold_sync(env: controller.Env, *, profile: Path | None) -> dict[str, Any]:
+def cold_sync(env: controller.Env, *, profile: Path | None, gil: bool = False
+              ) -> dict[str, Any]:
     """One ``gitops-ray sync`` of every app, measured from outside."""
     argv = [controller.gitops_ray_bin(), "sync", "--kubeconfig", str(env.cp.kubeconfig),
             "--repo", env.repo.url, "--apps", "apps", "--cache-dir",
@@ -181,7 +184,7 @@ def cold_sync(env: controller.Env, *, profile: Path | None) -> dict[str, Any]:
     own0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    spy = _spy(proc.pid, profile) if profile else None
+    spy = _spy(proc.pid, profile, gil=gil) if profile else None
     with Sampler({"gitops-ray": proc.pid, **servers}) as sampler:
         _, err = proc.communicate()
         wall = time.monotonic() - start
@@ -236,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1, help="cold syncs, each on a fresh "
                         "control plane")
     parser.add_argument("--profile", action="store_true", help="sample the CLI with py-spy")
+    parser.add_argument("--gil", action="store_true", help="with --profile: sample only "
+                        "the thread holding the GIL (Python's CPU; a thread blocked on a "
+                        "socket or on the GIL is not counted)")
     parser.add_argument("--out", type=Path, default=RESULTS / "floor.json")
     args = parser.parse_args(argv)
     wl = Workload(clusters=args.clusters, apps=args.apps)
@@ -243,10 +249,10 @@ def main(argv: list[str] | None = None) -> None:
     for k in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="gitops-ray-floor-") as tmp, \
                 controller.environment(wl, Path(tmp)) as env:
-            stacks = RESULTS / f"floor-stacks-{args.clusters}-{k}.txt" if args.profile \
-                else None
+            stacks = RESULTS / f"floor-stacks-{args.clusters}-{k}{'-gil' * args.gil}.txt" \
+                if args.profile else None
             RESULTS.mkdir(exist_ok=True)
-            runs.append(cold_sync(env, profile=stacks))
+            runs.append(cold_sync(env, profile=stacks, gil=args.gil))
             print(json.dumps({k: v for k, v in runs[-1].items()
                               if k not in ("by_verb_resource", "profile")}), flush=True)
             if args.profile:

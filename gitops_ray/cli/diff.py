@@ -53,11 +53,13 @@ from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.heap import settling
 from gitops_ray.kube import Kube
+from gitops_ray.packed import SHELF
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
+from gitops_ray.render.memo import PARSES
 from gitops_ray.sync.appstatus import decode_row
 from gitops_ray.types import ResourceKey, SyncStatus
 
@@ -130,7 +132,9 @@ def diff_command(output: str, color: str, exit_code: bool, argocd_apps: tuple[st
         else select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
     refused = _not_honoured(selection.apps, text=output != "json") if argocd_apps else {}
-    with settling():  # many apps compared: see gitops_ray.heap
+    # many apps compared (gitops_ray.heap); each rendered once, so no parse is remembered
+    # and git's objects are packed whole (see sync)
+    with settling(), PARSES.disabled(), SHELF.whole():
         changed, failed, report = _diff_all(pipeline, selection, output=output,
                                             color=use_color, quiet=bool(argocd_apps))
     if output == "json":

@@ -69,6 +69,7 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.health.impact import Impact
 from gitops_ray.heap import settling
+from gitops_ray.packed import SHELF
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application, short_revision
@@ -132,8 +133,10 @@ def sync_command(prune: bool, dry_run: bool, parallel: int, sync_parallelism: in
         return result
 
     tally = Tally()
-    # each app is rendered once: a remembered parse would never be asked for again
-    with settling(), PARSES.disabled(), SyncDisplay(len(selection.apps)) as display, \
+    # each app is rendered once: a remembered parse would never be asked for again, and
+    # git's objects live until the command exits: packed whole, they unpack fastest
+    with settling(), PARSES.disabled(), SHELF.whole(), \
+            SyncDisplay(len(selection.apps)) as display, \
             ThreadPoolExecutor(parallel, thread_name_prefix="sync") as pool:
         futures = [pool.submit(sync_one, app, display) for app in selection.apps]
         for future in as_completed(futures):  # each app's results as soon as it is done

@@ -35,6 +35,7 @@ per side; no whole-object three-way merge.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
@@ -125,11 +126,29 @@ def _hash(text: str, size: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:size]
 
 
+MAX_REMEMBERED_HASHES = 16_384
+"""Path hashes and scalar value hashes remembered, each (they repeat across objects)."""
+
+
+@functools.lru_cache(maxsize=MAX_REMEMBERED_HASHES)
 def _path_hash(path: Steps) -> str:
     return _hash(json.dumps(path, separators=(",", ":")), 12)
 
 
 def _value_hash(value: Any) -> str:
+    """A value's hash, remembered for a string, int, bool or null.
+
+    Remembered by type too (``True`` and ``1`` hash apart); floats are not (``0.0`` and
+    ``-0.0`` are equal keys), nor containers (unhashable).
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return _scalar_hash(kind.__name__, value)
+    return _hash(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), 8)
+
+
+@functools.lru_cache(maxsize=MAX_REMEMBERED_HASHES)
+def _scalar_hash(kind: str, value: Any) -> str:
     return _hash(json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), 8)
 
 

@@ -33,6 +33,7 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import LimitExceeded
+from gitops_ray.render.loader import Builder, FastLoader
 
 _EventParser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # events only
 _remaining: ContextVar[list[int] | None] = ContextVar("gitops_ray_node_budget", default=None)
@@ -163,6 +164,30 @@ def check_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES) ->
     return scan.nodes
 
 
+def check_and_build_yaml(text: str, *, origin: str, limit: int = limits.MAX_FILE_BYTES,
+                         loader: type[FastLoader] = FastLoader
+                         ) -> tuple[int, list[tuple[int, Any]] | None]:
+    """:func:`check_yaml`, and the stream's documents built from the same events.
+
+    ``(nodes, [(line, body), ...])``; the documents are ``None`` when the stream is not
+    plain enough to be built from events (:class:`~gitops_ray.render.loader.Builder`,
+    with ``loader``'s resolver and constructors) or does not parse: the caller composes
+    it with ``loader`` as before, and reports its errors.
+    """
+    check_text_size(len(text), origin=origin, limit=limit)
+    scan = _Scan(origin, _allowance())
+    parser = loader(text)
+    builder = Builder(parser)
+    try:
+        _walk_building(parser, scan, builder)
+    except yaml.YAMLError:
+        builder.gave_up = True
+    finally:
+        parser.dispose()
+    _charge(scan.nodes)
+    return scan.nodes, None if builder.gave_up else builder.docs
+
+
 _STARTS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _ENDS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -188,6 +213,39 @@ def _walk_events(parser: Any, scan: _Scan) -> None:
             scan.document()
         if scan.nodes > scan.node_limit:
             raise scan.too_many_nodes(event)
+
+
+def _walk_building(parser: Any, scan: _Scan, builder: Builder) -> None:
+    """:func:`_walk_events`, each event handed to ``builder`` too until it gives up."""
+    get_event, check_event = parser.get_event, parser.check_event
+    scalar, mapping, sequence = yaml.ScalarEvent, yaml.MappingStartEvent, \
+        yaml.SequenceStartEvent
+    while check_event():
+        event = get_event()
+        kind = type(event)
+        if kind is scalar:
+            scan.nodes += 1
+            scan.chars += len(event.value)
+            if event.anchor:
+                scan.anchors[event.anchor] = (1, len(event.value))
+            builder.scalar(event)
+        elif kind is mapping or kind is sequence:
+            scan.start(event)
+            builder.start(event, {} if kind is mapping else [])
+        elif kind in _ENDS:
+            scan.end()
+            builder.end()
+        elif kind is yaml.AliasEvent:
+            scan.alias(event)
+            builder.alias(event)
+        elif kind is yaml.DocumentStartEvent:
+            scan.document()
+            builder.document()
+        if scan.nodes > scan.node_limit:
+            raise scan.too_many_nodes(event)
+        if builder.gave_up:
+            _walk_events(parser, scan)  # the rest is only measured
+            return
 
 
 def check_value(value: object, *, origin: str) -> int:

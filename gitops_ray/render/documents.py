@@ -35,9 +35,9 @@ from gitops_ray.errors import RenderError
 from gitops_ray.hooks import is_hook
 from gitops_ray.render.bounds import (
     charge_remembered,
+    check_and_build_yaml,
     check_text_size,
     check_value,
-    check_yaml,
 )
 from gitops_ray.render.loader import FastLoader
 from gitops_ray.render.memo import PARSES, fresh, memo_key, remembered
@@ -109,9 +109,10 @@ def parse_yaml(text: str, *, origin: str, helm_sources: bool = False,
     docs = _recalled(key, origin)
     if docs is not None:
         return docs
-    nodes = check_yaml(text, origin=origin, limit=limit)
+    nodes, built = check_and_build_yaml(text, origin=origin, limit=limit,
+                                         loader=_Loader)
     lines = text.splitlines() if helm_sources else []
-    parsed, tuples = _documents(text, origin)
+    parsed, tuples = (built, False) if built is not None else _documents(text, origin)
     found = [(index, line, _helm_source(lines, line) if helm_sources else "", body)
              for index, (line, body) in enumerate(parsed, start=1)]
     if not tuples and PARSES.keeps(len(text)):

@@ -104,3 +104,128 @@ def _build(loader: Any, node: Node, built: dict[int, Any], active: set[int]) -> 
     active.discard(ident)
     built[ident] = out
     return out
+
+
+# -- plain documents straight from the bounds scan's events -----------------------------------
+
+_NO_KEY = object()  # a mapping waiting for its next key
+MAX_VALUES = 16_384
+"""Constructed core scalars (ints, floats, bools, nulls) remembered by text, process-wide."""
+
+_values: dict[tuple[str, str], Any] = {}
+
+
+class Builder:
+    """Plain documents built from the parse events the bounds scan walks anyway.
+
+    Why: the scan (:mod:`gitops_ray.render.bounds`) parses every stream into events
+    before anything is built, and the composer then parsed it again into nodes for the
+    constructor: two parses per file, a tenth of a cold sync's CPU. The scan hands each
+    event here too, so a plain stream is built in the same pass. "Plain" is what
+    :func:`_build` builds itself, and less: mappings and sequences without tags, scalars
+    without tags (plain ones resolved as :class:`FastLoader` resolves them, quoted ones
+    strings), scalar keys other than ``<<`` and ``=``, an alias giving the very object
+    of its anchor (as PyYAML's constructor does; ``yaml.dump`` writes one for every
+    object a document holds twice). At anything else (a tag, a recursive, undefined or
+    duplicate anchor, a non-scalar key) :attr:`gave_up` is set and the caller composes
+    the stream as before, so results, errors and their messages stay PyYAML's.
+    """
+
+    __slots__ = ("_anchors", "_loader", "_open", "_stack", "docs", "gave_up")
+
+    def __init__(self, loader: Any) -> None:
+        self.docs: list[tuple[int, Any]] = []  # (line, body), as _documents gives them
+        self.gave_up = False
+        self._loader = loader  # a FastLoader: its remembering resolver, its constructors
+        self._stack: list[list[Any]] = []  # [container, its pending key, line, anchor]
+        self._anchors: dict[str, Any] = {}  # this document's, as the composer's
+        self._open: set[str] = set()  # anchors of containers not ended yet
+
+    def document(self) -> None:
+        self._anchors.clear()
+
+    def scalar(self, event: Any) -> None:
+        if event.tag is not None:
+            self.gave_up = True
+            return
+        value = event.value
+        if event.implicit[0]:
+            tag = self._loader.resolve(ScalarNode, value, (True, False))
+            if tag != _STR:
+                if tag not in _SCALAR_TAGS:  # a timestamp, a merge or value key, ...
+                    self.gave_up = True
+                    return
+                value = self._constructed(tag, value)
+        if event.anchor is not None and not self._anchor(event.anchor, value):
+            return
+        self._add(value, event.start_mark.line + 1)
+
+    def alias(self, event: Any) -> None:
+        name = event.anchor
+        if name not in self._anchors or name in self._open:  # undefined, or recursive
+            self.gave_up = True
+            return
+        value = self._anchors[name]
+        stack = self._stack
+        if type(value) in (dict, list) and stack and type(stack[-1][0]) is dict \
+                and stack[-1][1] is _NO_KEY:
+            self.gave_up = True  # a mapping or sequence as a key
+            return
+        self._add(value, event.start_mark.line + 1)
+
+    def _anchor(self, name: str, value: Any) -> bool:
+        if name in self._anchors:  # the composer's "found duplicate anchor"
+            self.gave_up = True
+            return False
+        self._anchors[name] = value
+        return True
+
+    def _constructed(self, tag: str, text: str) -> Any:
+        """A core scalar's value: it depends on its tag and text only, and is immutable."""
+        key = (tag, text)
+        try:
+            return _values[key]
+        except KeyError:
+            pass
+        value = self._loader.yaml_constructors[tag](self._loader, ScalarNode(tag, text))
+        if len(_values) >= MAX_VALUES:
+            _values.clear()
+        _values[key] = value
+        return value
+
+    def start(self, event: Any, container: Any) -> None:
+        """A mapping (``{}``) or sequence (``[]``) starts."""
+        if event.tag is not None:
+            self.gave_up = True
+            return
+        stack = self._stack
+        if stack and type(stack[-1][0]) is dict and stack[-1][1] is _NO_KEY:
+            self.gave_up = True  # a mapping or sequence as a key
+            return
+        anchor = event.anchor
+        if anchor is not None:
+            if not self._anchor(anchor, container):
+                return
+            self._open.add(anchor)
+        stack.append([container, _NO_KEY, event.start_mark.line + 1, anchor])
+
+    def end(self) -> None:
+        container, _, line, anchor = self._stack.pop()
+        if anchor is not None:
+            self._open.discard(anchor)
+        self._add(container, line)
+
+    def _add(self, value: Any, line: int) -> None:
+        stack = self._stack
+        if not stack:  # a document's root
+            self.docs.append((line, value))
+            return
+        top = stack[-1]
+        container = top[0]
+        if type(container) is list:
+            container.append(value)
+        elif top[1] is _NO_KEY:
+            top[1] = value
+        else:
+            container[top[1]] = value
+            top[1] = _NO_KEY

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from typing import Any
 
 from gitops_ray.diff.groupfields import (
     GROUP_FIELDS_ANNOTATION,
+    _path_hash,
+    _value_hash,
     conflicts,
     keep_others,
     recalled,
@@ -145,3 +149,19 @@ def test_prepare_keeps_kueue_suspend_and_applies_gits_only_at_creation():
     assert prepare(git, live, rules)["spec"]["suspend"] is True
     del git["spec"]["suspend"]
     assert prepare(git, live, rules)["spec"]["suspend"] is True
+
+
+def test_remembered_hashes_are_the_formula_s() -> None:
+    """The annotation's hashes are on live objects: remembering them changes none, and
+    values equal in Python but not in JSON (``True``/``1``, ``0.0``/``-0.0``) hash apart."""
+    def formula(text: str, size: int) -> str:
+        return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+    values = [True, 1, 1.0, 0.0, -0.0, None, "1", "é", [1, {"b": 2, "a": 1}], {"z": None}]
+    for _ in range(2):  # the second round from memory
+        for value in values:
+            assert _value_hash(value) == formula(
+                json.dumps(value, sort_keys=True, separators=(",", ":"), default=str), 8)
+        for path in [("a",), ("a", "b"), ("env", "name=X")]:
+            assert _path_hash(path) == formula(json.dumps(path, separators=(",", ":")), 12)
+    assert len({_value_hash(v) for v in (True, 1, 0.0, -0.0)}) == 4

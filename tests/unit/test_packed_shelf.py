@@ -169,3 +169,30 @@ def test_desired_objects_of_the_same_content_are_packed_once() -> None:
     del first, again
     gc.collect()  # kept only while a render keeps it: a later one packs anew
     assert DesiredObject.of(rc).digest == digest
+
+
+@pytest.mark.parametrize("obj", [
+    samples.raycluster("demo", "team-a"), {}, {"a": [[], [[]], {"b": [1, "two", None, 2.5]}]},
+    {"a": (1, 2), "b": [{"c": ("x",)}]},  # tuples go through JSON, as the shelf's do
+    {1: "int key", None: "null key"},  # YAML's non-string keys are kept, as the shelf's
+])
+def test_whole_packing_keeps_what_the_shelf_keeps(obj: dict[str, Any]) -> None:
+    """Inside ``whole()`` an object is one blob (no parts, nothing shared) and unpacks to
+    exactly what the shelf's packing gives back."""
+    shelf = Shelf(threshold=16)
+    shared = shelf.pack(obj).unpack()
+    with shelf.whole():
+        piece, again = shelf.pack(obj), shelf.pack(obj)
+    assert piece.parts == () == again.parts and len(shelf) == 0
+    assert repr(piece.unpack()) == repr(shared) == repr(again.unpack())
+    assert piece.unpack() is not piece.unpack()  # private copies
+
+
+def test_whole_packing_unpacks_what_an_object_holds_twice_as_two_copies() -> None:
+    """As the shelf's pieces do: a YAML alias's object changed in one place only."""
+    env = [{"name": "A", "value": "1"}]
+    obj = {"head": {"env": env}, "worker": {"env": env}}
+    shelf = Shelf()
+    with shelf.whole():
+        out = shelf.pack(obj).unpack()
+    assert out == obj and out["head"]["env"] is not out["worker"]["env"]

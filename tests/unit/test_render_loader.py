@@ -2,8 +2,10 @@
 
 Values, types, key order, aliases (one object for an anchor and its aliases), errors and
 their messages, for the plain documents the shortcuts build and for everything they hand
-to PyYAML (merge keys, ``=`` keys, complex keys, other tags, recursive aliases). Also:
-a one-shot command's disabled parse memo remembers nothing and changes no result.
+to PyYAML (merge keys, ``=`` keys, complex keys, other tags, recursive aliases). The
+same for documents built straight from the bounds scan's events (``loader.Builder``),
+against the composer's path. Also: a one-shot command's disabled parse memo remembers
+nothing and changes no result.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gitops_ray.render import documents, loader
+from gitops_ray.errors import GitOpsRayError
+from gitops_ray.render import bounds, documents, loader
 from gitops_ray.render.documents import parse_yaml
 from gitops_ray.render.memo import ParseMemo
 from tests.samples import raycluster
@@ -80,6 +83,84 @@ CASES = [
     "a: *missing\n",
     yaml.safe_dump(raycluster("rc", "ns")),
 ]
+
+EVENT_CASES = [
+    *CASES,
+    "a: &x 1\nb: &x 2\nc: *x\n",  # a duplicate anchor
+    "--- &a [1]\n--- *a\n",  # anchors are scoped to their document
+    "k: &m {a: 1}\n? *m\n: v\n",  # an alias of a mapping as a key
+    "k: &s key\n*s : v\nn: &t [1, &u {x: *s}]\nm: [*t, *u]\n",
+    "a: {b: [{c: [[]]}, {}], 'd': \"e\", f: |\n    text\n  }\n",
+    "\n\n# comment\nfirst: 1\n---\n- x\n...\n--- !!str tagged\n",
+    "x: 2001-12-14\n",  # a timestamp: the composer's path builds it
+    "[a, b, {c: d}]\n- broken\n",
+    "",
+    yaml.dump({"shared": (shared := {"env": [{"name": "A", "value": "1"}]}),
+               "again": shared, "list": [shared, shared]}),
+]
+
+
+def _parsed(text: str) -> tuple[str, Any]:
+    try:
+        with documents.PARSES.disabled():  # a remembered parse would be unpacked
+            docs = parse_yaml(text, origin="f.yaml")
+    except GitOpsRayError as e:
+        return "error", f"{type(e).__name__}: {e}"
+    return "ok", [(d.index, d.line, d.origin, d.body) for d in docs]
+
+
+@pytest.mark.parametrize("text", EVENT_CASES)
+def test_documents_built_from_events_are_the_composer_s(text: str,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """parse_yaml with the events' builder gives what it gave composing every stream:
+    values, types, key order, lines, aliases as one object, errors and their messages."""
+    got = _parsed(text)
+    monkeypatch.setattr(documents, "check_and_build_yaml",
+                        lambda text, **kw: (bounds.check_yaml(text, origin=kw["origin"],
+                                                              limit=kw["limit"]), None))
+    want = _parsed(text)
+    assert got[0] == want[0]
+    if want[0] == "error":
+        assert got[1] == want[1]
+        return
+    assert [d[:3] for d in got[1]] == [d[:3] for d in want[1]]
+    assert _same([d[3] for d in got[1]], [d[3] for d in want[1]])
+    assert _aliases([d[3] for d in got[1]]) == _aliases([d[3] for d in want[1]])
+
+
+def _aliases(value: Any) -> list[int]:
+    """Where the same container recurs, as positions in a walk: the aliases' shape."""
+    seen: dict[int, int] = {}
+    out: list[int] = []
+    pending = [value]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (dict, list)):
+            out.append(seen.setdefault(id(node), len(seen)))
+            if out.count(out[-1]) == 1:
+                pending.extend(node.values() if isinstance(node, dict) else node)
+    return out
+
+
+@pytest.mark.parametrize("text", [
+    yaml.safe_dump(raycluster("rc", "ns")), "x: &a {p: 1}\ny: *a\n", "--- 1\n--- [a]\n"])
+def test_plain_streams_are_built_from_the_events(text: str) -> None:
+    """No second parse for the streams a render mostly reads (the workload's, aliases too)."""
+    nodes, built = bounds.check_and_build_yaml(text, origin="f", loader=documents._Loader)
+    assert built is not None and nodes == bounds.check_yaml(text, origin="f")
+
+
+def test_the_builder_keeps_the_scan_s_bounds() -> None:
+    """An alias bomb is refused by the scan, as before, whatever the builder is doing."""
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 10) + "]\n"
+        for i in range(6))
+    with pytest.raises(GitOpsRayError) as built:
+        bounds.check_and_build_yaml(bomb, origin="f")
+    with pytest.raises(GitOpsRayError) as scanned:
+        bounds.check_yaml(bomb, origin="f")
+    assert str(built.value) == str(scanned.value)
 
 
 @pytest.mark.parametrize("text", CASES)
