@@ -55,11 +55,12 @@ from gitops_ray.reconcile.argocdcm import (
     load_argocd_cm_file,
     parse_argocd_cm,
 )
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools, configmap_shapes
+from gitops_ray.reconcile.pipeline import Pipeline, configmap_shapes
 from gitops_ray.reconcile.project import KubeProjects, ResolveCluster
 from gitops_ray.render import application_from_flags, load_applications
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes.settings import CONFIG_DIR
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource, env_lookup
 from gitops_ray.sync.records import RecordStore
 

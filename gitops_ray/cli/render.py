@@ -25,6 +25,7 @@ from gitops_ray.cli.common import (
     select_apps,
 )
 from gitops_ray.render import render_app
+from gitops_ray.render.tools import RenderTools
 
 
 @click.command("render", cls=CliCommand)
@@ -37,7 +38,7 @@ def render_command(**opts: Any) -> None:
         opts["source_path"] = os.environ.get("ARGOCD_APP_SOURCE_PATH")
         if os.environ.get("ARGOCD_APP_NAMESPACE") and opts["dest_namespace"] == "default":
             opts["dest_namespace"] = os.environ["ARGOCD_APP_NAMESPACE"]
-    hosts = render_settings(opts)
+    tools = RenderTools(helm_bin=opts["helm_bin"], value_file_hosts=render_settings(opts))
     source = cli_source(opts)
     selection = select_apps(source, opts)
     docs = []
@@ -47,7 +48,7 @@ def render_command(**opts: Any) -> None:
             chart=app.source.chart).root
         for warning in app.warnings:
             click.secho(f"warning: app {app.name}: {warning}", fg="yellow", err=True)
-        docs += render_app(app, root, helm_bin=opts["helm_bin"], value_file_hosts=hosts)
+        docs += render_app(app, root, tools=tools)
     click.echo(yaml.safe_dump_all(docs, sort_keys=False), nl=False)
 
 

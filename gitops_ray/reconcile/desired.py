@@ -29,7 +29,7 @@ from gitops_ray.render import render_app, render_inputs, touches
 from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, split_revisions
 from gitops_ray.render.notes import collecting
 from gitops_ray.render.shapes import ClusterShapes, cluster_concerns
-from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import Checkout, GitSource
 from gitops_ray.sync.hooks import split as split_hooks
 from gitops_ray.sync.order import WAVE_ANNOTATION
@@ -104,15 +104,6 @@ class DesiredObject:
 
 _KNOWN: weakref.WeakValueDictionary[str, DesiredObject] = weakref.WeakValueDictionary()
 _KNOWN_LOCK = threading.Lock()
-
-
-@dataclass(frozen=True)
-class RenderTools:
-    """External tools the render stage needs (cluster facts come from discovery)."""
-
-    helm_bin: str = HELM_BIN
-    kubectl_bin: str = KUBECTL_BIN
-    value_file_hosts: tuple[str, ...] = ()  # setting render.valueFileHosts
 
 
 @dataclass(frozen=True)
@@ -290,11 +281,9 @@ class Renders:
                   ) -> Render:
         asked = AskedFacts(self._discovery.now)
         with collecting() as problems:
-            rendered = render_app(app, root, helm_bin=self.tools.helm_bin,
-                                  kubectl_bin=self.tools.kubectl_bin, cluster_facts=asked,
+            rendered = render_app(app, root, cluster_facts=asked,
                                   is_namespaced=self._discovery.namespaced,
-                                  cluster_shapes=cluster,
-                                  value_file_hosts=self.tools.value_file_hosts, refs=refs)
+                                  cluster_shapes=cluster, refs=refs, tools=self.tools)
         resources, hooks = split_hooks(rendered)
         objects = [DesiredObject.of(with_tracking(app.name, obj)) for obj in resources]
         shapes = cluster.version if cluster_concerns(cluster, rendered) else ""

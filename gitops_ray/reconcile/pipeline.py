@@ -86,7 +86,7 @@ from gitops_ray.health import Health, aggregate, assess, pending_part
 from gitops_ray.kube import Capabilities, Kube
 from gitops_ray.reconcile.argocdcm import NO_SETTINGS, SystemSettings
 from gitops_ray.reconcile.comparison import Comparison
-from gitops_ray.reconcile.desired import DesiredObject, Renders, RenderTools
+from gitops_ray.reconcile.desired import DesiredObject, Renders
 from gitops_ray.reconcile.facts import (
     Discovery,
     ShapesSource,
@@ -112,6 +112,7 @@ from gitops_ray.reconcile.project import (
 )
 from gitops_ray.render.apps import Application
 from gitops_ray.render.shapes import ClusterShapes
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.dryrun import Refused, predict
 from gitops_ray.sync.engine import Landed
@@ -120,7 +121,7 @@ from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with
 from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey, SyncStatus
 
 __all__ = ["Comparison", "DesiredObject", "EventSource", "Generation", "LiveSource",
-           "LiveVersion", "Pipeline", "RenderTools", "ShapesSource", "SystemSource",
+           "LiveVersion", "Pipeline", "ShapesSource", "SystemSource",
            "configmap_shapes"]
 
 log = structlog.get_logger(__name__)

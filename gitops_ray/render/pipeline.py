@@ -41,7 +41,7 @@ from gitops_ray.render.manifests import render_directory
 from gitops_ray.render.scope import IsNamespaced, apply_default_namespace
 from gitops_ray.render.shapes import ClusterShapes, expand_pod_shapes
 from gitops_ray.render.shapes.settings import config_dirs
-from gitops_ray.render.tools import HELM_BIN, KUBECTL_BIN
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -58,23 +58,23 @@ a caller that must ask the API server for them (the controller) asks only for ch
 """
 
 
-@dataclass(frozen=True)
-class Tools:
-    """The external programs and cluster facts a render may use."""
+_TOOLS = RenderTools()
 
-    helm_bin: str | Path
-    kubectl_bin: str
+
+@dataclass(frozen=True)
+class _Run:
+    """What one render may use: the tools, the cluster's facts, the ``ref:`` checkouts."""
+
+    tools: RenderTools
     facts: ClusterFacts
-    value_file_hosts: tuple[str, ...] = ()
     refs: Mapping[str, Path] = field(default_factory=dict)  # multi-source ``ref:`` checkouts
 
 
-def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
-               kubectl_bin: str = KUBECTL_BIN, kube_version: str = DEFAULT_KUBE_VERSION,
+def render_app(app: Application, root: Path, *, tools: RenderTools = _TOOLS,
+               kube_version: str = DEFAULT_KUBE_VERSION,
                api_versions: Sequence[str] = (), cluster_facts: ClusterFacts | None = None,
                is_namespaced: IsNamespaced | None = None,
                cluster_shapes: ClusterShapes | None = None,
-               value_file_hosts: Sequence[str] = (),
                refs: Mapping[str, Path] | None = None) -> list[Manifest]:
     """The desired objects of ``app`` from the checkout at ``root`` (see module docstring).
 
@@ -85,14 +85,14 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
     table of well-known cluster-scoped kinds is used. ``kube_version`` and
     ``api_versions`` are what Helm's ``.Capabilities`` report, or ``cluster_facts``
     (asked only if the app is a chart); the controller and the cluster-backed commands
-    take them from the target cluster, as Argo CD does. ``value_file_hosts`` are the
-    hosts a Helm ``valueFiles`` URL may name (setting ``render.valueFileHosts``).
+    take them from the target cluster, as Argo CD does. ``tools`` are the helm and kubectl
+    binaries and the hosts a Helm ``valueFiles`` URL may name (``render.valueFileHosts``).
     """
     facts = cluster_facts or (lambda: (kube_version, tuple(api_versions)))
-    tools = Tools(helm_bin, kubectl_bin, facts, tuple(value_file_hosts), dict(refs or {}))
+    run = _Run(tools, facts, dict(refs or {}))
     try:
         with app_budget():
-            return _render(app, root.resolve(), tools, is_namespaced, cluster_shapes)
+            return _render(app, root.resolve(), run, is_namespaced, cluster_shapes)
     except LimitExceeded as e:
         raise type(e)(f"app {app.name}: {e}") from e
     except ChildTimedOut as e:
@@ -103,12 +103,12 @@ def render_app(app: Application, root: Path, *, helm_bin: str | Path = HELM_BIN,
         raise ConfigError(f"app {app.name}: {e}") from e
 
 
-def _render(app: Application, root: Path, tools: Tools, is_namespaced: IsNamespaced | None,
+def _render(app: Application, root: Path, run: _Run, is_namespaced: IsNamespaced | None,
             cluster_shapes: ClusterShapes | None) -> list[Manifest]:
     # A chart from a Helm repository or registry: the source stage hands over its directory.
     app_dir = root if app.source.chart else app_directory(root, app.source.path)
     check_no_escaping_symlinks(root, app_dir, *config_dirs(root, app_dir))
-    docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, tools)
+    docs = RENDERERS[source_type(app.source, app_dir)](app, root, app_dir, run)
     located = located_manifests(docs)
     if len(located) > limits.MAX_OBJECTS:
         raise LimitExceeded(f"renders {len(located):,} objects, over the limit of "
@@ -159,23 +159,23 @@ def check_unique(origins: Sequence[str], manifests: Sequence[Manifest]) -> None:
         seen[key] = where
 
 
-def _directory(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
-    del tools
+def _directory(app: Application, root: Path, app_dir: Path, run: _Run) -> list[Doc]:
+    del run
     return render_directory(app_dir, root, app.source.directory)
 
 
-def _helm(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
-    kube_version, api_versions = tools.facts()
-    return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=tools.helm_bin,
+def _helm(app: Application, root: Path, app_dir: Path, run: _Run) -> list[Doc]:
+    kube_version, api_versions = run.facts()
+    return render_helm(app, repo_root=root, app_dir=app_dir, helm_bin=run.tools.helm_bin,
                        kube_version=kube_version, api_versions=api_versions,
-                       value_file_hosts=tools.value_file_hosts, refs=tools.refs)
+                       value_file_hosts=run.tools.value_file_hosts, refs=run.refs)
 
 
-def _kustomize(app: Application, root: Path, app_dir: Path, tools: Tools) -> list[Doc]:
+def _kustomize(app: Application, root: Path, app_dir: Path, run: _Run) -> list[Doc]:
     return render_kustomize(app, repo_root=root, app_dir=app_dir,
-                            kubectl_bin=tools.kubectl_bin)
+                            kubectl_bin=run.tools.kubectl_bin)
 
 
-RENDERERS: dict[str, Callable[[Application, Path, Path, Tools], list[Doc]]] = {
+RENDERERS: dict[str, Callable[[Application, Path, Path, _Run], list[Doc]]] = {
     DIRECTORY: _directory, HELM: _helm, KUSTOMIZE: _kustomize,
 }

@@ -57,6 +57,20 @@ _BACKTICKED = re.compile(r"`[^`]*`")
 
 
 @dataclass(frozen=True)
+class RenderTools:
+    """The external programs a render runs, and where a Helm value file may come from.
+
+    One type for every caller (the controller's pipeline, the one-shot commands,
+    :func:`gitops_ray.render.render_app`), built from the settings ``helm`` and
+    ``render.valueFileHosts``; cluster facts are per render and passed beside it.
+    """
+
+    helm_bin: str | Path = HELM_BIN
+    kubectl_bin: str = KUBECTL_BIN
+    value_file_hosts: tuple[str, ...] = ()  # setting render.valueFileHosts
+
+
+@dataclass(frozen=True)
 class ToolResult:
     """Exit status and output of one run."""
 

@@ -71,7 +71,6 @@ from gitops_ray.reconcile.argocdcm import ARGOCD_CM, configmap_settings
 from gitops_ray.reconcile.destinations import is_local
 from gitops_ray.reconcile.pipeline import (
     Pipeline,
-    RenderTools,
     ShapesSource,
     SystemSource,
     configmap_shapes,
@@ -79,6 +78,7 @@ from gitops_ray.reconcile.pipeline import (
 from gitops_ray.reconcile.project import IN_CLUSTER, Cluster, ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import Application, Destination
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.catalog import Catalog

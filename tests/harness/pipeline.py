@@ -9,10 +9,11 @@ from pathlib import Path
 import requests
 
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application, SyncPolicy
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore

@@ -18,6 +18,7 @@ import pytest
 
 from gitops_ray.render import render_app
 from gitops_ray.render.applications import parse_application
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import Credentials, GitSource
 from gitops_ray.source.charts import ChartSource
 from gitops_ray.source.chartstore import ChartLimits
@@ -70,7 +71,7 @@ def test_a_chart_from_a_helm_repository_renders_like_one_from_git(
                                          "parameters": [{"name": "worker.replicas",
                                                          "value": "2"}],
                                          "valuesObject": {"image": {"tag": "2.53.0"}}}}}})
-        objects = render_app(app, checkout.root, helm_bin=helm_bin)
+        objects = render_app(app, checkout.root, tools=RenderTools(helm_bin=helm_bin))
     [rc] = objects
     assert rc["metadata"]["name"] == "raycluster-ray-cluster"
     assert rc["metadata"]["namespace"] == "ray"

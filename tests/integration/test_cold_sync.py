@@ -25,11 +25,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Comparison, Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Comparison, Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.reconcile.status import proven_marks
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import SETTLED, Syncer, SyncRequest

@@ -18,8 +18,9 @@ import pytest
 
 from gitops_ray.kube import Kube, LeaseExpired
 from gitops_ray.kube.fence import WriteFence
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore, record_name

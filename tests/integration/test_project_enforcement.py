@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.project import KubeProjects, ProjectsFrom
 from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore

@@ -10,6 +10,7 @@ import pytest
 
 from gitops_ray.errors import ConfigError
 from gitops_ray.render import load_applications, render_app
+from gitops_ray.render.tools import RenderTools
 from tests.harness.git import GitRepo
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "render" / "repo"
@@ -51,7 +52,7 @@ def test_a_single_file_can_be_loaded(repo: Path) -> None:
 
 
 def test_every_app_of_the_repo_renders(repo: Path, helm_bin: Path) -> None:
-    rendered = {app.name: render_app(app, repo, helm_bin=helm_bin)
+    rendered = {app.name: render_app(app, repo, tools=RenderTools(helm_bin=helm_bin))
                 for app in load_applications(repo, "apps")}
     assert {o["kind"] for o in rendered["ray-helm"]} >= {"RayCluster", "CustomResourceDefinition"}
     assert any(o["metadata"]["name"] == "deep" for o in rendered["ray-plain"])

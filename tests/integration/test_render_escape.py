@@ -24,7 +24,7 @@ from gitops_ray.errors import RenderError
 from gitops_ray.render import application_from_flags, render_app
 from gitops_ray.render.apps import HelmSource
 from gitops_ray.render.kustomize import NO_NETWORK
-from gitops_ray.render.tools import run_tool
+from gitops_ray.render.tools import RenderTools, run_tool
 
 SECRET = "TOP-SECRET-TOKEN-VALUE"
 NO_KUBECTL = "/nonexistent/kubectl"
@@ -59,7 +59,7 @@ def refused(app_path: str, root: Path, *needles: str, helm: HelmSource | None = 
     app = application_from_flags(name="evil", repo_url="file:///repo", path=app_path,
                                  dest_namespace="team", helm=helm)
     with pytest.raises(RenderError) as caught:
-        render_app(app, root, kubectl_bin=NO_KUBECTL, helm_bin=helm_bin)
+        render_app(app, root, tools=RenderTools(kubectl_bin=NO_KUBECTL, helm_bin=helm_bin))
     message = str(caught.value)
     assert SECRET not in message
     for needle in needles:
@@ -258,10 +258,12 @@ def test_value_file_urls_of_an_allowed_host_are_fetched(
     app = application_from_flags(name="ok", repo_url="file:///repo", path="chart",
                                  dest_namespace="team",
                                  helm=HelmSource(value_files=(values_server,)))
-    objs = render_app(app, repo, helm_bin=helm_bin, value_file_hosts=("127.0.0.1",))
+    objs = render_app(app, repo,
+                      tools=RenderTools(helm_bin=helm_bin, value_file_hosts=("127.0.0.1",)))
     assert objs[0]["data"] == {"g": "from-the-network"}
     with pytest.raises(RenderError, match=r"render\.valueFileHosts"):  # another port only
-        render_app(app, repo, helm_bin=helm_bin, value_file_hosts=("127.0.0.1:1",))
+        render_app(app, repo,
+                   tools=RenderTools(helm_bin=helm_bin, value_file_hosts=("127.0.0.1:1",)))
 
 
 # -- memory --------------------------------------------------------------------------
@@ -280,10 +282,11 @@ from pathlib import Path
 from gitops_ray import childproc
 from gitops_ray.errors import ChildMemoryExceeded
 from gitops_ray.render import application_from_flags, render_app
+from gitops_ray.render.tools import RenderTools
 childproc.configure(int(sys.argv[3]))
 app = application_from_flags(name="balloon", repo_url="file:///repo", path="chart")
 try:
-    render_app(app, Path(sys.argv[1]), helm_bin=sys.argv[2])
+    render_app(app, Path(sys.argv[1]), tools=RenderTools(helm_bin=sys.argv[2]))
     error = ""
 except ChildMemoryExceeded as e:
     error = str(e)

@@ -12,6 +12,7 @@ import pytest
 from gitops_ray.errors import RenderError
 from gitops_ray.render import application_from_flags, render_app
 from gitops_ray.render.apps import Application, KustomizeSource
+from gitops_ray.render.tools import RenderTools
 from tests.harness.git import GitRepo
 
 TESTDATA = Path(__file__).parent.parent / "testdata" / "render" / "repo"
@@ -70,4 +71,4 @@ def test_overrides_need_a_kustomization_file(repo: Path) -> None:
 def test_missing_kubectl_is_explained(repo: Path) -> None:
     with pytest.raises(RenderError, match="/nonexistent/kubectl not found; Kustomize apps are "
                                           "rendered with `kubectl kustomize`"):
-        render_app(overlay_app(), repo, kubectl_bin="/nonexistent/kubectl")
+        render_app(overlay_app(), repo, tools=RenderTools(kubectl_bin="/nonexistent/kubectl"))

@@ -20,9 +20,10 @@ from click.testing import CliRunner
 from gitops_ray.cli import main
 from gitops_ray.kube import Capabilities, Kube
 from gitops_ray.reconcile import facts as facts_module
-from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
+from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
+from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane
