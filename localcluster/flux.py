@@ -103,7 +103,7 @@ class Flux:
     def start(self, *, args: tuple[str, ...] = (), timeout: float = 120.0) -> None:
         """Start both controllers (``args`` for kustomize-controller); return once ready."""
         tools = ensure_flux()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "storage").mkdir(parents=True, exist_ok=True)  # it must exist
         storage = free_port()
         self._start("source-controller", tools.source_controller, [
             f"--storage-path={self.workdir / 'storage'}", f"--storage-addr=127.0.0.1:{storage}",

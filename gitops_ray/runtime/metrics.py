@@ -112,6 +112,14 @@ class Metrics:
         self.readiness = ReadinessGauge()
         self.registry.register(self.readiness)
         r = self.registry
+        self._app_series(r)
+        self._controller_series(r)
+        self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
+                           ["version"], registry=r)
+        self.build.labels(__version__).set(1)
+
+    def _app_series(self, r: CollectorRegistry) -> None:
+        """What each app's refreshes and syncs did (labelled by app, forgotten with it)."""
         self.reconciles = Counter("gitops_ray_reconcile_total", "App refreshes by result "
                                   "(success, error).", ["app", "result"], registry=r)
         self.reconcile_seconds = Histogram(
@@ -134,6 +142,9 @@ class Metrics:
             "gitops_ray_app_source_errors", "Applications that cannot be used and files "
             "that cannot be read, by app source path (see the apps' status for each "
             "error, and the log for unreadable files).", ["source"], registry=r)
+
+    def _controller_series(self, r: CollectorRegistry) -> None:
+        """What this replica did: requests, webhooks, watches, leases, shards, its heap."""
         self.k8s_requests = Counter("gitops_ray_k8s_requests_total", "Kubernetes API "
                                     "requests by verb and status code (0: unreachable).",
                                     ["verb", "code"], registry=r)
@@ -166,9 +177,6 @@ class Metrics:
                                  "heap settle left out of the garbage collector's "
                                  "walks (gc.freeze; see gitops_ray.runtime.heap).",
                                  registry=r)
-        self.build = Gauge("gitops_ray_build_info", "Version of gitops-ray (value 1).",
-                           ["version"], registry=r)
-        self.build.labels(__version__).set(1)
 
     def observe_request(self, verb: str, resource: str, status: int, seconds: float) -> None:
         """A :data:`gitops_ray.kube.client.RequestHook`: count one API request."""

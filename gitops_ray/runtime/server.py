@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 
@@ -343,112 +343,121 @@ class _Server(ThreadingHTTPServer):
               error=type(error).__name__)
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request on a connection the intake handed over.
+
+    :func:`_handler_class` binds its routes and header timeout: ``socketserver`` makes one
+    instance per request from the class, so what every request needs rides on the class.
+    """
+
+    table: ClassVar[dict[tuple[str, str], Route]]
+    header_timeout: ClassVar[float]
+    server_version = "gitops-ray"
+    protocol_version = "HTTP/1.1"
+    default_request_version = "HTTP/1.0"  # a garbage request line gets a status line too
+    server: _Server
+    kept: bytes | None = None  # kept alive: the bytes read past this request
+
+    def setup(self) -> None:
+        self.connection = self.request
+        self.connection.settimeout(self.header_timeout)
+        self.reader = HeadReader(self.connection, self.server.take_head(self.connection))
+        self.rfile, self.wfile = self.reader, SocketWriter(self.connection)
+
+    def handle(self) -> None:
+        """One request; a kept-alive connection's next one is the intake's to wait for."""
+        self.close_connection = True
+        self.handle_one_request()
+        if not self.close_connection:
+            self.kept = self.reader.leftover()
+
+    def finish(self) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:  # other methods: 405 (or 404), not the base class's 501
+        self._dispatch("PUT")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        path, _, query = self.path.partition("?")
+        headers = _headers(self.headers.items())
+        route = find_route(self.table, method, path)
+        try:
+            if route is None:
+                allowed = any(find_route(self.table, m, path) for m, _ in self.table)
+                raise _Refused(Refusal.NOT_FOUND,
+                               Response(405 if allowed else 404, b"not found\n"))
+            self._send(self._serve(route, Request(method, path, headers, query=query,
+                                                  client=str(self.client_address[0]))))
+        except _Refused as refused:
+            self.server.on_refused(refused.reason)
+            self.close_connection = True  # an unread body may follow
+            self._send(refused.response)
+            linger(self.connection, self.server.limits)
+
+    def _serve(self, route: Route, request: Request) -> Response:
+        if request.method != "POST":
+            if announces_body(request.headers):
+                self.close_connection = True  # the body is never read
+            return self._call(route, request)
+        limit = min(route.max_body or self.server.limits.max_body,
+                    self.server.limits.max_body)
+        length = content_length(request.headers, limit)
+        refusal = route.admit(request.headers) if route.admit else None
+        if refusal is not None:
+            raise _Refused(Refusal.NOT_ADMITTED, refusal)
+        return self._with_body(route, request, length)
+
+    def _with_body(self, route: Route, request: Request, length: int) -> Response:
+        limits = self.server.limits
+        deadline = time.monotonic() + limits.body_timeout
+        if not self.server.body_slots.acquire(timeout=limits.body_timeout):
+            raise _Refused(Refusal.BUSY, Response(503, b"busy\n"))
+        try:
+            body = read_body(self.rfile, self.connection, length, deadline)
+            self.connection.settimeout(limits.header_timeout)
+            return self._call(route, dataclasses.replace(request, body=body))
+        finally:
+            self.server.body_slots.release()
+
+    def _call(self, route: Route, request: Request) -> Response:
+        try:
+            return route.handle(request)
+        except Exception as e:  # a handler bug: no traceback to the client or log
+            log.error("http_handler_failed", path=request.path, error=type(e).__name__)
+            raise _Refused(Refusal.ERROR, Response(500, b"internal error\n")) from e
+
+    def _send(self, response: Response) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(response.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("http_request", client=self.client_address[0], line=format % args)
+
+
 def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHandler]:
     table = {key: value if isinstance(value, Route) else Route(value)
              for key, value in routes.items()}
-
-    class _Handler(BaseHTTPRequestHandler):
-        server_version = "gitops-ray"
-        protocol_version = "HTTP/1.1"
-        default_request_version = "HTTP/1.0"  # a garbage request line gets a status line too
-        server: _Server
-        kept: bytes | None = None  # kept alive: the bytes read past this request
-
-        def setup(self) -> None:
-            self.connection = self.request
-            self.connection.settimeout(limits.header_timeout)
-            self.reader = HeadReader(self.connection, self.server.take_head(self.connection))
-            self.rfile, self.wfile = self.reader, SocketWriter(self.connection)
-
-        def handle(self) -> None:
-            """One request; a kept-alive connection's next one is the intake's to wait for."""
-            self.close_connection = True
-            self.handle_one_request()
-            if not self.close_connection:
-                self.kept = self.reader.leftover()
-
-        def finish(self) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self._dispatch("GET")
-
-        def do_POST(self) -> None:
-            self._dispatch("POST")
-
-        def do_PUT(self) -> None:  # other methods: 405 (or 404), not the base class's 501
-            self._dispatch("PUT")
-
-        def do_PATCH(self) -> None:
-            self._dispatch("PATCH")
-
-        def do_DELETE(self) -> None:
-            self._dispatch("DELETE")
-
-        def _dispatch(self, method: str) -> None:
-            path, _, query = self.path.partition("?")
-            headers = _headers(self.headers.items())
-            route = find_route(table, method, path)
-            try:
-                if route is None:
-                    allowed = any(find_route(table, m, path) for m, _ in table)
-                    raise _Refused(Refusal.NOT_FOUND,
-                                   Response(405 if allowed else 404, b"not found\n"))
-                self._send(self._serve(route, Request(method, path, headers, query=query,
-                                                      client=str(self.client_address[0]))))
-            except _Refused as refused:
-                self.server.on_refused(refused.reason)
-                self.close_connection = True  # an unread body may follow
-                self._send(refused.response)
-                linger(self.connection, self.server.limits)
-
-        def _serve(self, route: Route, request: Request) -> Response:
-            if request.method != "POST":
-                if announces_body(request.headers):
-                    self.close_connection = True  # the body is never read
-                return self._call(route, request)
-            limit = min(route.max_body or self.server.limits.max_body,
-                        self.server.limits.max_body)
-            length = content_length(request.headers, limit)
-            refusal = route.admit(request.headers) if route.admit else None
-            if refusal is not None:
-                raise _Refused(Refusal.NOT_ADMITTED, refusal)
-            return self._with_body(route, request, length)
-
-        def _with_body(self, route: Route, request: Request, length: int) -> Response:
-            limits = self.server.limits
-            deadline = time.monotonic() + limits.body_timeout
-            if not self.server.body_slots.acquire(timeout=limits.body_timeout):
-                raise _Refused(Refusal.BUSY, Response(503, b"busy\n"))
-            try:
-                body = read_body(self.rfile, self.connection, length, deadline)
-                self.connection.settimeout(limits.header_timeout)
-                return self._call(route, dataclasses.replace(request, body=body))
-            finally:
-                self.server.body_slots.release()
-
-        def _call(self, route: Route, request: Request) -> Response:
-            try:
-                return route.handle(request)
-            except Exception as e:  # a handler bug: no traceback to the client or log
-                log.error("http_handler_failed", path=request.path, error=type(e).__name__)
-                raise _Refused(Refusal.ERROR, Response(500, b"internal error\n")) from e
-
-        def _send(self, response: Response) -> None:
-            self.send_response(response.status)
-            self.send_header("Content-Type", response.content_type)
-            self.send_header("Content-Length", str(len(response.body)))
-            if self.close_connection:
-                self.send_header("Connection", "close")
-            for name, value in response.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(response.body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            log.debug("http_request", client=self.client_address[0], line=format % args)
-
-    return _Handler
+    return type("_Handler", (_Handler,),
+                {"table": table, "header_timeout": limits.header_timeout})
 
 
 class HttpServers:

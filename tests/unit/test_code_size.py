@@ -24,10 +24,7 @@ ALLOWED: dict[str, int] = {
     "reconcile/pipeline.py:Pipeline.compare": 89,
     "reconcile/pipeline.py:Pipeline._diff": 81,
     "runtime/runner.py": 744,
-    "settings.py": 877,
     "runtime/watches.py": 610,
-    "runtime/metrics.py:Metrics.__init__": 64,
-    "runtime/server.py:_handler_class": 106,
     "sync/engine.py": 941,
 }
 """What is still over, and how big it is (see the module docstring)."""
