@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 # them in this process, one after another. Measured in DEVELOPMENT.md ("Where the
 # suite's time goes").
 PYTEST_WORKERS ?= 4
-XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: test test-fast test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
 
