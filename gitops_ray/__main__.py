@@ -1,5 +1,5 @@
-"""Allow ``python -m gitops_ray``."""
+"""Allow ``python -m gitops_ray`` (the same entry point as the ``gitops-ray`` script)."""
 
-from gitops_ray.cli import main
+from gitops_ray.entry import main
 
 main()

@@ -6,6 +6,7 @@ share vocabulary without importing each other.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -152,3 +153,141 @@ class SourceReason(StrEnum):
     DIGEST_MISMATCH = "DigestMismatch"  # a chart archive is not what the index/manifest says
     INVALID_CHART = "InvalidChart"  # an index or archive that cannot be read as one
     HOST_NOT_ALLOWED = "HostNotAllowed"  # the settings' allowed source hosts exclude it
+
+
+IGNORE_RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers",
+                      "jqPathExpressions", "managedFieldsManagers")
+"""The fields of an ``ignoreDifferences`` entry, as users write them (Argo CD's names)."""
+
+
+class RuleError(ValueError):
+    """An ``ignoreDifferences`` entry that is not one (its message names where)."""
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    """One ``ignoreDifferences`` entry, parsed once where the Application is parsed.
+
+    The text users wrote, typed: hashable, so the compiled rules of an app are kept per
+    rule set (:meth:`gitops_ray.reconcile.pipeline.Pipeline.rules`) and compiled once per
+    sync, not per pass; :meth:`as_spec` gives back what was written (Argo CD's names).
+    Whether a glob, pointer or jq expression is valid is the diff stage's to say
+    (:func:`gitops_ray.diff.compile_rules`).
+    """
+
+    kind: str
+    group: str = ""
+    name: str = ""
+    namespace: str = ""
+    json_pointers: tuple[str, ...] = ()
+    jq_path_expressions: tuple[str, ...] = ()
+    managed_fields_managers: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, spec: object, label: str) -> IgnoreRule:
+        """The rule ``spec`` (decoded YAML/JSON); :class:`RuleError` naming ``label`` if not one."""
+        if not isinstance(spec, dict):
+            raise RuleError(f"{label}: expected a mapping, got {type(spec).__name__}")
+        unknown = sorted(set(spec) - set(IGNORE_RULE_FIELDS))
+        if unknown:
+            raise RuleError(f"{label}: unknown field(s) {', '.join(map(str, unknown))}; "
+                            f"known fields: {', '.join(IGNORE_RULE_FIELDS)}")
+        kind = _rule_string(spec, "kind", label)
+        if not kind:
+            raise RuleError(f"{label}: 'kind' is required (use \"*\" for any kind)")
+        return cls(kind, _rule_string(spec, "group", label), _rule_string(spec, "name", label),
+                   _rule_string(spec, "namespace", label),
+                   _rule_strings(spec, "jsonPointers", label),
+                   _rule_strings(spec, "jqPathExpressions", label),
+                   _rule_strings(spec, "managedFieldsManagers", label))
+
+    def as_spec(self) -> dict[str, Any]:
+        """The entry as Argo CD spells it, only the fields that are set."""
+        values = (self.group, self.kind, self.name, self.namespace, list(self.json_pointers),
+                  list(self.jq_path_expressions), list(self.managed_fields_managers))
+        return {k: v for k, v in zip(IGNORE_RULE_FIELDS, values, strict=True) if v}
+
+
+def _rule_string(spec: dict[str, Any], name: str, label: str) -> str:
+    value = spec.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RuleError(f"{label}.{name}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _rule_strings(spec: dict[str, Any], name: str, label: str) -> tuple[str, ...]:
+    value = spec.get(name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RuleError(f"{label}.{name}: expected a list of strings")
+    return tuple(value)
+
+
+class SyncOption(StrEnum):
+    """The sync options gitops-ray acts on, exactly as written.
+
+    In Argo CD's ``syncOptions`` and the per-resource ``argocd.argoproj.io/sync-options``.
+    """
+
+    APPLY_OUT_OF_SYNC_ONLY = "ApplyOutOfSyncOnly=true"
+    CREATE_NAMESPACE = "CreateNamespace=true"
+    DELETE_FALSE = "Delete=false"
+    FAIL_ON_SHARED_RESOURCE = "FailOnSharedResource=true"
+    PRUNE_CONFIRM = "Prune=confirm"
+    PRUNE_FALSE = "Prune=false"
+    REPLACE = "Replace=true"
+
+
+PRUNE_PROPAGATION_POLICY = "PrunePropagationPolicy"
+"""The sync option naming a prune's propagation policy (``PrunePropagationPolicy=orphan``)."""
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """A list of sync options, parsed once where the Application (or object) is parsed.
+
+    ``written`` keeps them as written (what the record and Argo CD's status show);
+    :meth:`has` asks whether one is given, exactly as Argo CD's ``HasOption`` does, and
+    :meth:`value` gives a name's value (the first one of that name).
+    """
+
+    written: tuple[str, ...] = ()
+    pairs: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def parse(cls, options: Iterable[str]) -> SyncOptions:
+        """The options of a list (``syncOptions``), each ``Name=value``."""
+        written = tuple(o for o in options if o)
+        return cls(written, tuple((name, value) for name, _, value in
+                                  (o.partition("=") for o in written)))
+
+    @classmethod
+    def of_annotation(cls, raw: object) -> SyncOptions:
+        """A resource's ``argocd.argoproj.io/sync-options``: comma-separated, each trimmed."""
+        return cls.parse(part.strip() for part in str(raw or "").split(","))
+
+    def has(self, option: SyncOption | str) -> bool:
+        """Whether ``option`` (``Name=value``) is one of them."""
+        return option in self.written
+
+    def value(self, name: str) -> str | None:
+        """The value of the first option called ``name`` (None: none is)."""
+        return next((value for key, value in self.pairs if key == name), None)
+
+    def prune_propagation(self) -> str:
+        """``PrunePropagationPolicy``'s value, as written (``foreground`` if not given)."""
+        policy = self.value(PRUNE_PROPAGATION_POLICY)
+        return "foreground" if policy is None else policy
+
+    def overridden_by(self, options: Iterable[str]) -> SyncOptions:
+        """These options with ``options`` (an operation's) in place of those of their names."""
+        extra = SyncOptions.parse(options)
+        if not extra.written:
+            return self
+        names = {name for name, _ in extra.pairs}
+        return SyncOptions.parse((*(o for o, (name, _) in zip(self.written, self.pairs,
+                                                               strict=True)
+                                    if name not in names), *extra.written))

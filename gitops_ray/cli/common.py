@@ -205,7 +205,7 @@ class CliCommand(click.Command):
                     and parent.get_parameter_source(name) is ParameterSource.COMMANDLINE:
                 ctx.params[name] = parent.params[name]
         if "log_level" in ctx.params:
-            from gitops_ray.runtime.logs import configure_logging
+            from gitops_ray.logs import configure_logging
 
             configure_logging("auto", ctx.params["log_level"])  # stderr: stdout is data
         return super().invoke(ctx)

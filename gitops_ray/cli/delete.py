@@ -25,7 +25,7 @@ from gitops_ray.cli.common import (
     kube_options,
 )
 from gitops_ray.cli.destinations import Destinations, recorded_destination
-from gitops_ray.runtime.clusters import ClusterUnavailable
+from gitops_ray.reconcile.destinations import ClusterUnavailable
 from gitops_ray.sync.teardown import Teardown, delete_app
 
 

@@ -2,7 +2,7 @@
 
 Why: an Application's ``destination`` may name another cluster (an Argo CD cluster
 Secret), and ``sync`` applying it to ours instead is worse than not syncing it at all. The
-controller watches the Secrets (:mod:`gitops_ray.runtime.clusters`); ``sync``, ``diff``,
+controller watches the Secrets (its cluster registry); ``sync``, ``diff``,
 ``get``, ``status --refresh``, ``wait``, ``rollback``, ``restart`` and ``delete`` read
 them once, on the first app that names another cluster: one LIST by the label
 ``argocd.argoproj.io/secret-type: cluster`` in Argo CD's namespace with
@@ -11,7 +11,7 @@ does. A Forbidden list means no other cluster, and the app gets the controller's
 ``InvalidSpecError`` saying so.
 
 Each app's destination is resolved by the controller's own function
-(:func:`~gitops_ray.runtime.clusters.resolve_destination`); a destination that resolves to
+(:func:`~gitops_ray.reconcile.destinations.resolve_destination`); a destination that resolves to
 nothing is refused by our cluster's pipeline, which writes nothing anywhere. Each cluster
 used gets its own client and pipeline, built on first use; the records, pod-shape
 ConfigMaps, AppProjects and ``argocd-cm`` stay our cluster's. The commands that start from
@@ -19,8 +19,9 @@ a record (``get``, ``wait``, ``restart``, ``delete``) use the destination it kee
 (``destinationName``/``destinationServer``, :func:`recorded_destination`); ``delete`` of
 an app whose destination resolves to no cluster orphans its objects, as the controller
 does. A cluster that does not answer one bounded probe
-(:data:`~gitops_ray.runtime.clusters.PROBE_TIMEOUT`) fails its apps with the controller's
-message (:func:`~gitops_ray.runtime.clusters.unreachable`) and the other apps go on.
+(:data:`~gitops_ray.reconcile.destinations.PROBE_TIMEOUT`) fails its apps with the
+controller's message (:func:`~gitops_ray.reconcile.destinations.unreachable`) and the other
+apps go on.
 Credentials stay in memory: no message names them.
 """
 
@@ -38,12 +39,7 @@ from gitops_ray.kube.clusters import (
     ClusterSecretError,
     connect_cluster,
 )
-from gitops_ray.reconcile.pipeline import Pipeline
-from gitops_ray.reconcile.project import Cluster
-from gitops_ray.reconcile.reconciler import Reconciler
-from gitops_ray.render.applications import IN_CLUSTER_SERVER
-from gitops_ray.render.apps import Application, Destination
-from gitops_ray.runtime.clusters import (
+from gitops_ray.reconcile.destinations import (
     Broken,
     ClusterUnavailable,
     answers,
@@ -52,6 +48,11 @@ from gitops_ray.runtime.clusters import (
     resolve_destination,
     unreachable,
 )
+from gitops_ray.reconcile.pipeline import Pipeline
+from gitops_ray.reconcile.project import Cluster
+from gitops_ray.reconcile.reconciler import Reconciler
+from gitops_ray.render.applications import IN_CLUSTER_SERVER
+from gitops_ray.render.apps import Application, Destination
 from gitops_ray.source import GitSource
 from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore

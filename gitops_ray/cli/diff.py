@@ -51,13 +51,13 @@ from gitops_ray.diff.format import to_json, unified
 from gitops_ray.diff.groups import worker_group_changes
 from gitops_ray.diff.rules import JQ_TIMEOUT
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.heap import settling
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.project import format_conditions, stops_sync
 from gitops_ray.reconcile.status import resources_of
 from gitops_ray.reconcile.tree import TreeNode
 from gitops_ray.render.apps import Application
-from gitops_ray.runtime.heap import settling
 from gitops_ray.types import ResourceKey, SyncStatus
 
 
@@ -129,7 +129,7 @@ def diff_command(output: str, color: str, exit_code: bool, argocd_apps: tuple[st
         else select_apps(pipeline.source, opts)
     use_color = color == "always" or (color == "auto" and sys.stdout.isatty())
     refused = _not_honoured(selection.apps, text=output != "json") if argocd_apps else {}
-    with settling():  # many apps compared: see runtime.heap
+    with settling():  # many apps compared: see gitops_ray.heap
         changed, failed, report = _diff_all(pipeline, selection, output=output,
                                             color=use_color, quiet=bool(argocd_apps))
     if output == "json":

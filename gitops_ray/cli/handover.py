@@ -21,9 +21,9 @@ from typing import Any
 from gitops_ray.cli.common import Selection, argocd_namespace
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile.argostatus import app_name
+from gitops_ray.reconcile.argostatus import app_name, cluster_application
+from gitops_ray.render.applications import API_VERSION
 from gitops_ray.render.apps import Application
-from gitops_ray.runtime.argocd import API_VERSION, cluster_application
 
 
 def parse_ref(text: str) -> tuple[str, str]:

@@ -6,20 +6,42 @@ Precedence is file < environment < flags; the settings module reads the environm
 itself (click's automatic variables are turned off here so there is one reader only).
 The global flags typed before ``run`` (``gitops-ray --log-level debug run``) count as
 flags of ``run``, unless ``run`` is given its own.
+
+The command line never imports the runtime (an import-linter contract): ``run`` reads the
+settings and configures logging here, then calls the :class:`Launcher` the command line
+was started with (``click``'s context object). The console entry point,
+:mod:`gitops_ray.entry`, above both packages, passes the one that starts the controller;
+that call is the only way from the CLI into the runtime.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 from click.core import ParameterSource
 
-from gitops_ray.cli.common import GLOBAL_SETTINGS
-from gitops_ray.settings import OPTIONS, Option, load_settings
+from gitops_ray.cli.common import EXIT_ERROR, GLOBAL_SETTINGS
+from gitops_ray.logs import configure_logging
+from gitops_ray.settings import OPTIONS, Option, Settings, load_settings
+
+
+@dataclass(frozen=True)
+class Launcher:
+    """How ``run`` starts the controller: ``start`` runs it until it stops, its exit status."""
+
+    start: Callable[[Settings], int]
+
+
+class NoController(click.ClickException):
+    """``run`` on a command line started without a :class:`Launcher` (exit 2)."""
+
+    exit_code = EXIT_ERROR
 
 
 def _dest(key: str) -> str:
@@ -57,15 +79,18 @@ def run_command(config_file: Path | None, **flags: Any) -> None:
     --webhook-secret-file or GITOPS_RAY_WEBHOOK_SECRET, repository credentials from files
     or Secrets named in the settings file.
     """
-    from gitops_ray.runtime.logs import configure_logging
-    from gitops_ray.runtime.runner import Runtime
-
+    ctx = click.get_current_context()
+    launcher = ctx.find_object(Launcher)
+    if launcher is None:  # gitops_ray.cli.main called directly, e.g. by a stale script
+        raise NoController("this command line cannot start the controller: start gitops-ray "
+                           "through its entry point, gitops_ray.entry:main (a gitops-ray "
+                           "script installed before it: reinstall the package)")
     given = {o.key: flags.get(_dest(o.key)) for o in OPTIONS if o.flag_name}
-    for key, value in _global_flags(click.get_current_context()).items():
+    for key, value in _global_flags(ctx).items():
         given[key] = value if given.get(key) is None else given[key]
     settings = load_settings(config_file, env=os.environ, flags=given)
     configure_logging(settings.log_format, settings.log_level)
-    sys.exit(Runtime(settings).run())
+    sys.exit(launcher.start(settings))
 
 
 def _global_flags(ctx: click.Context) -> dict[str, Any]:

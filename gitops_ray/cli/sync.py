@@ -68,11 +68,11 @@ from gitops_ray.cli.table import terminal_width
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.health.impact import Impact
+from gitops_ray.heap import settling
 from gitops_ray.reconcile.deletions import deletions_finished
 from gitops_ray.reconcile.status import live_health, save_failed_sync, save_status, status_of
 from gitops_ray.render.apps import Application, short_revision
 from gitops_ray.render.memo import PARSES
-from gitops_ray.runtime.heap import settling
 from gitops_ray.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync import statuswrites
 from gitops_ray.sync.engine import SyncResult

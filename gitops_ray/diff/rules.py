@@ -41,10 +41,9 @@ from gitops_ray.diff.system import AGGREGATED_ROLES_SPEC, SystemDiff, aggregated
 from gitops_ray.errors import ConfigError, DiffError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.secretmask import is_secret, masked
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import IGNORE_RULE_FIELDS, IgnoreRule, Manifest, ResourceKey, RuleError
 
-RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers", "jqPathExpressions",
-               "managedFieldsManagers")
+RULE_FIELDS = IGNORE_RULE_FIELDS
 _MAX_SHOWN_EXPR = 100
 JQ_TIMEOUT = 1.0
 """Seconds each jq ignore expression may run per object, as in Argo CD (1 s)."""
@@ -226,31 +225,38 @@ def _masked_if_secret(key: ResourceKey, obj: Manifest,
     return doc, other
 
 
-def compile_rules(specs: Iterable[Mapping[str, Any]], *, builtin: bool = True,
+def compile_rules(specs: Iterable[IgnoreRule | Mapping[str, Any]], *, builtin: bool = True,
                   jq_timeout: float = JQ_TIMEOUT, where: str = "",
                   system: SystemDiff = NO_SYSTEM) -> RuleSet:
     """Compile Argo ``ignoreDifferences`` entries (plus system and built-in rules).
 
-    ``where`` names the source (e.g. ``"Application demo"``) in error messages. A zero
-    ``jq_timeout`` means the default :data:`JQ_TIMEOUT`. Raises
-    :class:`~gitops_ray.errors.ConfigError` for a malformed rule, naming its index. An
-    invalid glob is not an error (Argo CD: no match, with a warning): that rule matches
-    nothing, and the warning is in :attr:`RuleSet.warnings`. ``system`` rules follow the
-    app's own, as Argo's ``NewIgnoreNormalizer`` appends them; an identical one is dropped.
+    ``specs``: an Application's :class:`~gitops_ray.types.IgnoreRule` s (parsed when it
+    was), or entries as decoded, parsed here. ``where`` names the source (e.g.
+    ``"Application demo"``) in error messages. A zero ``jq_timeout`` means the default
+    :data:`JQ_TIMEOUT`. Raises :class:`~gitops_ray.errors.ConfigError` for a malformed
+    rule, naming its index. An invalid glob is not an error (Argo CD: no match, with a
+    warning): that rule matches nothing, and the warning is in :attr:`RuleSet.warnings`.
+    ``system`` rules follow the app's own, as Argo's ``NewIgnoreNormalizer`` appends them;
+    an identical one is dropped.
     """
     if jq_timeout < 0:
         raise ConfigError(f"{_prefix(where)}jq timeout must not be negative: {jq_timeout}")
     warnings: list[str] = []
-    own = list(specs)
-    rules = [_compile(spec, f"{_prefix(where)}ignoreDifferences[{i}]", warnings=warnings)
-             for i, spec in enumerate(own)]
-    rules += [_compile(spec, label, warnings=warnings) for label, spec in system.ignore
-              if spec not in own]
+    labelled = [(f"{_prefix(where)}ignoreDifferences[{i}]", spec)
+                for i, spec in enumerate(specs)]
+    own = [_parsed(spec, label) for label, spec in labelled]
+    rules = [_compile(rule, label, warnings=warnings)
+             for rule, (label, _) in zip(own, labelled, strict=True)]
+    for label, spec in system.ignore:
+        rule = _parsed(spec, label)
+        if rule not in own:
+            rules.append(_compile(rule, label, warnings=warnings))
     if system.aggregated_roles:
-        rules.append(_compile(AGGREGATED_ROLES_SPEC, "argocd-cm ignoreAggregatedRoles",
-                              active=aggregated_role))
+        rules.append(_compile(_parsed(AGGREGATED_ROLES_SPEC, "argocd-cm ignoreAggregatedRoles"),
+                              "argocd-cm ignoreAggregatedRoles", active=aggregated_role))
     if builtin:
-        rules += [_compile(b.spec, b.label, active=b.active) for b in BUILTIN_RULES]
+        rules += [_compile(_parsed(b.spec, b.label), b.label, active=b.active)
+                  for b in BUILTIN_RULES]
     return RuleSet(rules, jq_timeout=jq_timeout or JQ_TIMEOUT, system=system,
                    warnings=warnings)
 
@@ -259,47 +265,29 @@ def _prefix(where: str) -> str:
     return f"{where}: " if where else ""
 
 
-def _compile(spec: Mapping[str, Any], label: str, *,
+def _parsed(spec: IgnoreRule | Mapping[str, Any], label: str) -> IgnoreRule:
+    """``spec`` as its type (an Application's are already)."""
+    if isinstance(spec, IgnoreRule):
+        return spec
+    try:
+        return IgnoreRule.parse(dict(spec) if isinstance(spec, Mapping) else spec, label)
+    except RuleError as e:
+        raise ConfigError(str(e)) from None
+
+
+def _compile(rule: IgnoreRule, label: str, *,
              active: Callable[[Sequence[Manifest | None]], bool] | None = None,
              warnings: list[str] | None = None) -> Rule:
-    if not isinstance(spec, Mapping):
-        raise ConfigError(f"{label}: expected a mapping, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - set(RULE_FIELDS))
-    if unknown:
-        raise ConfigError(f"{label}: unknown field(s) {', '.join(unknown)}; "
-                          f"known fields: {', '.join(RULE_FIELDS)}")
-    kind = _string(spec, "kind", label)
-    if not kind:
-        raise ConfigError(f"{label}: 'kind' is required (use \"*\" for any kind)")
     return Rule(label=label,
-                group=_glob(_string(spec, "group", label), "group", label, warnings),
-                kind=_glob(kind, "kind", label, warnings),
-                name=_string(spec, "name", label),
-                namespace=_string(spec, "namespace", label),
+                group=_glob(rule.group, "group", label, warnings),
+                kind=_glob(rule.kind, "kind", label, warnings),
+                name=rule.name, namespace=rule.namespace,
                 pointers=tuple(_pointer(p, f"{label}.jsonPointers[{i}]")
-                               for i, p in enumerate(_strings(spec, "jsonPointers", label))),
+                               for i, p in enumerate(rule.json_pointers)),
                 jq=tuple(_jq(e, f"{label}.jqPathExpressions[{i}]")
-                         for i, e in enumerate(_strings(spec, "jqPathExpressions", label))),
-                managers=frozenset(_strings(spec, "managedFieldsManagers", label)),
+                         for i, e in enumerate(rule.jq_path_expressions)),
+                managers=frozenset(rule.managed_fields_managers),
                 active=active)
-
-
-def _string(spec: Mapping[str, Any], field: str, label: str) -> str:
-    value = spec.get(field)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ConfigError(f"{label}.{field}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _strings(spec: Mapping[str, Any], field: str, label: str) -> list[str]:
-    value = spec.get(field)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{label}.{field}: expected a list of strings")
-    return value
 
 
 def _glob(pattern: str, field: str, label: str,

@@ -21,17 +21,23 @@ written as ``status.operationState`` while ``.operation`` is cleared, as Argo CD
 controller does (``controller/appcontroller.go`` ``processRequestedAppOperation``,
 ``finalizeApplicationDeletion``). A rollback (``argocd app rollback``) is an operation
 whose revision and source come from ``status.history``.
+
+The Application's definition as gitops-ray takes it over (:func:`cluster_application`:
+without its status, ``.operation`` and request annotations) is read here too, so the
+controller's watch (:mod:`gitops_ray.runtime.argocd`) and the one-shot preview
+(``gitops-ray diff --argocd-app``) parse it alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from gitops_ray.moments import rfc3339, rfc3339_fine
-from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application
+from gitops_ray.render import parse_application
+from gitops_ray.render.apps import REVISIONS_SEPARATOR, Application, Destination
 from gitops_ray.sync.history import entry_id, is_deployment
 from gitops_ray.types import (
     MANAGED_ANNOTATION,
@@ -106,6 +112,34 @@ def refresh_requested(obj: Mapping[str, Any]) -> str:
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     value = str(annotations.get(REFRESH_ANNOTATION, "")).lower()
     return value if value in ("normal", "hard") else ""
+
+
+def cluster_application(obj: Mapping[str, Any], name: str) -> Application:
+    """An in-cluster Application as gitops-ray takes it over, named ``name``.
+
+    Its status, ``.operation`` and request annotations are not part of its definition.
+    :class:`~gitops_ray.errors.ConfigError` when it is invalid; the fields it would not
+    honour are its ``warnings`` (also what ``gitops-ray diff --argocd-app`` lists).
+    """
+    body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
+    meta = dict(body.get("metadata") or {})
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
+                   if k not in REQUEST_ANNOTATIONS}
+    body["metadata"] = {k: v for k, v in meta.items() if k in (
+        "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
+    app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
+                                         f"{meta.get('name')}")
+    return replace(app, name=name)
+
+
+def application_destination(obj: Mapping[str, Any]) -> Destination:
+    """``spec.destination`` as written (a malformed one names no cluster)."""
+    spec = obj.get("spec")
+    dest = spec.get("destination") if isinstance(spec, Mapping) else None
+    if not isinstance(dest, Mapping):
+        return Destination(name="\0")
+    return Destination(str(dest.get("namespace") or ""), str(dest.get("server") or ""),
+                       str(dest.get("name") or ""))
 
 
 # -- operations ----------------------------------------------------------------------------

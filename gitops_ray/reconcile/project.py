@@ -25,11 +25,11 @@ Argo CD would refuse is refused here with the same words:
 **Destination clusters.** A destination ``server: https://kubernetes.default.svc`` or
 ``name: in-cluster`` (or neither, as the git-only Applications are read) is the
 controller's own cluster, matched against the project as Argo CD's in-cluster entry (that
-server *and* that name). Another cluster is found by a :data:`ResolveCluster` (the
-controller's cluster Secrets, :mod:`gitops_ray.runtime.clusters`): by Secret ``name`` for
+server *and* that name). Another cluster is found by a :data:`ResolveCluster` (among
+the cluster Secrets, :mod:`gitops_ray.reconcile.destinations`): by Secret ``name`` for
 ``destination.name``, by ``server`` for ``destination.server``, with Argo CD's messages
-when there is none ("there are no clusters with this name: far"). Without one (the
-one-shot commands), only our own cluster exists and any other is an
+when there is none ("there are no clusters with this name: far"). Without one, only our
+own cluster exists and any other is an
 ``InvalidSpecError``: an app synced into the wrong cluster is worse than one not synced.
 A cluster whose Secret lists ``namespaces`` refuses a destination namespace outside them
 (a condition), and any object outside them, or cluster-scoped unless ``clusterResources``

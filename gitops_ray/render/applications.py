@@ -45,6 +45,7 @@ from gitops_ray.render.bounds import check_yaml
 from gitops_ray.render.documents import Doc, parse_yaml, read_text
 from gitops_ray.render.manifests import MANIFEST_SUFFIXES, file_documents, walk_files
 from gitops_ray.safepath import check_no_escaping_symlinks, safe_path
+from gitops_ray.types import IgnoreRule, RuleError
 
 log = logging.getLogger(__name__)  # stdlib: see render.manifests
 
@@ -419,12 +420,17 @@ def _sync_policy(raw: object, ctx: _Context) -> SyncPolicy:
                       sync_options=options)
 
 
-def _ignore_differences(spec: Mapping[str, Any], ctx: _Context) -> tuple[dict[str, Any], ...]:
+def _ignore_differences(spec: Mapping[str, Any], ctx: _Context) -> tuple[IgnoreRule, ...]:
+    """``spec.ignoreDifferences``, each entry parsed into its type here, once."""
     rules = _list(spec, "ignoreDifferences", "spec", ctx)
     for i, rule in enumerate(rules):
         if not isinstance(rule, dict):
             raise ctx.error(f"spec.ignoreDifferences[{i}] must be a mapping")
-    return tuple(dict(rule) for rule in rules)
+    try:
+        return tuple(IgnoreRule.parse(rule, f"spec.ignoreDifferences[{i}]")
+                     for i, rule in enumerate(rules))
+    except RuleError as e:
+        raise ctx.error(str(e)) from None
 
 
 # -- app-of-apps and flags ----------------------------------------------------------------
@@ -552,7 +558,7 @@ def application_from_flags(*, name: str, repo_url: str, revision: str = "HEAD",
                            directory: DirectorySource | None = None,
                            kustomize: KustomizeSource | None = None,
                            sync_policy: SyncPolicy | None = None,
-                           ignore_differences: Sequence[Mapping[str, Any]] = ()
+                           ignore_differences: Sequence[Mapping[str, Any] | IgnoreRule] = ()
                            ) -> Application:
     """One app from CLI flags (``--repo --revision --path --dest-namespace``)."""
     if not name:
@@ -567,4 +573,14 @@ def application_from_flags(*, name: str, repo_url: str, revision: str = "HEAD",
     _single_type(source, "source", _Context(f"app {name}"))
     return Application(name=name, source=source, destination=Destination(dest_namespace),
                        project=project, sync_policy=sync_policy or SyncPolicy(),
-                       ignore_differences=tuple(dict(r) for r in ignore_differences))
+                       ignore_differences=_flag_rules(name, ignore_differences))
+
+
+def _flag_rules(name: str, rules: Sequence[Mapping[str, Any] | IgnoreRule]
+                ) -> tuple[IgnoreRule, ...]:
+    try:
+        return tuple(r if isinstance(r, IgnoreRule) else
+                     IgnoreRule.parse(dict(r), f"app {name}: ignoreDifferences[{i}]")
+                     for i, r in enumerate(rules))
+    except RuleError as e:
+        raise ConfigError(str(e)) from None

@@ -3,14 +3,18 @@
 Users keep Argo CD ``Application`` manifests in their config repo, so the same files work
 for Argo CD and for gitops-ray. Only the fields we act on are modelled; anything else is
 reported as a warning by the parser (see ``parse_application``) rather than ignored
-silently. ``ignoreDifferences`` entries stay as plain dicts: ``gitops_ray.diff`` compiles
-them, so the diff stage does not depend on this module.
+silently. ``ignoreDifferences`` entries and ``syncOptions`` are parsed here, once, into the
+shared vocabulary's types (:class:`~gitops_ray.types.IgnoreRule`,
+:class:`~gitops_ray.types.SyncOptions`): ``gitops_ray.diff`` compiles the rules, so the
+diff stage does not depend on this module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from gitops_ray.types import IgnoreRule, SyncOption, SyncOptions
 
 
 @dataclass(frozen=True)
@@ -112,9 +116,14 @@ class SyncPolicy:
     self_heal: bool = False
     allow_empty: bool = False
     sync_options: tuple[str, ...] = ()
+    options: SyncOptions = field(init=False, compare=False, repr=False)
+    """``sync_options`` parsed (once, when the policy is made)."""
 
-    def has_option(self, option: str) -> bool:
-        return option in self.sync_options
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", SyncOptions.parse(self.sync_options))
+
+    def has_option(self, option: SyncOption | str) -> bool:
+        return self.options.has(option)
 
     @property
     def summary(self) -> str:
@@ -133,7 +142,7 @@ class Application:
     destination: Destination = Destination()
     namespace: str = ""  # where the Application object itself lives
     project: str = "default"
-    ignore_differences: tuple[dict[str, Any], ...] = ()
+    ignore_differences: tuple[IgnoreRule, ...] = ()  # parsed once (types.IgnoreRule)
     sync_policy: SyncPolicy = SyncPolicy()
     annotations: dict[str, str] = field(default_factory=dict)
     finalizers: tuple[str, ...] = ()  # resources-finalizer.argocd.argoproj.io: cascade delete

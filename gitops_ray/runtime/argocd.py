@@ -45,19 +45,20 @@ from gitops_ray.errors import GitOpsRayError
 from gitops_ray.kube import Conflict, Kube, KubeError, NotFound
 from gitops_ray.reconcile.argostatus import (
     REFRESH_ANNOTATION,
-    REQUEST_ANNOTATIONS,
     RESOURCES_FINALIZERS,
     ManualOperation,
     OptIn,
     Projection,
     app_name,
+    application_destination,
     application_status,
+    cluster_application,
     opt_in,
     refresh_requested,
     requested_operation,
 )
 from gitops_ray.reconcile.pipeline import Comparison
-from gitops_ray.render import parse_application
+from gitops_ray.render.applications import API_VERSION
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.metrics import Metrics
@@ -67,7 +68,6 @@ from gitops_ray.sync.events import post_event
 from gitops_ray.types import Manifest
 
 log = structlog.get_logger(__name__)
-API_VERSION = "argoproj.io/v1alpha1"
 WRITE_ATTEMPTS = 5
 
 
@@ -215,7 +215,7 @@ class ClusterApplications:
         name = app_name(namespace, raw_name, argocd_namespace=self.settings.namespace)
         choice = opt_in(obj) if kind != "DELETED" else OptIn.NOT_OURS
         if kind != "DELETED" and choice is not OptIn.MANAGED and \
-                self.handed_over(_destination(obj)):
+                self.handed_over(application_destination(obj)):
             choice = OptIn.MANAGED  # its cluster's Secret hands every app of it over
         self._warn(choice, obj)
         ours = choice is OptIn.MANAGED and not meta.get("deletionTimestamp")
@@ -270,34 +270,6 @@ class ClusterApplications:
                     problem=choice.value, detail=choice.warning)
         post_event(self.kube, obj, reason="GitOpsRayNotManaging", message=choice.warning,
                    warning=True)
-
-
-def cluster_application(obj: Manifest, name: str) -> Application:
-    """An in-cluster Application as gitops-ray takes it over, named ``name``.
-
-    Its status, ``.operation`` and request annotations are not part of its definition.
-    :class:`~gitops_ray.errors.ConfigError` when it is invalid; the fields it would not
-    honour are its ``warnings`` (also what ``gitops-ray diff --argocd-app`` lists).
-    """
-    body = {k: v for k, v in obj.items() if k not in ("status", "operation")}
-    meta = dict(body.get("metadata") or {})
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
-                   if k not in REQUEST_ANNOTATIONS}
-    body["metadata"] = {k: v for k, v in meta.items() if k in (
-        "name", "namespace", "finalizers", "labels")} | {"annotations": annotations}
-    app = parse_application(body, origin=f"Application {meta.get('namespace')}/"
-                                         f"{meta.get('name')}")
-    return dataclasses.replace(app, name=name)
-
-
-def _destination(obj: Manifest) -> Destination:
-    """``spec.destination`` as written (a malformed one names no cluster)."""
-    spec = obj.get("spec")
-    dest = spec.get("destination") if isinstance(spec, Mapping) else None
-    if not isinstance(dest, Mapping):
-        return Destination(name="\0")
-    return Destination(str(dest.get("namespace") or ""), str(dest.get("server") or ""),
-                       str(dest.get("name") or ""))
 
 
 def _change(before: _Entry | None, after: _Entry | None) -> Change:

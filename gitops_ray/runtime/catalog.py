@@ -40,9 +40,9 @@ from typing import Protocol
 import structlog
 
 from gitops_ray.errors import GitOpsRayError
+from gitops_ray.logs import redact_url
 from gitops_ray.render import AppScan, scan_applications
 from gitops_ray.render.apps import Application
-from gitops_ray.runtime.logs import redact_url
 from gitops_ray.settings import AppSourceSpec
 from gitops_ray.source import GitSource
 

@@ -5,7 +5,8 @@ it into ours instead is worse than not syncing it. So the controller watches the
 cluster Secrets (label ``argocd.argoproj.io/secret-type: cluster``; parsed by
 :mod:`gitops_ray.kube.clusters`) in Argo CD's namespace when ``argocd.enabled``, else in
 the control namespace, and resolves each app's destination as Argo CD does
-(:meth:`ClusterRegistry.resolve`): ``name`` by the Secret's ``name``, ``server`` by its
+(:meth:`ClusterRegistry.resolve`, by the rules of :mod:`gitops_ray.reconcile.destinations`,
+which the one-shot commands share): ``name`` by the Secret's ``name``, ``server`` by its
 ``server``; ``in-cluster``, ``https://kubernetes.default.svc`` or no destination at all is
 the controller's own cluster. A destination that resolves to nothing is refused by the
 pipeline with Argo CD's message (an ``InvalidSpecError``): nothing rendered, applied or
@@ -21,27 +22,25 @@ its apps are refused again.
 
 **Connection state.** Every request to a cluster feeds its own
 :class:`~gitops_ray.runtime.readiness.ApiHealth`; a new bundle is probed once
-(``GET /version``, :data:`PROBE_TIMEOUT`). While a cluster does not answer, its apps
-fail fast with :class:`ClusterUnavailable` (no request, no worker held: sync and health
-``Unknown``, a ``ComparisonError`` naming the cluster, never its credentials) and a probe
-thread asks it again every :data:`~gitops_ray.runtime.readiness.PROBE_INTERVAL` seconds;
-when it answers, ``on_change`` refreshes the apps. Other clusters' apps never wait for
+(``GET /version``, :data:`~gitops_ray.reconcile.destinations.PROBE_TIMEOUT`). While a
+cluster does not answer, its apps fail fast with
+:class:`~gitops_ray.reconcile.destinations.ClusterUnavailable` (no request, no worker
+held: sync and health ``Unknown``, a ``ComparisonError`` naming the cluster, never its
+credentials) and a probe thread asks it again every
+:data:`~gitops_ray.runtime.readiness.PROBE_INTERVAL` seconds; when it answers,
+``on_change`` refreshes the apps. Other clusters' apps never wait for
 it: its watches run in their own threads, with their own backoff.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
-from gitops_ray.errors import GitOpsRayError
-from gitops_ray.kube import Kube, KubeError
+from gitops_ray.kube import Kube
 from gitops_ray.kube.clusters import (
     CLUSTER_SECRET_SELECTOR,
     ClusterConfig,
@@ -49,9 +48,19 @@ from gitops_ray.kube.clusters import (
     connect_cluster,
     hand_over,
     normalize_server,
-    parse_cluster_secret,
 )
-from gitops_ray.reconcile.project import IN_CLUSTER, IN_CLUSTER_NAME, Cluster
+from gitops_ray.reconcile.destinations import (
+    Broken,
+    ClusterUnavailable,
+    answers,
+    as_cluster,
+    claimed_identity,
+    is_local,
+    read_secret,
+    resolve_destination,
+    unreachable,
+)
+from gitops_ray.reconcile.project import IN_CLUSTER_NAME, Cluster
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.redact import redact
 from gitops_ray.render.applications import IN_CLUSTER_SERVER
@@ -61,15 +70,8 @@ from gitops_ray.runtime.watches import KindWatch, LiveCache, WatchOptions
 from gitops_ray.types import MANAGED_ANNOTATION, SKIP_RECONCILE_ANNOTATION, Manifest
 
 log = structlog.get_logger(__name__)
-PROBE_TIMEOUT = 5.0  # seconds a probe of a destination cluster may take
 Build = Callable[[Kube], tuple[LiveCache, Reconciler]]
 """Make a cluster's watch cache and reconciler around its client (the runner's wiring)."""
-
-
-class ClusterUnavailable(GitOpsRayError):
-    """The app's destination cluster cannot be reached (or its client not built)."""
-
-    stage = "cluster"
 
 
 @dataclass
@@ -82,15 +84,6 @@ class ClusterBundle:
     reconciler: Reconciler
     digest: str = ""
     health: ApiHealth = field(default_factory=ApiHealth)
-
-
-@dataclass(frozen=True)
-class Broken:
-    """A cluster Secret we cannot use: who it claims to be, and why not."""
-
-    name: str
-    server: str
-    error: str
 
 
 class ClusterRegistry:
@@ -200,7 +193,7 @@ class ClusterRegistry:
         health = ApiHealth()
         kube.hooks.append(health.observe)
         cache, reconciler = self._build(kube)
-        bundle = ClusterBundle(_cluster(config), kube, cache, reconciler, config.digest, health)
+        bundle = ClusterBundle(as_cluster(config), kube, cache, reconciler, config.digest, health)
         with self._lock:
             old = self._bundles.get(config.server)
             self._bundles[config.server] = bundle
@@ -228,7 +221,7 @@ class ClusterRegistry:
         managed, skipped = hand_over((secret.get("metadata") or {}).get("annotations"))
         if managed and skipped:  # whether or not we can connect (our own cluster's need not)
             with self._lock:
-                self._handed[name] = _identity(secret)
+                self._handed[name] = claimed_identity(secret)
         elif managed != skipped:
             log.warning("cluster_half_handed_over", secret=name, managed=managed,
                         skip_reconcile=skipped, detail="a cluster is handed to gitops-ray "
@@ -262,102 +255,9 @@ class ClusterRegistry:
                 self._on_change()
 
 
-def read_secret(secret: Manifest) -> ClusterConfig | Broken:
-    """A cluster Secret parsed, or who it claims to be and why it cannot be used."""
-    try:
-        return parse_cluster_secret(secret)
-    except ClusterSecretError as e:
-        claimed, server = _identity(secret)
-        return Broken(claimed, server, str(e))
-
-
-def resolve_destination(dest: Destination, configs: Sequence[ClusterConfig],
-                        broken: Sequence[Broken], *, forbidden_in: str = "") -> Cluster | str:
-    """Argo CD's ``GetDestinationCluster`` among these Secrets: the cluster, or its error.
-
-    ``forbidden_in``: the namespace whose cluster Secrets we may not list (RBAC), named in
-    the error so that it says why no cluster was found.
-    """
-    if dest.server and dest.name:
-        return ("application destination can't have both name and server defined: "
-                f"{dest.name} {redact(dest.server)}")
-    if is_local(dest):
-        return IN_CLUSTER
-    found = find_cluster(dest, configs, broken)
-    if isinstance(found, str) and forbidden_in:
-        return f"{found} (gitops-ray may not list the cluster Secrets in {forbidden_in})"
-    return found
-
-
-def unreachable(cluster: Cluster) -> ClusterUnavailable:
-    """The error of every app of a cluster that does not answer (never its credentials)."""
-    return ClusterUnavailable(
-        f"destination cluster '{cluster.name or redact(cluster.server)}' "
-        f"({redact(cluster.server)}) is unreachable: its API server does not answer; "
-        "retried when it does")
-
-
-def answers(kube: Kube) -> bool:
-    """One bounded ``GET /version`` (:data:`PROBE_TIMEOUT`): whether the cluster answered."""
-    with contextlib.suppress(KubeError):
-        kube.call("GET", "/version", verb="probe", timeout=PROBE_TIMEOUT)
-        return True
-    return False
-
-
-def find_cluster(dest: Destination, configs: Sequence[ClusterConfig],
-                 broken: Sequence[Broken]) -> Cluster | str:
-    """The remote cluster ``dest`` names among the Secrets, or Argo CD's message.
-
-    By ``name`` (several Secrets with one name is an error, as in Argo CD), else by
-    ``server``; a Secret we cannot use answers with its own error.
-    """
-    if dest.name:
-        found = [c for c in configs if c.name == dest.name]
-        unusable = [b for b in broken if b.name == dest.name]
-        if unusable and not found:
-            return unusable[0].error
-        if len(found) > 1:
-            servers = " ".join(sorted(redact(c.server) for c in found))
-            return f"there are {len(found)} clusters with the same name: [{servers}]"
-        return _cluster(found[0]) if found else \
-            f"there are no clusters with this name: {dest.name}"
-    server = normalize_server(dest.server)
-    found = [c for c in configs if c.server == server]
-    unusable = [b for b in broken if b.server == server]
-    if found:
-        return _cluster(found[0])
-    if unusable:
-        return unusable[0].error
-    shown = redact(server)
-    return f'error getting cluster by server "{shown}": cluster "{shown}" not found'
-
-
-def is_local(dest: Destination) -> bool:
-    """Whether ``dest`` is the controller's own cluster, whatever the Secrets say."""
-    return (not dest.server and dest.name in ("", IN_CLUSTER_NAME)) or \
-        normalize_server(dest.server) == IN_CLUSTER_SERVER
-
-
 def _ping(bundle: ClusterBundle) -> bool:
     """One bounded ``GET /version``; whether it answered (its health records either way)."""
     return answers(bundle.kube)
-
-
-def _cluster(config: ClusterConfig) -> Cluster:
-    return Cluster(config.name, config.server, config.namespaces, config.cluster_resources)
-
-
-def _identity(secret: Manifest) -> tuple[str, str]:
-    """The ``name`` and ``server`` an unusable Secret claims, as far as they decode."""
-    data = secret.get("data") or {}
-    out = []
-    for key in ("name", "server"):
-        try:
-            out.append(base64.b64decode(str(data.get(key, "")), validate=True).decode().strip())
-        except (binascii.Error, UnicodeDecodeError):
-            out.append("")
-    return out[0], normalize_server(out[1])
 
 
 def _secret_options(options: WatchOptions) -> WatchOptions:

@@ -99,7 +99,9 @@ from structlog.typing import FilteringBoundLogger
 from gitops_ray.errors import GitOpsRayError
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import KubeError, LeaseExpired
+from gitops_ray.logs import redact_url
 from gitops_ray.reconcile.autosync import Action
+from gitops_ray.reconcile.destinations import ClusterUnavailable
 from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.reconcile.reconciler import Reconciler
@@ -112,9 +114,7 @@ from gitops_ray.runtime.bookkeeping import (
     record_pause,
     record_status,
 )
-from gitops_ray.runtime.clusters import ClusterUnavailable
 from gitops_ray.runtime.leadership import TERM_RETRY_SECONDS
-from gitops_ray.runtime.logs import redact_url
 from gitops_ray.runtime.metrics import AppState
 from gitops_ray.runtime.operations import (
     Operations,

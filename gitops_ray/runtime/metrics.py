@@ -175,7 +175,7 @@ class Metrics:
                                       "Events waiting to be sent was full.", registry=r)
         self.heap_frozen = Gauge("gitops_ray_heap_frozen_objects", "Objects the last "
                                  "heap settle left out of the garbage collector's "
-                                 "walks (gc.freeze; see gitops_ray.runtime.heap).",
+                                 "walks (gc.freeze; see gitops_ray.heap).",
                                  registry=r)
 
     def observe_request(self, verb: str, resource: str, status: int, seconds: float) -> None:

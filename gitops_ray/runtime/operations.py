@@ -130,9 +130,8 @@ def with_sync_options(app: Application, options: Sequence[str]) -> Application:
     """``app`` with an operation's sync options added to its own (the operation's win)."""
     if not options:
         return app
-    names = {o.split("=", 1)[0] for o in options}
-    kept = tuple(o for o in app.sync_policy.sync_options if o.split("=", 1)[0] not in names)
-    policy = dataclasses.replace(app.sync_policy, sync_options=(*kept, *options))
+    merged = app.sync_policy.options.overridden_by(options)
+    policy = dataclasses.replace(app.sync_policy, sync_options=merged.written)
     return dataclasses.replace(app, sync_policy=policy)
 
 

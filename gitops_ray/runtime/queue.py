@@ -1,15 +1,13 @@
-"""Work scheduling for app refreshes: delayed triggers and a bounded, per-app-exclusive pool.
+"""Work scheduling for app refreshes: a bounded, per-app-exclusive pool.
 
 Why not just call ``refresh(app)`` from wherever a trigger comes from (poll, webhook,
 watch event, backoff timer): a RayCluster being scaled produces bursts of watch events,
 a slow repository can take minutes, and two refreshes of one app must never sync at the
 same time. So:
 
-* :class:`Timers` holds "refresh app X at time T" entries. A watch event asks for
-  ``now + debounce`` and a backoff for ``now + wait``; an earlier request wins and later
-  ones are absorbed, so a burst of events becomes one refresh (trailing edge, at most
-  ``debounce`` after the first event). One thread serves all timers; the clock is
-  injectable and :meth:`Timers.pop_due` is usable without the thread, for tests.
+* Delayed triggers ("refresh app X at time T": a watch event's debounce, a backoff) are
+  deadlines of the runtime's one APScheduler (:mod:`gitops_ray.runtime.scheduling`):
+  the earliest request for an app wins, so a burst of events becomes one refresh.
 * :class:`WorkQueue` runs refreshes on a fixed number of worker threads. An app is
   never refreshed twice at once: a request for an app that is running is remembered and
   runs once more right after (so no trigger is lost), and requests for an app already
@@ -41,73 +39,6 @@ log = structlog.get_logger(__name__)
 Clock = Callable[[], float]
 PATIENCE = 2.0
 """Seconds a normal refresh waits while urgent work runs before it may run beside it."""
-
-
-class Timers:
-    """Per-key deadlines; the earliest request for a key wins."""
-
-    def __init__(self, fire: Callable[[str], None], *, clock: Clock = time.monotonic) -> None:
-        self._fire = fire
-        self._clock = clock
-        self._due: dict[str, float] = {}
-        self._heap: list[tuple[float, str]] = []
-        self._cond = threading.Condition()
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    def schedule(self, key: str, delay: float) -> None:
-        """Fire ``key`` in ``delay`` seconds, unless it is already due earlier."""
-        deadline = self._clock() + max(0.0, delay)
-        with self._cond:
-            if key in self._due and self._due[key] <= deadline:
-                return
-            self._due[key] = deadline
-            heapq.heappush(self._heap, (deadline, key))
-            self._cond.notify()
-
-    def cancel(self, key: str) -> None:
-        with self._cond:
-            self._due.pop(key, None)
-
-    def pending(self, key: str) -> float | None:
-        """Seconds until ``key`` fires, or ``None``."""
-        with self._cond:
-            due = self._due.get(key)
-        return None if due is None else max(0.0, due - self._clock())
-
-    def pop_due(self) -> list[str]:
-        """Keys whose deadline has passed (removed), earliest first."""
-        now, out = self._clock(), []
-        with self._cond:
-            while self._heap and self._heap[0][0] <= now:
-                deadline, key = heapq.heappop(self._heap)
-                if self._due.get(key) == deadline:
-                    del self._due[key]
-                    out.append(key)
-        return out
-
-    def _wait_time(self) -> float | None:
-        while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
-            heapq.heappop(self._heap)  # superseded or cancelled
-        return max(0.0, self._heap[0][0] - self._clock()) if self._heap else None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="timers", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._stopped:
-                    return
-                self._cond.wait(self._wait_time())
-            for key in self.pop_due():
-                self._fire(key)
 
 
 URGENT, NORMAL, SOON, STANDBY = 0, 1, 2, 3

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from gitops_ray.errors import SourceError
-from gitops_ray.runtime.logs import redact_url
+from gitops_ray.logs import redact_url
 from gitops_ray.runtime.webhook import Push, normalize_repo_url
 
 Resolve = Callable[..., str]

@@ -1,7 +1,7 @@
 """``gitops-ray run``: wire settings into a running controller, and shut it down cleanly.
 
 Why one object owns every thread: start-up and shutdown order is where controllers lose
-data. Start: HTTP (probes answer at once), timers and the scheduler, the first catalog
+data. Start: HTTP (probes answer at once), the scheduler, the first catalog
 load, then leader election. SIGTERM: stop polling, stop leading (waiting for a running
 sync to finish, bounded by ``shutdownTimeout``), **release the lease** so a replica
 takes over immediately instead of after the lease duration, drain the workers, stop the
@@ -10,8 +10,9 @@ client-go controllers do, so Kubernetes restarts the pod as a clean follower.
 
 Triggers, all funnelled into one :class:`~gitops_ray.runtime.queue.WorkQueue`:
 
-* an APScheduler interval job per app (``interval`` + up to ``jitter``), and one for the
-  app-of-apps sources;
+* an interval job per app (``interval`` + up to ``jitter``), and one for the app-of-apps
+  sources, on the one :class:`~gitops_ray.runtime.scheduling.Scheduler` (APScheduler)
+  that also times the debounced and delayed refreshes below;
 * a watch event on a managed object: a debounced refresh of its app;
 * an edit of a pod-shape ConfigMap (``podShapes.*``, watched by name): a debounced
   refresh of every app (the render cache is keyed by the ConfigMaps' content, so only
@@ -46,7 +47,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import functools
 import json
 import signal
@@ -58,16 +58,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from gitops_ray import childproc
+from gitops_ray.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.leader import LeaderElector
 from gitops_ray.kube.outbox import Outbox
+from gitops_ray.logs import Throttle
 from gitops_ray.reconcile.argocdcm import ARGOCD_CM, configmap_settings
+from gitops_ray.reconcile.destinations import is_local
 from gitops_ray.reconcile.pipeline import (
     Pipeline,
     RenderTools,
@@ -81,14 +82,12 @@ from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argocd import ArgoBridge, Change, ClusterApplications, StatusWriter
 from gitops_ray.runtime.argoredis import ArgoViews
 from gitops_ray.runtime.catalog import Catalog
-from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry, is_local
+from gitops_ray.runtime.clusters import ClusterBundle, ClusterRegistry
 from gitops_ray.runtime.controller import Controller
 from gitops_ray.runtime.credentials import git_source
-from gitops_ray.runtime.heap import SETTLE_EVERY_S, Heap
 from gitops_ray.runtime.inline import parse_inline
-from gitops_ray.runtime.logs import Throttle
 from gitops_ray.runtime.metrics import Metrics
-from gitops_ray.runtime.queue import Timers, WorkQueue, across_clusters
+from gitops_ray.runtime.queue import WorkQueue, across_clusters
 from gitops_ray.runtime.readiness import (
     PROBE_INTERVAL,
     ApiHealth,
@@ -99,6 +98,7 @@ from gitops_ray.runtime.readiness import (
     failing,
 )
 from gitops_ray.runtime.revisions import RECENT, Revisions
+from gitops_ray.runtime.scheduling import Scheduler
 from gitops_ray.runtime.server import (
     HttpServers,
     Refusal,
@@ -165,7 +165,7 @@ class Runtime:
         self.cache = LiveCache(self.kube, on_event=self._on_watch_event, metrics=self.metrics)
         self.queue = WorkQueue(self._work, workers=settings.workers,
                                standby=self._standby if sharded else None)
-        self.timers = Timers(lambda key: self.queue.submit(key, "due", urgent=True))
+        self.scheduler = Scheduler(lambda key: self.queue.submit(key, "due", urgent=True))
         self.shape_configmaps: NamedObjects | None = None
         self.argocd_cm: NamedObjects | None = None
         self.applications = (ClusterApplications(self.kube, settings.argocd,
@@ -175,7 +175,6 @@ class Runtime:
         self.shards = self._shards()
         self.controller = self._controller()
         self.catalog, self.revisions = self.controller.catalog, self.controller.revisions
-        self.scheduler = BackgroundScheduler(timezone=datetime.UTC)
         self.elector = self._elector()
         self.http = HttpServers(group_routes(self._routes()), on_refused=self._refused)
         self.metrics.readiness.source = lambda: [(r.check.value, r.ok)
@@ -213,7 +212,7 @@ class Runtime:
             catalog=Catalog(source, s.app_sources, parse_inline(s.applications),
                             cluster=self.applications),
             revisions=Revisions(source.resolve), metrics=self.metrics, autosync=s.autosync,
-            identity=s.lease.identity, requeue=self.timers.schedule, fence=self.fence,
+            identity=s.lease.identity, requeue=self.scheduler.schedule, fence=self.fence,
             recent=min(RECENT, s.interval / 2) if s.interval > 0 else RECENT,
             on_refreshed=self.refreshes.observe, argocd=argocd, shards=self.shards)
 
@@ -234,10 +233,9 @@ class Runtime:
 
         namespace = (self.settings.argocd.namespace if self.settings.argocd.enabled
                      else self.settings.control_namespace)
-        return ClusterRegistry(
-            self.kube, namespace, build=build,
-            local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
-            on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
+        return ClusterRegistry(self.kube, namespace, build=build,
+                               local=ClusterBundle(IN_CLUSTER, self.kube, self.cache, local),
+                               on_change=lambda: self.queue.submit(CLUSTERS, "cluster-changed"))
 
     def _outbox(self) -> Outbox:
         """A cluster's queue of Events to post (:mod:`gitops_ray.kube.outbox`)."""
@@ -275,12 +273,9 @@ class Runtime:
     def start(self) -> None:
         """Start everything in the background (see the module docstring for the order)."""
         self.http.start()
-        self.timers.start()
         self.scheduler.start()
         self.heap.tune()
-        self.scheduler.add_job(self._settle_heap, IntervalTrigger(seconds=SETTLE_EVERY_S),
-                               id=HEAP_JOB, next_run_time=datetime.datetime.now(datetime.UTC),
-                               coalesce=True, max_instances=1, misfire_grace_time=None)
+        self.scheduler.every(HEAP_JOB, SETTLE_EVERY_S, self._settle_heap, now=True)
         if self.shape_configmaps is not None:
             self.shape_configmaps.start()
         if self.argocd_cm is not None:
@@ -319,9 +314,8 @@ class Runtime:
             self._shut_down = True
         log.info("controller_stopping")
         self.stopping.set()
-        self.scheduler.shutdown(wait=False)
+        self.scheduler.stop()  # no job runs after this returns
         self.heap.release()
-        self.timers.stop()
         for thread in self._threads:
             thread.join(self.settings.shutdown_timeout + self.settings.lease.retry_period)
         if self.elector is None and self.shards is None:
@@ -465,7 +459,7 @@ class Runtime:
                 self.applications.reconsider()
             for name, app in self.catalog.apps().items():
                 if not is_local(app.destination):  # ours are not affected
-                    self.timers.schedule(name, self.settings.debounce)
+                    self.scheduler.schedule(name, self.settings.debounce)
         else:
             self.controller.refresh(key, reason)
 
@@ -503,21 +497,18 @@ class Runtime:
         return app
 
     def _settle_heap(self) -> None:
-        """Freeze what survived (see :mod:`gitops_ray.runtime.heap`); at start, the imports."""
+        """Freeze what survived (see :mod:`gitops_ray.heap`); at start, the imports."""
         self.metrics.heap_frozen.set(self.heap.settle().frozen)
 
     def _poll(self, key: str) -> None:
         if self.settings.interval <= 0:
             return
-        trigger = IntervalTrigger(seconds=self.settings.interval,
-                                  jitter=self.settings.jitter or None)
-        self.scheduler.add_job(self.queue.submit, trigger, args=[key, "poll"], id=key,
-                               replace_existing=True, coalesce=True, max_instances=1,
-                               misfire_grace_time=None)
+        self.scheduler.every(key, self.settings.interval,
+                             functools.partial(self.queue.submit, key, "poll"),
+                             jitter=self.settings.jitter)
 
     def _unpoll(self, key: str) -> None:
-        if self.scheduler.get_job(key) is not None:
-            self.scheduler.remove_job(key)
+        self.scheduler.unevery(key)
 
     def _on_watch_event(self, kind: str, obj: Manifest) -> None:
         self._on_cluster_event(self.cache, obj)
@@ -530,7 +521,7 @@ class Runtime:
             obj = self._owner(cache, obj)
         app = self.controller.app_for_event(obj)
         if app is not None:
-            self.timers.schedule(app, self.settings.debounce)
+            self.scheduler.schedule(app, self.settings.debounce)
 
     def _on_application(self, name: str, change: Change) -> None:
         """An Application event: re-merge the catalog, or refresh the app at once."""
@@ -544,13 +535,13 @@ class Runtime:
         log.info("pod_shapes_changed", change=kind,
                  configmap=str((obj.get("metadata") or {}).get("name", "")))
         for app in self.catalog.apps():
-            self.timers.schedule(app, self.settings.debounce)
+            self.scheduler.schedule(app, self.settings.debounce)
 
     def _on_argocd_cm_event(self, kind: str, obj: Manifest) -> None:
         """argocd-cm changed: refresh every app (its digest is part of every memo key)."""
         log.info("argocd_cm_changed", change=kind)
         for app in self.catalog.apps():
-            self.timers.schedule(app, self.settings.debounce)
+            self.scheduler.schedule(app, self.settings.debounce)
 
     def _involved(self, cache: LiveCache, event: Manifest) -> Manifest:
         about = event.get("involvedObject") or {}

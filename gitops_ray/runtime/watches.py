@@ -49,7 +49,7 @@ import structlog
 
 from gitops_ray.kube import Forbidden, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.packed import SHELF, Piece, Shelf
-from gitops_ray.reconcile.pipeline import RAY_CLUSTER_LABEL, REJECTIONS, event_token, pod_token
+from gitops_ray.reconcile.live import RAY_CLUSTER_LABEL, REJECTIONS, event_token, pod_token
 from gitops_ray.runtime.metrics import Metrics
 from gitops_ray.sync.tracking import APP_LABEL
 from gitops_ray.types import Manifest

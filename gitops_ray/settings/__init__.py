@@ -7,7 +7,7 @@ silent defaults. Here every setting has one dotted name (its path in the YAML fi
 builds its flags from that table. Unknown keys, bad durations and impossible
 combinations are :class:`~gitops_ray.errors.ConfigError` at start-up, naming the key.
 The same table, with the JSON Schema of each converter, generates the schema the Helm
-chart validates ``values.config`` with (:mod:`gitops_ray.runtime.schema`), so a typo
+chart validates ``values.config`` with (:mod:`gitops_ray.schema`), so a typo
 fails ``helm install`` rather than the pod.
 
 Why here, below :mod:`gitops_ray.runtime`: the one-shot commands share these options

@@ -238,7 +238,7 @@ def as_configmap_name(value: object) -> str:
 
 # What each converter accepts, as JSON Schema (draft-07), for validators that run before
 # the controller does, e.g. the Helm chart's values.schema.json
-# (:mod:`gitops_ray.runtime.schema`). A new converter needs an entry here: the schema
+# (:mod:`gitops_ray.schema`). A new converter needs an entry here: the schema
 # module refuses to guess.
 SCHEMAS: dict[Callable[[object], Any], dict[str, Any]] = {
     parse_duration: {"type": ["number", "string"], "minimum": 0,

@@ -146,10 +146,10 @@ from gitops_ray.sync.takeover import (
 )
 from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
-from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey
+from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncOption
 
 MAX_CONFLICT_RETRIES = 5
-FAIL_ON_SHARED = "FailOnSharedResource=true"
+FAIL_ON_SHARED = SyncOption.FAIL_ON_SHARED_RESOURCE
 ABSENT_VERSION = "1"
 """The write precondition of an object believed absent: a version no object has.
 
@@ -328,7 +328,7 @@ class SyncRequest:
     step ends with is left in :attr:`SyncResult.inventory` for that write, not written on
     its own (module docstring, "The inventory")."""
 
-    def option(self, name: str) -> bool:
+    def option(self, name: SyncOption) -> bool:
         return self.app.sync_policy.has_option(name)
 
 
@@ -344,7 +344,7 @@ class Syncer:
         self.kube = kube
         self.store = store
         self._live_lookup = live_lookup  # e.g. the controller's watch cache
-        self.parallelism = max(1, parallelism)  # runtime/settings.py: sync.parallelism
+        self.parallelism = max(1, parallelism)  # settings: sync.parallelism
         self.app_events = app_events
         """Post the app's Event of each step (the one-shot commands; the controller posts
         its own, which also says what triggered the sync)."""
@@ -578,14 +578,16 @@ class Syncer:
     def _skipped(self, request: SyncRequest, key: ResourceKey) -> bool:
         if request.only is not None and key not in request.only:
             return True
-        return (request.option("ApplyOutOfSyncOnly=true") and request.out_of_sync is not None
+        only_drift = request.option(SyncOption.APPLY_OUT_OF_SYNC_ONLY)
+        return (only_drift and request.out_of_sync is not None
                 and key not in request.out_of_sync)
 
     def _apply(self, request: SyncRequest, obj: Manifest, rules: IgnoreRules
                ) -> tuple[ResourceResult, Landed | None]:
         key = ResourceKey.of(obj)
         live = self._known(request, obj)
-        replace = request.option("Replace=true") or "Replace=true" in sync_options(obj)
+        replace = request.option(SyncOption.REPLACE) or \
+            sync_options(obj).has(SyncOption.REPLACE)
         for _ in range(MAX_CONFLICT_RETRIES):
             shared = _shared(request, obj, live)
             try:
@@ -660,7 +662,7 @@ class Syncer:
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
-        if not (request.option("CreateNamespace=true") and ns) or _seen_in(request, ns):
+        if not (request.option(SyncOption.CREATE_NAMESPACE) and ns) or _seen_in(request, ns):
             return
         if self.kube.get("v1", "Namespace", name=ns) is not None:
             return
@@ -919,9 +921,10 @@ def _not_pruned(request: SyncRequest, live: Manifest,
                               "not pruned: its tracking id does not name this app")
     if is_deleting(live):
         return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
-    if "Prune=false" in sync_options(live) or request.option("Prune=false"):
+    if sync_options(live).has(SyncOption.PRUNE_FALSE) or request.option(SyncOption.PRUNE_FALSE):
         return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
-    if "Prune=confirm" in sync_options(live) or request.option("Prune=confirm"):
+    if sync_options(live).has(SyncOption.PRUNE_CONFIRM) or \
+            request.option(SyncOption.PRUNE_CONFIRM):
         return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, PRUNE_CONFIRM_UNSUPPORTED)
     if not request.prune:
         return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
@@ -930,10 +933,7 @@ def _not_pruned(request: SyncRequest, live: Manifest,
 
 
 def _propagation(request: SyncRequest) -> str:
-    for option in request.app.sync_policy.sync_options:
-        if option.startswith("PrunePropagationPolicy="):
-            return option.split("=", 1)[1].capitalize()
-    return "Foreground"
+    return request.app.sync_policy.options.prune_propagation().capitalize()
 
 
 def _stub(entry: InventoryEntry) -> Manifest:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import Manifest, ResourceKey, SyncOptions
 
 WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
 SYNC_OPTIONS_ANNOTATION = "argocd.argoproj.io/sync-options"
@@ -60,10 +60,10 @@ def prune_order(objs: Iterable[Manifest]) -> list[Manifest]:
     return sorted(objs, key=sort_key, reverse=True)
 
 
-def sync_options(obj: Manifest) -> set[str]:
+def sync_options(obj: Manifest) -> SyncOptions:
     """The per-resource ``argocd.argoproj.io/sync-options`` values, trimmed."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(SYNC_OPTIONS_ANNOTATION, "")
-    return {part.strip() for part in str(raw).split(",") if part.strip()}
+    return SyncOptions.of_annotation(raw)
 
 
 def kind_groups(objs: Iterable[Manifest]) -> list[list[Manifest]]:

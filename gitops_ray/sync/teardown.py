@@ -31,7 +31,7 @@ from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
 from gitops_ray.sync.tracking import is_tracked_by
-from gitops_ray.types import Manifest, ResourceAction, ResourceKey
+from gitops_ray.types import Manifest, ResourceAction, ResourceKey, SyncOption
 
 log = structlog.get_logger(__name__)
 Protected = Callable[[ResourceKey], str]
@@ -109,7 +109,7 @@ def _delete_one(kube: Kube, app: str, entry: InventoryEntry, policy: str) -> Res
         if not is_tracked_by(app, live):
             return ResourceResult(entry.key, ResourceAction.NOT_OURS,
                                   "not deleted: its tracking id does not name this app")
-        if "Delete=false" in sync_options(live):
+        if sync_options(live).has(SyncOption.DELETE_FALSE):
             return ResourceResult(entry.key, ResourceAction.ORPHANED, "kept (Delete=false)")
         post_event(kube, live, reason="ResourceDeleted",
                    message=f"deleted with app {app}: its Application was deleted")

@@ -142,7 +142,7 @@ def test_template_edit_is_synced_with_rollout_pending_and_autoscaling_is_not(
 
     # The no-op pass reads Pods from the watch cache: not a single request.
     def idle() -> bool:
-        return not ctl.runtime.queue.busy() and ctl.runtime.timers.pending(APP) is None
+        return not ctl.runtime.queue.busy() and ctl.runtime.scheduler.pending(APP) is None
 
     def refresh() -> None:
         count = refresh_count(ctl)

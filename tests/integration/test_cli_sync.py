@@ -97,7 +97,7 @@ def test_apps_sharing_a_namespace_they_create_sync_in_parallel(
 def test_sync_and_diff_settle_the_heap_while_they_run_and_restore_it(
         control_plane: LocalControlPlane, namespace: str, git_repo: GitRepo,
         tmp_path: Path) -> None:
-    """``sync`` and ``diff`` run under the heap policy (runtime.heap) and leave the
+    """``sync`` and ``diff`` run under the heap policy (gitops_ray.heap) and leave the
     collector as they found it: this test's own process is the CLI's."""
     cli = Cli(control_plane, namespace, tmp_path / "cache")
     app = ["--repo", git_repo.url, "--path", "cms", "--dest-namespace", namespace,

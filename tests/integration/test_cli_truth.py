@@ -17,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 from gitops_ray.cli import main
+from gitops_ray.entry import LAUNCHER
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
 from tests.harness.cli import Cli, app_yaml
@@ -161,8 +162,8 @@ def test_run_takes_the_global_flags_given_before_it(tmp_path: Path) -> None:
         "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
     runner = CliRunner()
     before = runner.invoke(main, ["--kubeconfig", str(kubeconfig), "--context", "nope",
-                                  "--log-level", "error", "run"])
+                                  "--log-level", "error", "run"], obj=LAUNCHER)
     assert before.exit_code == 2 and "name nope in" in before.output  # both flags reached run
     after = runner.invoke(main, ["--kubeconfig", str(kubeconfig), "--context", "nope", "run",
-                                 "--context", "mine"])
+                                 "--context", "mine"], obj=LAUNCHER)
     assert after.exit_code == 2 and "name mine in" in after.output  # the later flag wins

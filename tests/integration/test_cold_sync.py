@@ -622,7 +622,7 @@ def test_a_comparison_lists_an_apps_objects_once_and_falls_back_to_gets_past_the
         kube.create({**_cm(f"theirs-{i}", 0), "metadata": {"name": f"theirs-{i}",
                                                             "namespace": namespace}},
                     field_manager="someone")
-    monkeypatch.setattr("gitops_ray.reconcile.pipeline.LIST_BOUND", 4)  # 4 x 3 < 13 listed
+    monkeypatch.setattr("gitops_ray.reconcile.live.LIST_BOUND", 4)  # 4 x 3 < 13 listed
     before = _reads(kube)
     comparison = pipeline.compare(app)
     assert comparison.diff.status == "Synced"

@@ -295,7 +295,7 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
     assert requests.get(f"{ctl.url}/healthz", timeout=5).status_code == 200
     series = 'gitops_ray_reconcile_total{app="probed",result="success"}'
     assert "gitops_ray_leader 1.0" in ctl.metrics()  # leader election off: this one leads
-    # The heap was settled at start-up (runtime.heap): the imports are out of the
+    # The heap was settled at start-up (gitops_ray.heap): the imports are out of the
     # collector's walks, the gauge says how many objects that is.
     frozen = eventually(lambda: metric_value(ctl.metrics(), "gitops_ray_heap_frozen_objects"),
                         message="heap settled")
@@ -309,7 +309,7 @@ def test_noop_refresh_makes_no_request_and_metrics_move(
                    message="reconcile counter")
 
     def idle() -> bool:  # the counter can also move for a watch-triggered refresh
-        return not ctl.runtime.queue.busy() and ctl.runtime.timers.pending("probed") is None
+        return not ctl.runtime.queue.busy() and ctl.runtime.scheduler.pending("probed") is None
 
     refresh()  # warms the dry-run cache for the object as it is now
     assert ctl.runtime.kube.outbox is not None
@@ -333,7 +333,7 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
                            interval="0")
     eventually(lambda: ctl.status("few").get("sync") == "Synced", message="first sync")
     eventually(lambda: not ctl.runtime.queue.busy()
-               and ctl.runtime.timers.pending("few") is None, message="idle")
+               and ctl.runtime.scheduler.pending("few") is None, message="idle")
     assert ctl.runtime.kube.outbox is not None
     assert ctl.runtime.kube.outbox.flush(60)  # the first sync's Event is not counted below
     sent: list[tuple[str, str]] = []
@@ -358,7 +358,7 @@ def test_a_commit_writes_the_changed_object_only_and_reads_nothing_back(
     assert [v for v, r in sent if r == "rayclusters"] == ["apply", "apply"], str(sent)
     assert ray_version(ctl, "few-2") == "2.53.0"
     eventually(lambda: not ctl.runtime.queue.busy()
-               and ctl.runtime.timers.pending("few") is None, message="idle again")
+               and ctl.runtime.scheduler.pending("few") is None, message="idle again")
     # One record write: the status, the operation and the controller's note on it
     # (trigger, what auto-sync does next) together. (The GETs are the test's ctl.status.)
     assert [v for v, r in sent if r == "configmaps" and v != "get"] == ["update"], str(sent)

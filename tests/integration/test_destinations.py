@@ -27,7 +27,7 @@ import pytest
 from click.testing import Result
 
 from gitops_ray.kube import Kube
-from gitops_ray.runtime.logs import configure_logging
+from gitops_ray.logs import configure_logging
 from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.cli import Cli

@@ -29,7 +29,7 @@ def test_app_of_apps_reads_every_application(repo: Path) -> None:
     helm, plain, kustomize = apps
     assert helm.source.helm is not None and helm.source.helm.release_name == "rc"
     assert helm.sync_policy.automated and helm.sync_policy.self_heal
-    assert helm.ignore_differences[0]["kind"] == "RayCluster"
+    assert helm.ignore_differences[0].kind == "RayCluster"
     assert helm.namespace == "argocd" and helm.warnings == ()
     assert plain.source.directory is not None and plain.source.directory.recurse
     assert kustomize.destination.namespace == "ray-kustomize"

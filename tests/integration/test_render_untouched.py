@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile import pipeline as pipeline_module
+from gitops_ray.reconcile import desired as desired_module
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.render import application_from_flags
 from gitops_ray.source import GitSource
@@ -85,13 +85,13 @@ def test_untouched_apps_read_nothing_and_every_app_follows_every_commit(
                                          path=f"apps/{name}", dest_namespace=namespace)
             for name in APPS}
     reads: Counter[str] = Counter()
-    real = pipeline_module.render_inputs
+    real = desired_module.render_inputs
 
     def counted(app: Any, root: Path, **kwargs: Any) -> Any:
         reads[app.name] += 1
         return real(app, root, **kwargs)
 
-    monkeypatch.setattr(pipeline_module, "render_inputs", counted)
+    monkeypatch.setattr(desired_module, "render_inputs", counted)
     for app in apps.values():
         pipeline.desired(app)
     rng = random.Random(seed)

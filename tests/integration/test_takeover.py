@@ -23,6 +23,7 @@ from gitops_ray.kube import AlreadyExists, Conflict, Kube, UnknownKind
 from gitops_ray.sync.engine import SyncRequest
 from gitops_ray.sync.takeover import take_over
 from gitops_ray.sync.tracking import with_tracking
+from gitops_ray.types import IgnoreRule
 from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.cli import Cli, app_yaml
@@ -137,7 +138,7 @@ def test_autoscaler_human_and_ignored_fields_survive_the_takeover(
     git_repo.commit({"manifests/rc.yaml": rc_with({"team": "ml"}, {"port": "6379"}),
                      "manifests/cm.yaml": cm("settings", {"a": "1"})})
     app = replace(env.app(git_repo), ignore_differences=(
-        {"kind": "ConfigMap", "jsonPointers": ["/data/kept"]},))
+        IgnoreRule("ConfigMap", json_pointers=("/data/kept",)),))
 
     shown = resource(env.pipeline.compare(app).diff, "ConfigMap")
     assert shown.out_of_sync
@@ -276,7 +277,7 @@ def test_status_is_never_applied(env: Env, git_repo: GitRepo, widgets: str,
     git_repo.commit({"manifests/w.yaml": widget(widgets, env.namespace, spec={"size": 1},
                                                 status={"phase": "FromGit"})})
     app = replace(env.app(git_repo), ignore_differences=(
-        {"group": "takeover.gitops-ray.io", "kind": "Widget", "jsonPointers": ["/status"]},))
+        IgnoreRule("Widget", "takeover.gitops-ray.io", json_pointers=("/status",)),))
     assert env.reconciler.sync(app).result.ok
     assert "status" not in env.live("w", "Widget", widgets)  # git's status is not created
     status_apply(control_plane, widgets, env.namespace, "Ready")

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from gitops_ray.cli import main
 from gitops_ray.kube import Capabilities, Kube
-from gitops_ray.reconcile import pipeline as pipeline_module
+from gitops_ray.reconcile import facts as facts_module
 from gitops_ray.reconcile.pipeline import Pipeline, RenderTools
 from gitops_ray.render import application_from_flags
 from gitops_ray.render.apps import Application
@@ -79,7 +79,7 @@ def test_capabilities_due_are_refreshed_once_while_the_workers_go_on(
         return real()
 
     monkeypatch.setattr(kube, "capabilities", slow_capabilities)
-    monkeypatch.setattr(pipeline_module, "CAPABILITIES_TTL", 0.0)  # due from now on
+    monkeypatch.setattr(facts_module, "CAPABILITIES_TTL", 0.0)  # due from now on
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
         refreshing = pool.submit(pipeline.capabilities)
         eventually(lambda: asked == [1])
@@ -104,7 +104,7 @@ def test_only_a_chart_asks_for_the_clusters_apis(
                                    dest_namespace=namespace)
     chart = application_from_flags(name="chart", repo_url=git_repo.url, path="chart",
                                    dest_namespace=namespace)
-    monkeypatch.setattr(pipeline_module, "CAPABILITIES_TTL", 0.0)  # always due
+    monkeypatch.setattr(facts_module, "CAPABILITIES_TTL", 0.0)  # always due
 
     def discovery_after(app: Application) -> int:
         before = kube.stats[("discovery", 200)]

@@ -1,6 +1,6 @@
 """The chart's ``values.schema.json`` validates ``config`` with the controller's own rules.
 
-The schema is generated from ``settings.OPTIONS`` (gitops_ray/runtime/schema.py); these
+The schema is generated from ``settings.OPTIONS`` (gitops_ray/schema.py); these
 tests fail when the committed file is stale, and check that the generated patterns accept
 and reject what the settings loader does. Helm's own validation of it runs in
 tests/integration/test_chart.py.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gitops_ray.errors import ConfigError
-from gitops_ray.runtime.schema import (
+from gitops_ray.schema import (
     CHART_OWNED,
     chart_values_schema,
     main,
@@ -30,7 +30,7 @@ SCHEMA = Path(__file__).resolve().parents[2] / "charts" / "gitops-ray" / "values
 def test_committed_schema_is_the_generated_one() -> None:
     text = SCHEMA.read_text()
     assert text == render(chart_values_schema(json.loads(text))), (
-        "run: python -m gitops_ray.runtime.schema charts/gitops-ray/values.schema.json")
+        "run: python -m gitops_ray.schema charts/gitops-ray/values.schema.json")
     assert main([str(SCHEMA), "--check"]) == 0
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from gitops_ray.cli import main
 from gitops_ray.cli.reference import BEGIN, END, main_, replace_block, stale
-from gitops_ray.runtime.schema import CHART_OWNED, chart_owner
+from gitops_ray.schema import CHART_OWNED, chart_owner
 from gitops_ray.settings import LIST_ITEMS, OPTIONS
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"

@@ -19,7 +19,7 @@ from gitops_ray.health.rollout import (
     pending_rollouts,
     rollout_message,
 )
-from gitops_ray.reconcile.pipeline import pods_token
+from gitops_ray.reconcile.live import pods_token
 from tests.samples import raycluster, worker_group
 
 NS = "team-a"

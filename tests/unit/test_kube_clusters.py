@@ -21,6 +21,14 @@ from gitops_ray.kube.clusters import (
     normalize_server,
     parse_cluster_secret,
 )
+from gitops_ray.reconcile.destinations import (
+    Broken,
+    find_cluster,
+    is_local,
+    read_secret,
+    resolve_destination,
+    unreachable,
+)
 from gitops_ray.reconcile.project import (
     IN_CLUSTER,
     Cluster,
@@ -29,14 +37,6 @@ from gitops_ray.reconcile.project import (
     in_cluster_only,
 )
 from gitops_ray.render.apps import Application, AppSource, Destination
-from gitops_ray.runtime.clusters import (
-    Broken,
-    find_cluster,
-    is_local,
-    read_secret,
-    resolve_destination,
-    unreachable,
-)
 from gitops_ray.types import ResourceKey
 from localcluster.pki import write_pki
 
@@ -167,7 +167,7 @@ def test_a_namespaced_cluster_forbids_objects_outside_it() -> None:
     assert cluster_forbidden(IN_CLUSTER, role, False) == ""
 
 
-# -- resolution (runtime.clusters) ------------------------------------------------------
+# -- resolution (reconcile.destinations) ------------------------------------------------
 
 def config(name: str, server: str) -> ClusterConfig:
     return ClusterConfig(name, server, f"cluster-{name}", bearer_token=TOKEN)

@@ -12,11 +12,11 @@ import structlog
 from gitops_ray.diff.jqrule import safe_message
 from gitops_ray.errors import RenderError
 from gitops_ray.kube.errors import Invalid, error_from_response, without_values
+from gitops_ray.logs import configure_logging, redact_url
 from gitops_ray.redact import redact
 from gitops_ray.render.documents import parse_yaml
 from gitops_ray.render.helm import resolve_value_file
 from gitops_ray.render.tools import ToolResult, tool_error
-from gitops_ray.runtime.logs import configure_logging, redact_url
 from gitops_ray.source.auth import Credentials, git_env, split_credentials
 from gitops_ray.sync.events import event_for
 from gitops_ray.sync.validate import validate_ray_objects

@@ -39,7 +39,7 @@ def test_full_application_is_mapped() -> None:
     assert app.sync_policy == SyncPolicy(automated=True, prune=True, self_heal=True,
                                          sync_options=("CreateNamespace=true",
                                                        "ServerSideApply=true"))
-    assert app.ignore_differences[0]["kind"] == "RayCluster"
+    assert app.ignore_differences[0].kind == "RayCluster"
     assert app.annotations == {"argocd.argoproj.io/compare-options": "x"}
     assert app.warnings == ()
 

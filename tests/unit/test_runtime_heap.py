@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gitops_ray.runtime.heap import THRESHOLDS, Heap, settling
+from gitops_ray.heap import THRESHOLDS, Heap, settling
 
 
 class Node:

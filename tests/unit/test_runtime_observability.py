@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 import structlog
 
-from gitops_ray.runtime.logs import Throttle, configure_logging, redact_url
+from gitops_ray.logs import Throttle, configure_logging, redact_url
 from gitops_ray.runtime.metrics import AppState, Metrics
 from gitops_ray.runtime.server import HttpServers, Request, Response, group_routes
 

@@ -1,4 +1,4 @@
-"""Timers (debounce, backoff requeue) on a fake clock, and the per-app exclusive work queue."""
+"""The per-app exclusive work queue (the delayed triggers: test_runtime_scheduling.py)."""
 
 from __future__ import annotations
 
@@ -6,64 +6,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-import pytest
-
-from gitops_ray.runtime.queue import Timers, UrgentUntilLanded, WorkQueue, across_clusters, relax
+from gitops_ray.runtime.queue import UrgentUntilLanded, WorkQueue, across_clusters, relax
 from gitops_ray.types import ResourceAction, ResourceKey
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_burst_of_events_becomes_one_refresh() -> None:
-    clock = FakeClock()
-    timers = Timers(lambda _: None, clock=clock)
-    for _ in range(50):
-        timers.schedule("app-a", 0.2)
-        clock.now += 0.001
-    assert timers.pop_due() == []
-    clock.now += 0.2
-    assert timers.pop_due() == ["app-a"]
-    assert timers.pop_due() == []
-
-
-def test_debounce_window_does_not_slide() -> None:
-    """Events keep arriving: the refresh still fires within the window of the first one."""
-    clock = FakeClock()
-    timers = Timers(lambda _: None, clock=clock)
-    timers.schedule("a", 0.2)
-    clock.now += 0.15
-    timers.schedule("a", 0.2)
-    clock.now += 0.06
-    assert timers.pop_due() == ["a"]
-
-
-def test_earlier_request_wins_and_cancel() -> None:
-    clock = FakeClock()
-    timers = Timers(lambda _: None, clock=clock)
-    timers.schedule("backoff", 60)
-    timers.schedule("backoff", 0.2)  # a watch event while in backoff: refresh soon
-    assert timers.pending("backoff") == pytest.approx(0.2)
-    timers.schedule("other", 1)
-    timers.cancel("other")
-    clock.now += 5
-    assert timers.pop_due() == ["backoff"]
-
-
-def test_timer_thread_fires() -> None:
-    fired = threading.Event()
-    timers = Timers(lambda key: fired.set() if key == "x" else None)
-    timers.start()
-    try:
-        timers.schedule("x", 0.01)
-        assert fired.wait(10)
-    finally:
-        timers.stop()
 
 
 def test_one_app_never_runs_twice_at_once_and_no_trigger_is_lost() -> None:

@@ -119,4 +119,4 @@ def test_order_namespaces_first_custom_resources_last() -> None:
 def test_sync_options_annotation() -> None:
     obj = {"metadata": {"annotations": {
         "argocd.argoproj.io/sync-options": "Prune=false, Replace=true"}}}
-    assert sync_options(obj) == {"Prune=false", "Replace=true"}
+    assert set(sync_options(obj).written) == {"Prune=false", "Replace=true"}

@@ -32,7 +32,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The settings file: values.config plus what the chart itself decides (the keys listed in
-gitops_ray/runtime/schema.py CHART_OWNED, which values.schema.json keeps out of config).
+gitops_ray/schema.py CHART_OWNED, which values.schema.json keeps out of config).
 values.config.leaderElection may still tune the timings (leaseDuration, ...).
 */}}
 {{- define "gitops-ray.config" -}}

@@ -12,6 +12,9 @@ line of defence every rendered line passes :func:`redact_fields`, so a URL with
 ``user:token@`` quoted by an exception or a library's message is masked all the same.
 Lines a stranger can trigger at will (a refused webhook delivery) go through a
 :class:`Throttle`, so a flood of requests is not also a flood of log lines.
+
+At the package's top level, below the runtime: the one-shot commands (``--log-level``)
+configure the same logging, and they never import the runtime.
 """
 
 from __future__ import annotations

@@ -27,7 +27,8 @@ frozen object can leak is a reference cycle it joins after being frozen, so ever
 then frozen again: one full pause an hour instead of several a minute. A runtime that
 stops restores CPython's settings (:meth:`Heap.release`): what matters in tests, which
 run controllers inside one long-lived process. One-shot commands that render and compare
-many apps (``sync``, ``diff``) use the same policy for their duration (:func:`settling`).
+many apps (``sync``, ``diff``) use the same policy for their duration (:func:`settling`):
+so this module is at the package's top level, below both the runtime and the CLI.
 """
 
 from __future__ import annotations
