@@ -14,6 +14,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
+# The test modules run side by side in PYTEST_WORKERS processes (pytest-xdist): the tests
+# wait far more than they compute (control planes, controllers, subprocess CLIs, leases).
+# Each worker is a pytest session of its own: its own control plane (and Ray stack, Argo CD
+# when its modules need them), its own temporary directories; `--dist loadfile` keeps a
+# module's tests (and its module-scoped fixtures) on one worker. PYTEST_WORKERS=0 runs
+# them in this process, one after another. Measured in DEVELOPMENT.md ("Where the
+# suite's time goes").
+PYTEST_WORKERS ?= 4
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 .PHONY: test test-fast test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
 
@@ -54,17 +63,17 @@ lint: $(VENV)/.installed
 	$(PY) -m pytest -q -p no:cacheprovider tests/unit/test_code_size.py  # module/function sizes
 
 test: lint tools
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 # The development loop: the unit and integration tiers only (markers set from each test's
 # directory by tests/conftest.py); `make test` runs every tier.
 test-fast: tools
-	$(PY) -m pytest -m "unit or integration" $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m "unit or integration" $(PYTEST_ARGS)
 
 STRESS_CORES ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)))')
 
 test-stress: lint tools
-	$(PY) hack/cpu_load.py --cores $(STRESS_CORES) -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) hack/cpu_load.py --cores $(STRESS_CORES) -- $(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 dev-cluster: tools
 	$(PY) -m localcluster

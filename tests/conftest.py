@@ -10,10 +10,12 @@ operator (used by ``tests/e2e``).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from gitops_ray.kube import Kube
 from localcluster import LocalControlPlane
@@ -41,6 +43,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if tier in TIERS:
             item.add_marker(tier)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves structlog and the root logger as it found them.
+
+    ``gitops-ray`` commands run in-process (``Cli``) configure logging for the process, to
+    the stream of that moment; a later test of the same process (an in-process controller
+    whose lines a test reads with ``capsys``) would log there instead. Run one after
+    another, the tiers met in an order where no test noticed; side by side (pytest-xdist
+    workers, each its own mix of modules) one did.
+    """
+    saved, root = structlog.get_config(), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
