@@ -91,6 +91,14 @@ class Memos:
         with self._lock:
             return heard, self._writes
 
+    def forget(self, name: str) -> None:
+        """Drop app ``name``'s reusable comparison.
+
+        Its objects' entries stay until they are replaced (keyed by object, not app).
+        """
+        with self._lock:
+            self._reused.pop(name, None)
+
     def last_reuse(self, name: str) -> Reuse | None:
         with self._lock:
             return self._reused.get(name)

@@ -231,6 +231,17 @@ class Pipeline:
             log.warning("ignore_rule_warning", app=app.name, warning=warning)
         return rules
 
+    def forget(self, name: str) -> None:
+        """Drop what this pipeline keeps for the deleted app ``name``.
+
+        Its compiled rules, last rule warnings and reusable comparison; renders are
+        keyed by the app's spec, not its name, and turn over with the render cache.
+        """
+        with self._lock:
+            self._compiled.pop(name, None)
+            self._warned.pop(name, None)
+        self._memos.forget(name)
+
     def desired(self, app: Application, *, revision: str | None = None,
                 local: Path | None = None) -> tuple[str, list[DesiredObject]]:
         """The commit SHA and git's objects for ``app``, tracking id included.

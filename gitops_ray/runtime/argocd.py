@@ -61,8 +61,8 @@ from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.render.applications import API_VERSION
 from gitops_ray.render.apps import Application, Destination
 from gitops_ray.runtime.argoredis import ArgoViews
+from gitops_ray.runtime.kindwatch import KindWatch, WatchOptions
 from gitops_ray.runtime.metrics import Metrics
-from gitops_ray.runtime.watches import KindWatch, WatchOptions
 from gitops_ray.settings import ArgoCD
 from gitops_ray.sync.appstatus import AppStatus, decode_status
 from gitops_ray.sync.events import post_event

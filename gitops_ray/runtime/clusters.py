@@ -65,8 +65,9 @@ from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.redact import redact
 from gitops_ray.render.applications import IN_CLUSTER_SERVER
 from gitops_ray.render.apps import Application, Destination
+from gitops_ray.runtime.kindwatch import KindWatch, WatchOptions
 from gitops_ray.runtime.readiness import PROBE_INTERVAL, ApiHealth
-from gitops_ray.runtime.watches import KindWatch, LiveCache, WatchOptions
+from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.types import MANAGED_ANNOTATION, SKIP_RECONCILE_ANNOTATION, Manifest
 
 log = structlog.get_logger(__name__)

@@ -360,6 +360,7 @@ class Controller(Operations):
                 log.warning("app_delete_failed", error=str(e))
             if teardown is not None and teardown.ok and done:
                 self._apps.forget(app.name)  # everything: a re-added app starts clean
+                reconciler.pipeline.forget(app.name)
                 if self._argocd is not None:
                     self._argocd.release(app)
                 return

@@ -76,7 +76,7 @@ import structlog
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.kube.fence import WriteFence, unfenced
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
-from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.runtime.kindwatch import KindWatch, WatchOptions
 from gitops_ray.settings import MAX_SHARDS
 from gitops_ray.types import Manifest
 

@@ -13,7 +13,8 @@ import yaml
 from gitops_ray.kube import Conflict, Kube, LeaseExpired
 from gitops_ray.kube.leader import LEASE_API, LeaderElector, LeaseSettings
 from gitops_ray.runtime.credentials import CredentialLookup
-from gitops_ray.runtime.watches import LiveCache, WatchOptions
+from gitops_ray.runtime.kindwatch import WatchOptions
+from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.settings import RepoCredential
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import Manifest

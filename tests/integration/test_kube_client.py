@@ -24,7 +24,7 @@ import yaml
 from gitops_ray.kube import Conflict, Gone, Kube, KubeError, UnknownKind
 from gitops_ray.kube.fence import WriteFence
 from gitops_ray.kube.outbox import Outbox
-from gitops_ray.runtime.watches import KindWatch, WatchOptions
+from gitops_ray.runtime.kindwatch import KindWatch, WatchOptions
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.records import RecordStore
 from localcluster import LocalControlPlane

@@ -132,3 +132,5 @@ def test_rules_are_compiled_once_per_rule_set(monkeypatch: pytest.MonkeyPatch,
     system[0] = SystemSettings(SystemDiff(), digest="edited")
     pipeline.rules(changed)
     assert len(compiled) == 3
+    pipeline.forget("ray")  # the app was deleted: a re-added one compiles afresh
+    assert pipeline.rules(changed) is not first and len(compiled) == 4
