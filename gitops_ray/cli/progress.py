@@ -4,7 +4,7 @@ Why: a sync of 200 RayClusters showed one spinner for seconds and then every res
 once, and the spinner's text ran into the first result line (stdout and stderr were
 written without knowing of each other). Now, when stderr is an interactive terminal, a
 rich ``Progress`` shows one line per app being synced, its objects done out of planned
-(the engine's :class:`~gitops_ray.sync.engine.SyncProgress`) and the object just
+(the engine's :class:`~gitops_ray.sync.request.SyncProgress`) and the object just
 handled, under an overall count of apps; each app's result lines are printed the moment
 it finishes.
 

@@ -77,9 +77,9 @@ from gitops_ray.render.memo import PARSES
 from gitops_ray.settings import MAX_SYNC_PARALLELISM
 from gitops_ray.sync import statuswrites
 from gitops_ray.sync.appstatus import AppStatus, decode_status, encode_operation
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import reason_of
 from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.sync.request import SyncResult
 from gitops_ray.sync.teardown import policy_of
 from gitops_ray.types import ResourceAction, SyncStatus
 

@@ -23,7 +23,7 @@ from gitops_ray.kube import Kube, KubeError, UnknownKind
 from gitops_ray.kube.workloads import workloads_in
 from gitops_ray.reconcile.desired import DesiredObject
 from gitops_ray.reconcile.impacts import ImpactReads
-from gitops_ray.sync.engine import Landed
+from gitops_ray.sync.request import Landed
 from gitops_ray.types import Manifest, ResourceKey
 
 LiveSource = Callable[[str, str, str, str], "Manifest | None"]

@@ -115,8 +115,8 @@ from gitops_ray.render.shapes import ClusterShapes
 from gitops_ray.render.tools import RenderTools
 from gitops_ray.source import GitSource
 from gitops_ray.sync.dryrun import Refused, predict
-from gitops_ray.sync.engine import Landed
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
+from gitops_ray.sync.request import Landed
 from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with
 from gitops_ray.types import AppCondition, ConditionType, Manifest, ResourceKey, SyncStatus
 

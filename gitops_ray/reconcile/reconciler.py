@@ -82,17 +82,12 @@ from gitops_ray.reconcile.status import (
 )
 from gitops_ray.reconcile.windows import for_app, verdict
 from gitops_ray.render.apps import Application
-from gitops_ray.sync.engine import (
-    FAIL_ON_SHARED,
-    ResourceResult,
-    Syncer,
-    SyncProgress,
-    SyncRequest,
-    SyncResult,
-)
+from gitops_ray.sync.choices import FAIL_ON_SHARED
+from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason, reason_of
 from gitops_ray.sync.records import AppRecord
+from gitops_ray.sync.request import ResourceResult, SyncProgress, SyncRequest, SyncResult
 from gitops_ray.types import ConditionType, ResourceAction, ResourceKey
 
 

@@ -30,9 +30,9 @@ from gitops_ray.reconcile.pause import Pause
 from gitops_ray.reconcile.reconciler import Reconciler, SyncOutcome
 from gitops_ray.render.apps import Application
 from gitops_ray.sync import statuswrites
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.history import find, known_ids
 from gitops_ray.sync.records import AppRecord, RecordStore
+from gitops_ray.sync.request import SyncResult
 
 ROLLBACK_TRIGGER = "rollback"
 

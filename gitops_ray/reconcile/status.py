@@ -28,7 +28,6 @@ from gitops_ray.reconcile.pipeline import Comparison, DesiredObject
 from gitops_ray.redact import redact
 from gitops_ray.render.apps import Destination
 from gitops_ray.sync import statuswrites
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.records import (
     MAX_APPLIED_MARKS,
     AppRecord,
@@ -36,6 +35,7 @@ from gitops_ray.sync.records import (
     applied_mark,
     markable,
 )
+from gitops_ray.sync.request import SyncResult
 from gitops_ray.types import Manifest, ResourceKey, split_api_version
 
 MAX_WARNINGS = 20  # e.g. skipped ignore rules; they name the rule and object, no values

@@ -125,10 +125,10 @@ from gitops_ray.runtime.operations import (
     with_sync_options,
 )
 from gitops_ray.runtime.revisions import FOREVER
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.hookrun import HookRunner
 from gitops_ray.sync.phases import PostDelete
 from gitops_ray.sync.reasons import Reason
+from gitops_ray.sync.request import SyncResult
 from gitops_ray.sync.teardown import cascade_policy, delete_app
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, parse_tracking_id
 from gitops_ray.types import Manifest, OperationPhase, ResourceKey, SyncStatus

@@ -39,10 +39,10 @@ from gitops_ray.runtime.leadership import Leadership
 from gitops_ray.runtime.queue import UrgentUntilLanded
 from gitops_ray.sync import statuswrites
 from gitops_ray.sync.appstatus import Operation, decode_operation, encode_operation
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord
+from gitops_ray.sync.request import SyncResult
 from gitops_ray.types import OperationPhase
 
 CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy", "rollbackOf")

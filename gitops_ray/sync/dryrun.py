@@ -1,7 +1,7 @@
 """The apply a sync would make, prepared and sent as a server-side dry run.
 
 Split from the pipeline (issue 35): the comparison predicts what the sync's apply leaves
-by preparing the very body the sync applies (:func:`gitops_ray.sync.engine.prepare`) and
+by preparing the very body the sync applies (:func:`prepare`) and
 dry-running it, so the apply preparation lives here, beside the sync that applies it.
 An object kubectl or Argo CD applied shows what sync's takeover will remove
 (:mod:`gitops_ray.sync.takeover`).
@@ -13,11 +13,13 @@ from collections.abc import Callable
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.diff import RuleSet
+from gitops_ray.diff.groupfields import keep_others, with_memory
 from gitops_ray.diff.paths import json_equal
 from gitops_ray.diff.refusals import Refusal, server_refusals
 from gitops_ray.errors import DiffError
 from gitops_ray.kube import Conflict, Invalid, Kube, KubeError
-from gitops_ray.sync.engine import prepare
+from gitops_ray.sync.merge import keep_live_values
+from gitops_ray.sync.request import IgnoreRules
 from gitops_ray.sync.takeover import predicted_after_takeover
 from gitops_ray.types import Manifest, ResourceKey
 
@@ -73,3 +75,28 @@ def _coordinates(obj: Manifest) -> tuple[str, str, str, str]:
     meta = obj["metadata"]
     return (str(obj["apiVersion"]), str(obj["kind"]), str(meta.get("namespace") or ""),
             str(meta["name"]))
+
+
+def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifest:
+    """The body to write for ``obj`` given ``live``.
+
+    That is git's object with the live values at ignored paths and the fields other
+    writers put in its Ray groups (:mod:`gitops_ray.diff.groupfields`), carrying live's
+    ``resourceVersion`` as the write precondition, and never a ``status``: on a kind
+    without the status subresource (Argo CD's Application is one) applying it would make
+    us an owner of another writer's status, whose next apply then conflicts; and what an
+    ignore rule on ``/status`` copies from live is exactly that writer's status. (Argo
+    CD's ``RespectIgnoreDifferences`` drops ``status`` the same way.)
+    """
+    if live is None:
+        return with_memory(_without_status(obj), obj)
+    body = keep_live_values(obj, live, live_paths=rules.ignored_paths(live, live=live),
+                            desired_paths=rules.ignored_paths(obj, live=live))
+    body = with_memory(keep_others(body, live), obj)
+    body.pop("status", None)
+    body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
+    return body
+
+
+def _without_status(obj: Manifest) -> Manifest:
+    return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj

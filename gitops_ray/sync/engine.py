@@ -111,45 +111,51 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass
 
 import structlog
 
 from gitops_ray import FIELD_MANAGER
-from gitops_ray.diff.groupfields import keep_others, with_memory
 from gitops_ray.errors import GitOpsRayError, SyncError
 from gitops_ray.health import Health, HealthStatus, assess
 from gitops_ray.health.queued import waits_for_admission
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, KubeError, LeaseExpired
 from gitops_ray.kube.workloads import workloads_in
-from gitops_ray.render.apps import Application
+from gitops_ray.sync import choices
+from gitops_ray.sync.dryrun import prepare
 from gitops_ray.sync.events import post_event, post_summary
-from gitops_ray.sync.hookrun import HookRun, HookRunner
+from gitops_ray.sync.hookrun import HookRunner
 from gitops_ray.sync.hooks import HookType
-from gitops_ray.sync.merge import Path, keep_live_values
-from gitops_ray.sync.operation import OperationState, only_field
-from gitops_ray.sync.order import kind_groups, prune_order, sync_options, waves
+from gitops_ray.sync.order import kind_groups, sync_options, waves
 from gitops_ray.sync.phases import HookSteps, Step, hook_action, plan, resumed_rank
+from gitops_ray.sync.prune import (
+    MAX_CONFLICT_RETRIES,
+    prune,
+)
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
+from gitops_ray.sync.request import (
+    IgnoreRules,
+    Landed,
+    ResourceResult,
+    SyncRequest,
+    SyncResult,
+    told,
+)
 from gitops_ray.sync.takeover import (
     PREVIOUS_APPLIERS,
     needs_takeover,
     predicted_after_takeover,
     take_over,
 )
-from gitops_ray.sync.tracking import is_tracked_by, shared_message, shared_with, with_tracking
+from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.sync.validate import validate_ray_objects
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction, ResourceKey, SyncOption
 
-MAX_CONFLICT_RETRIES = 5
-FAIL_ON_SHARED = SyncOption.FAIL_ON_SHARED_RESOURCE
 ABSENT_VERSION = "1"
 """The write precondition of an object believed absent: a version no object has.
 
@@ -158,178 +164,9 @@ carries this one. The API server checks an apply's ``resourceVersion`` against w
 stores, and creates the object when nothing is stored (its version is then its own):
 the apply creates an object that is still absent and gets 409 if one exists.
 """
-PRUNE_CONFIRM_UNSUPPORTED = ("not pruned: Prune=confirm is not supported (gitops-ray has no "
-                             "confirmation step), so it is treated as Prune=false; delete "
-                             "the object by hand once you are sure")
 log = structlog.get_logger(__name__)
-_VOLATILE = ("managedFields", "resourceVersion", "generation")
-STILL_DELETING = "deletion accepted; waiting for finalizers (e.g. foreground deletion)"
 SETTLED = "not re-applied: live is as our last apply of this content left it"
-KEPT_IN_INVENTORY = frozenset({ResourceAction.PRUNE_SKIPPED, ResourceAction.PENDING_PRUNE,
-                               ResourceAction.FAILED, ResourceAction.DELETING})
-"""Prune outcomes after which the object may still exist, so the app must still track it."""
 
-
-class IgnoreRules(Protocol):
-    """What sync needs from the diff stage's compiled ignore rules."""
-
-    def ignored_paths(self, obj: Manifest, *, live: Manifest | None = None) -> list[Path]: ...
-
-
-class SyncProgress(Protocol):
-    """Hears a sync step as it goes (the CLI's progress display); see the module docstring.
-
-    Called from the syncing thread; it must be quick and must not raise.
-    """
-
-    def planned(self, count: int) -> None:
-        """Say that the step will apply or examine for pruning ``count`` more objects."""
-
-    def done(self, key: ResourceKey, action: ResourceAction) -> None:
-        """One object was applied or examined for pruning, with what happened to it."""
-
-
-@dataclass(frozen=True)
-class ResourceResult:
-    """What happened to one object: created, configured, unchanged, pruned, ... ."""
-
-    key: ResourceKey
-    action: ResourceAction
-    message: str = ""
-    hook: HookRun | None = None  # a hook's run (:mod:`gitops_ray.sync.hookrun`)
-
-    def as_dict(self) -> dict[str, Any]:
-        """As recorded in the operation (``resources[]``)."""
-        out: dict[str, Any] = {
-            "key": str(self.key), "action": self.action.value, "message": self.message,
-            "group": self.key.group, "kind": self.key.kind, "namespace": self.key.namespace,
-            "name": self.key.name}
-        return {**out, **self.hook.entry()} if self.hook is not None else out
-
-
-@dataclass(frozen=True)
-class Landed:
-    """An apply's response: the object as our write left it (see the module docstring).
-
-    ``created``: it did not exist before, so nothing else (Events, Pods) can be about it
-    yet but what came after this write.
-    """
-
-    live: Manifest = field(repr=False)
-    created: bool = False
-
-
-@dataclass
-class SyncResult:
-    """The outcome of one sync operation, or of one step of it (Argo's phases).
-
-    ``Running``: the step applied a wave that is not healthy yet; :meth:`continuation` is
-    what the next step resumes from (see :mod:`gitops_ray.sync.operation`).
-    """
-
-    app: str
-    revision: str
-    phase: OperationPhase = OperationPhase.SUCCEEDED
-    message: str = ""
-    reason: Reason | None = None  # why it failed (None while it has not)
-    resources: list[ResourceResult] = field(default_factory=list)
-    started_at: float = field(default_factory=time.time)
-    finished_at: float = 0.0
-    cause: GitOpsRayError | None = field(default=None, repr=False, compare=False)
-    """The error behind the failure, if any (not recorded: e.g. readiness asks if it is a 403)."""
-    state: dict[str, Any] = field(default_factory=dict)  # Running: what the next step needs
-    earlier: list[dict[str, Any]] = field(default_factory=list)  # earlier steps' resources
-    subject: str = ""  # the revision's commit subject, for the history (one bounded line)
-    landed: dict[ResourceKey, Landed] = field(default_factory=dict, repr=False, compare=False)
-    """Apply responses of this step (server-side applies only), for the comparison after."""
-    settled: set[ResourceKey] = field(default_factory=set, repr=False, compare=False)
-    """Objects of :attr:`SyncRequest.settled` this step reported unchanged without a write."""
-    inventory: list[InventoryEntry] | None = field(default=None, repr=False, compare=False)
-    """The app's inventory after the step, for the caller to record
-    (:attr:`SyncRequest.inventory_with_record`); ``None``: nothing left to record."""
-
-    @property
-    def ok(self) -> bool:
-        return self.phase == OperationPhase.SUCCEEDED
-
-    @property
-    def running(self) -> bool:
-        """Waiting for a wave to become healthy: continue with :meth:`continuation`."""
-        return self.phase == OperationPhase.RUNNING
-
-    @property
-    def deleting(self) -> list[ResourceKey]:
-        """Objects whose deletion was accepted but which are not gone yet."""
-        return [r.key for r in self.resources if r.action == ResourceAction.DELETING]
-
-    def fail(self, message: str, reason: Reason, *,
-             cause: GitOpsRayError | None = None) -> SyncResult:
-        """Mark the operation failed.
-
-        The first failure names it (later ones are in :attr:`resources`): the root cause
-        is what a user must fix first.
-        """
-        if self.phase != OperationPhase.FAILED:
-            self.phase, self.message, self.reason = OperationPhase.FAILED, message, reason
-            self.cause, self.state = cause, {}
-        self.finished_at = time.time()
-        return self
-
-    def wait(self, request: SyncRequest, wave: int, message: str, *,
-             phase: HookType = HookType.SYNC, **more: str) -> SyncResult:
-        """End this step ``Running``: ``wave`` (of ``phase``) is applied and not done yet."""
-        self.phase, self.message = OperationPhase.RUNNING, message
-        self.state = {"wave": wave, "prune": request.prune, "only": only_field(request.only),
-                      "syncPhase": phase.value, **more}
-        return self
-
-    def continuation(self, **extra: Any) -> OperationState:
-        """The state a next step resumes from (only meaningful while :attr:`running`)."""
-        return OperationState.parse({**self.as_operation(), **extra})
-
-    def note(self, message: str) -> None:
-        """Add ``message`` to the operation's message (once)."""
-        if message not in self.message:
-            self.message = f"{self.message}; {message}" if self.message else message
-
-    def as_operation(self) -> dict[str, Any]:
-        op = {"revision": self.revision, **({"subject": self.subject} if self.subject else {}),
-              "phase": self.phase.value, "message": self.message,
-              "reason": self.reason.value if self.reason else "",
-              "startedAt": self.started_at, "finishedAt": self.finished_at,
-              "resources": self.earlier + [r.as_dict() for r in self.resources]}
-        return {**op, **self.state} if self.running else op
-
-
-@dataclass(frozen=True)
-class SyncRequest:
-    """One sync: the app, git's rendered objects and how to treat them."""
-
-    app: Application
-    desired: list[Manifest]  # those it will not apply may be outlined (module docstring)
-    revision: str
-    prune: bool = False
-    dry_run: bool = False
-    only: frozenset[ResourceKey] | None = None  # selective sync (self-heal)
-    out_of_sync: frozenset[ResourceKey] | None = None  # for ApplyOutOfSyncOnly=true
-    resume: OperationState | None = None  # continue a sync that waited for a wave
-    hooks: tuple[Manifest, ...] = ()  # git's resource hooks (sync.hooks): run, not applied
-    protected: Callable[[ResourceKey], str] | None = None
-    """Why an object may not be pruned (``""``: it may), e.g. its AppProject forbids it."""
-    progress: SyncProgress | None = field(default=None, compare=False)
-    """Told as objects are applied and pruned (the CLI's display); the controller has none."""
-    live: Mapping[ResourceKey, Manifest | None] | None = field(default=None, compare=False,
-                                                              repr=False)
-    """Live objects the comparison before the sync read (``None`` at a key: absent)."""
-    settled: frozenset[ResourceKey] = field(default=frozenset(), compare=False, repr=False)
-    """In sync and live as our last apply of the same content left them: not re-applied."""
-    inventory_with_record: bool = False
-    """The caller records the result right after (the reconciler does): the inventory the
-    step ends with is left in :attr:`SyncResult.inventory` for that write, not written on
-    its own (module docstring, "The inventory")."""
-
-    def option(self, name: SyncOption) -> bool:
-        return self.app.sync_policy.has_option(name)
 
 
 LiveLookup = Callable[[Manifest], "Manifest | None"]
@@ -414,7 +251,7 @@ class Syncer:
             if not self._run_steps(request, steps, rules, result, hooks, post=False):
                 return
         with failing_as(Reason.PRUNE_FAILED):
-            kept = self._prune(request, record, {ResourceKey.of(o) for o in objs}, result)
+            kept = prune(self.kube, request, record, {ResourceKey.of(o) for o in objs}, result)
         if request.dry_run:
             self._run_steps(request, steps, rules, result, hooks, post=True)
             return
@@ -482,10 +319,10 @@ class Syncer:
             return True
         key, health = max(pending, key=lambda pair: pair[1].status.rank)
         if health.status is HealthStatus.DEGRADED:
-            result.fail(f"wave {wave}: {key} is {_said(health)}", Reason.WAVE_DEGRADED)
+            result.fail(f"wave {wave}: {key} is {choices.said(health)}", Reason.WAVE_DEGRADED)
             return False
         result.wait(request, wave, f"waiting for wave {wave} to be healthy: {key} is "
-                                   f"{_said(health)}")
+                                   f"{choices.said(health)}")
         log.info("sync_wave_waiting", app=request.app.name, wave=wave, resource=str(key),
                  health=health.status.value)
         return False
@@ -508,15 +345,15 @@ class Syncer:
         """Apply one wave, kind group after kind group; ``False`` when an apply failed."""
         for group in kind_groups(objs):
             todo = [o for o in group if not self._skipped(request, ResourceKey.of(o))]
-            settled = [k for k in map(ResourceKey.of, todo) if _is_settled(request, k)]
-            for batch in _changed_first(request, todo, leaving=frozenset(settled)):
+            settled = [k for k in map(ResourceKey.of, todo) if choices.is_settled(request, k)]
+            for batch in choices.changed_first(request, todo, leaving=frozenset(settled)):
                 for outcome in self._apply_group(request, batch, rules):
                     _settle(outcome, result)
                 if result.phase == OperationPhase.FAILED:
                     return False
             for key in settled:
                 result.settled.add(key)
-                result.resources.append(_told(request, ResourceResult(
+                result.resources.append(told(request, ResourceResult(
                     key, ResourceAction.UNCHANGED, SETTLED)))
         return True
 
@@ -527,7 +364,7 @@ class Syncer:
         Once one fails, no more are started (those in flight finish): the outcomes stop
         at the objects that were attempted.
         """
-        stop, told = threading.Event(), threading.Lock()
+        stop, telling = threading.Event(), threading.Lock()
 
         def one(obj: Manifest) -> _Outcome | None:
             if stop.is_set():
@@ -539,8 +376,8 @@ class Syncer:
                 raise
             if outcome.error is not None:
                 stop.set()
-            with told:  # the watcher hears one object at a time, as each lands
-                _told(request, outcome.resource)
+            with telling:  # the watcher hears one object at a time, as each lands
+                told(request, outcome.resource)
             return outcome
 
         if self.parallelism == 1 or len(objs) < 2:
@@ -573,7 +410,7 @@ class Syncer:
         :meth:`~gitops_ray.reconcile.pipeline.DesiredObject.outline`).
         """
         key = ResourceKey.of(obj)
-        return not self._skipped(request, key) and not _is_settled(request, key)
+        return not self._skipped(request, key) and not choices.is_settled(request, key)
 
     def _skipped(self, request: SyncRequest, key: ResourceKey) -> bool:
         if request.only is not None and key not in request.only:
@@ -589,7 +426,7 @@ class Syncer:
         replace = request.option(SyncOption.REPLACE) or \
             sync_options(obj).has(SyncOption.REPLACE)
         for _ in range(MAX_CONFLICT_RETRIES):
-            shared = _shared(request, obj, live)
+            shared = choices.shared(request, obj, live)
             try:
                 live = self._take_over(live, replace=replace, dry_run=request.dry_run)
                 body = prepare(obj, live, rules)
@@ -599,7 +436,7 @@ class Syncer:
                 continue
             if request.dry_run and live is not None and not replace:
                 written = predicted_after_takeover(written, body=body, live=live)
-            action = _action(live, written)
+            action = choices.action(live, written)
             if action == ResourceAction.CONFIGURED and not request.dry_run:
                 post_event(self.kube, written, reason="ResourceConfigured",
                            message=f"configured by app {request.app.name} at revision "
@@ -662,75 +499,13 @@ class Syncer:
 
     def _ensure_namespace(self, request: SyncRequest) -> None:
         ns = request.app.destination.namespace
-        if not (request.option(SyncOption.CREATE_NAMESPACE) and ns) or _seen_in(request, ns):
+        if not (request.option(SyncOption.CREATE_NAMESPACE) and ns) or choices.seen_in(request, ns):
             return
         if self.kube.get("v1", "Namespace", name=ns) is not None:
             return
         with contextlib.suppress(AlreadyExists):  # another app (or anyone) created it first
             self.kube.create({"apiVersion": "v1", "kind": "Namespace",
                               "metadata": {"name": ns}}, field_manager=FIELD_MANAGER)
-
-    # -- prune -----------------------------------------------------------------------
-
-    def _prune(self, request: SyncRequest, record: AppRecord, wanted: set[ResourceKey],
-               result: SyncResult) -> list[InventoryEntry]:
-        """Delete what left git; return the entries that must stay in the inventory."""
-        stale = [e for e in record.inventory if e.key not in wanted]
-        kept: list[InventoryEntry] = []
-        for entry in prune_order([_stub(e) for e in stale]):
-            outcome = _told(request, self._prune_one(request, InventoryEntry.of(entry)))
-            if outcome.action in KEPT_IN_INVENTORY:
-                kept.append(InventoryEntry.of(entry))
-            if outcome.action != ResourceAction.GONE:
-                result.resources.append(outcome)
-            if outcome.action == ResourceAction.FAILED:
-                result.fail(outcome.message, Reason.PRUNE_FAILED)
-            if outcome.message == PRUNE_CONFIRM_UNSUPPORTED:
-                result.note(PRUNE_CONFIRM_UNSUPPORTED)
-        return kept
-
-    def _prune_one(self, request: SyncRequest, entry: InventoryEntry) -> ResourceResult:
-        """Read, decide, delete; again when it changed in between (module docstring)."""
-        for _ in range(MAX_CONFLICT_RETRIES):
-            try:
-                live = self.kube.get(entry.api_version, entry.kind, name=entry.name,
-                                     namespace=entry.namespace or None)
-            except LeaseExpired:
-                raise
-            except KubeError as e:  # e.g. RBAC denies the GET: cannot check it is ours
-                return ResourceResult(entry.key, ResourceAction.FAILED,
-                                      f"prune failed: cannot read it: {e}")
-            if live is None:
-                return ResourceResult(entry.key, ResourceAction.GONE)
-            outcome = _protected(request, entry) or _not_pruned(request, live, entry) \
-                or self._delete(request, live, entry)
-            if outcome is not None:
-                return outcome
-        return ResourceResult(entry.key, ResourceAction.FAILED, "prune failed: it kept "
-                              f"changing; still there after {MAX_CONFLICT_RETRIES} attempts")
-
-    def _delete(self, request: SyncRequest, live: Manifest, entry: InventoryEntry
-                ) -> ResourceResult | None:
-        """Delete ``live`` as read; ``None`` when it changed since (read it again)."""
-        policy = _propagation(request)
-        try:
-            self.kube.delete(entry.api_version, entry.kind, name=entry.name,
-                             namespace=entry.namespace or None,
-                             propagation_policy=policy, uid=live["metadata"]["uid"],
-                             resource_version=live["metadata"]["resourceVersion"],
-                             dry_run=request.dry_run)
-            if not request.dry_run:
-                post_event(self.kube, live, reason="ResourcePruned",
-                           message=f"pruned by app {request.app.name}: no longer in git")
-            if not request.dry_run and still_there(self.kube, entry, live["metadata"]["uid"]):
-                return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
-        except LeaseExpired:
-            raise
-        except Conflict:
-            return None
-        except KubeError as e:
-            return ResourceResult(entry.key, ResourceAction.FAILED, f"prune failed: {e}")
-        return ResourceResult(entry.key, ResourceAction.PRUNED)
 
     # -- records ---------------------------------------------------------------------
 
@@ -750,34 +525,9 @@ class Syncer:
         self.store.update(app, lambda r: setattr(r, "inventory", sorted(set(entries))))
 
 
-def prepare(obj: Manifest, live: Manifest | None, rules: IgnoreRules) -> Manifest:
-    """The body to write for ``obj`` given ``live``.
-
-    That is git's object with the live values at ignored paths and the fields other
-    writers put in its Ray groups (:mod:`gitops_ray.diff.groupfields`), carrying live's
-    ``resourceVersion`` as the write precondition, and never a ``status``: on a kind
-    without the status subresource (Argo CD's Application is one) applying it would make
-    us an owner of another writer's status, whose next apply then conflicts; and what an
-    ignore rule on ``/status`` copies from live is exactly that writer's status. (Argo
-    CD's ``RespectIgnoreDifferences`` drops ``status`` the same way.)
-    """
-    if live is None:
-        return with_memory(_without_status(obj), obj)
-    body = keep_live_values(obj, live, live_paths=rules.ignored_paths(live, live=live),
-                            desired_paths=rules.ignored_paths(obj, live=live))
-    body = with_memory(keep_others(body, live), obj)
-    body.pop("status", None)
-    body.setdefault("metadata", {})["resourceVersion"] = live["metadata"]["resourceVersion"]
-    return body
-
-
 def _with_version(obj: Manifest, version: str) -> Manifest:
     """A copy of ``obj`` whose ``metadata.resourceVersion`` is ``version``."""
     return {**obj, "metadata": {**(obj.get("metadata") or {}), "resourceVersion": version}}
-
-
-def _without_status(obj: Manifest) -> Manifest:
-    return {k: v for k, v in obj.items() if k != "status"} if "status" in obj else obj
 
 
 def _with_live_status(body: Manifest, live: Manifest | None) -> Manifest:
@@ -798,18 +548,6 @@ def _with_live_status(body: Manifest, live: Manifest | None) -> Manifest:
     return out
 
 
-def still_there(kube: Kube, entry: InventoryEntry, uid: str) -> bool:
-    """Whether the object we asked to delete still exists (deletion is asynchronous)."""
-    live = kube.get(entry.api_version, entry.kind, name=entry.name,
-                    namespace=entry.namespace or None)
-    return live is not None and live["metadata"].get("uid") == uid
-
-
-def is_deleting(obj: Manifest) -> bool:
-    """Whether the API server has accepted a deletion of ``obj`` (it waits on finalizers)."""
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
-
-
 @dataclass(frozen=True)
 class _Outcome:
     """One apply: what happened, its response, and the error if it failed."""
@@ -828,114 +566,5 @@ def _settle(outcome: _Outcome, result: SyncResult) -> None:
         reason = outcome.error.reason if isinstance(outcome.error, StepFailed) \
             else Reason.APPLY_FAILED
         result.fail(f"{outcome.resource.key}: {outcome.error}", reason, cause=outcome.error)
-    elif outcome.resource.message.startswith(SHARED_WARNING):
+    elif outcome.resource.message.startswith(choices.SHARED_WARNING):
         result.note(outcome.resource.message)
-
-
-SHARED_WARNING = "SharedResourceWarning: "
-
-
-def _shared(request: SyncRequest, obj: Manifest, live: Manifest | None) -> str:
-    """``""``, or the warning that ``live`` is another app's; refused with the option."""
-    other = shared_with(obj, live)
-    if not other:
-        return ""
-    message = shared_message(ResourceKey.of(obj), request.app.name, other)
-    if request.option(FAIL_ON_SHARED):
-        raise StepFailed(Reason.SHARED_RESOURCE, f"Shared resource found: {message}")
-    return SHARED_WARNING + message
-
-
-def _changed_first(request: SyncRequest, objs: list[Manifest], *,
-                   leaving: frozenset[ResourceKey] = frozenset()) -> list[list[Manifest]]:
-    """``objs`` as batches: those the comparison found OutOfSync, then the rest.
-
-    Objects in ``leaving`` (the settled ones) are in neither: they are not applied. The
-    second batch starts once the first has landed, so a commit's change does not wait
-    behind (nor share the API server with) re-asserting what was in sync.
-    """
-    changed = request.out_of_sync or frozenset()
-    first = [o for o in objs if ResourceKey.of(o) in changed]
-    not_rest = changed | leaving
-    rest = [o for o in objs if ResourceKey.of(o) not in not_rest]
-    return [batch for batch in (first, rest) if batch]
-
-
-def _seen_in(request: SyncRequest, namespace: str) -> bool:
-    """Whether the comparison before the sync found a live object in ``namespace``.
-
-    Then the namespace exists (a settled object is live as our last apply left it), and
-    ``CreateNamespace`` need not ask. One deleted since, with all it held, fails this
-    step's applies; the retry's comparison finds nothing live there and creates it.
-    """
-    live = request.live or {}
-    return any(k.namespace == namespace for k in request.settled) or any(
-        k.namespace == namespace and obj is not None for k, obj in live.items())
-
-
-def _is_settled(request: SyncRequest, key: ResourceKey) -> bool:
-    """Whether ``key`` is not re-applied: live is as our last apply left it (module doc)."""
-    return key in request.settled and key not in (request.out_of_sync or frozenset())
-
-
-def _told(request: SyncRequest, outcome: ResourceResult) -> ResourceResult:
-    """``outcome``, after telling the request's progress watcher about it (if any)."""
-    if request.progress is not None:
-        request.progress.done(outcome.key, outcome.action)
-    return outcome
-
-
-def _said(health: Health) -> str:
-    return f"{health.status.value} ({health.message})" if health.message \
-        else health.status.value
-
-
-def _action(live: Manifest | None, written: Manifest) -> ResourceAction:
-    if live is None:
-        return ResourceAction.CREATED
-    if _comparable(live) == _comparable(written):
-        return ResourceAction.UNCHANGED
-    return ResourceAction.CONFIGURED
-
-
-def _comparable(obj: Manifest) -> Manifest:
-    out = copy.copy(obj)
-    out["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items()
-                       if k not in _VOLATILE}
-    out.pop("status", None)
-    return out
-
-
-def _protected(request: SyncRequest, entry: InventoryEntry) -> ResourceResult | None:
-    """Skip the prune of an object the request protects (e.g. its AppProject forbids it)."""
-    why = request.protected(entry.key) if request.protected is not None else ""
-    return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, f"not pruned: {why}") \
-        if why else None
-
-
-def _not_pruned(request: SyncRequest, live: Manifest,
-                entry: InventoryEntry) -> ResourceResult | None:
-    """Why a live object that left git is not deleted now, or ``None``: delete it."""
-    if not is_tracked_by(request.app.name, live):
-        return ResourceResult(entry.key, ResourceAction.NOT_OURS,
-                              "not pruned: its tracking id does not name this app")
-    if is_deleting(live):
-        return ResourceResult(entry.key, ResourceAction.DELETING, STILL_DELETING)
-    if sync_options(live).has(SyncOption.PRUNE_FALSE) or request.option(SyncOption.PRUNE_FALSE):
-        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, "ignored (Prune=false)")
-    if sync_options(live).has(SyncOption.PRUNE_CONFIRM) or \
-            request.option(SyncOption.PRUNE_CONFIRM):
-        return ResourceResult(entry.key, ResourceAction.PRUNE_SKIPPED, PRUNE_CONFIRM_UNSUPPORTED)
-    if not request.prune:
-        return ResourceResult(entry.key, ResourceAction.PENDING_PRUNE,
-                              "not in git; prune is off")
-    return None
-
-
-def _propagation(request: SyncRequest) -> str:
-    return request.app.sync_policy.options.prune_propagation().capitalize()
-
-
-def _stub(entry: InventoryEntry) -> Manifest:
-    return {"apiVersion": entry.api_version, "kind": entry.kind,
-            "metadata": {"name": entry.name, "namespace": entry.namespace or None}}

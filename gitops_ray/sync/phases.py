@@ -32,7 +32,7 @@ from gitops_ray.sync.reasons import Reason
 from gitops_ray.types import Manifest, OperationPhase, ResourceAction
 
 if TYPE_CHECKING:
-    from gitops_ray.sync.engine import ResourceResult, SyncRequest, SyncResult
+    from gitops_ray.sync.request import ResourceResult, SyncRequest, SyncResult
 
 FAILED_TASKS = "one or more synchronization tasks completed unsuccessfully"
 FAILED_SYNC_FAIL = "one or more SyncFail hooks failed"

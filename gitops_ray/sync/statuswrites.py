@@ -11,7 +11,7 @@ product module changes ``.status``.
 
 Operations are written as the codec's records (:class:`~gitops_ray.sync.appstatus.
 Operation`, :func:`~gitops_ray.sync.appstatus.encode_operation`) or as
-:meth:`gitops_ray.sync.engine.SyncResult.as_operation` gives them; the history's bounds
+:meth:`gitops_ray.sync.request.SyncResult.as_operation` gives them; the history's bounds
 and ids are :mod:`gitops_ray.sync.history`'s rules, applied here.
 """
 

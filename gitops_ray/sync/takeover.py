@@ -49,7 +49,7 @@ by hand, resolves it).
 
 **Status is never ours**: our entry's ``f:status`` is released (left unowned, so its
 value stays) in the same patch, for objects on which an earlier version of gitops-ray
-applied ``status`` (see :func:`gitops_ray.sync.engine.prepare`).
+applied ``status`` (see :func:`gitops_ray.sync.dryrun.prepare`).
 """
 
 from __future__ import annotations

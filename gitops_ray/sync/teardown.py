@@ -26,10 +26,11 @@ import structlog
 from gitops_ray.kube import Kube, KubeError
 from gitops_ray.render.apps import Application
 from gitops_ray.sync import statuswrites
-from gitops_ray.sync.engine import STILL_DELETING, ResourceResult, still_there
 from gitops_ray.sync.events import post_event
 from gitops_ray.sync.order import prune_order, sync_options
+from gitops_ray.sync.prune import STILL_DELETING, still_there
 from gitops_ray.sync.records import AppRecord, InventoryEntry, RecordStore
+from gitops_ray.sync.request import ResourceResult
 from gitops_ray.sync.tracking import is_tracked_by
 from gitops_ray.types import Manifest, ResourceAction, ResourceKey, SyncOption
 

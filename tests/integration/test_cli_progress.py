@@ -240,7 +240,7 @@ def test_sync_in_a_terminal_shows_progress_apart_from_the_results(
 
 
 class Heard:
-    """A :class:`~gitops_ray.sync.engine.SyncProgress` that writes down what it is told."""
+    """A :class:`~gitops_ray.sync.request.SyncProgress` that writes down what it is told."""
 
     def __init__(self) -> None:
         self.counts: list[int] = []

@@ -33,9 +33,10 @@ from gitops_ray.render.apps import Application
 from gitops_ray.render.tools import RenderTools
 from gitops_ray.runtime.watches import LiveCache
 from gitops_ray.source import GitSource
-from gitops_ray.sync.engine import SETTLED, Syncer, SyncRequest
+from gitops_ray.sync.engine import SETTLED, Syncer
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import RecordStore, record_name
+from gitops_ray.sync.request import SyncRequest
 from gitops_ray.types import ResourceAction, ResourceKey
 from localcluster import LocalControlPlane
 from tests.harness import eventually

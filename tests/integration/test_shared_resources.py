@@ -17,7 +17,8 @@ import json
 from typing import Any
 
 from gitops_ray.kube import Kube
-from gitops_ray.sync.engine import Syncer, SyncRequest
+from gitops_ray.sync.engine import Syncer
+from gitops_ray.sync.request import SyncRequest
 from gitops_ray.sync.tracking import TRACKING_ANNOTATION, claimed_by, with_tracking
 from tests.harness.cli import Cli, app_yaml
 from tests.harness.git import GitRepo

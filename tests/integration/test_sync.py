@@ -8,8 +8,9 @@ from pathlib import Path
 
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.pipeline import Pipeline
-from gitops_ray.sync.engine import Syncer, SyncRequest
+from gitops_ray.sync.engine import Syncer
 from gitops_ray.sync.records import RecordStore
+from gitops_ray.sync.request import SyncRequest
 from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.git import GitRepo

@@ -17,7 +17,8 @@ import pytest
 from gitops_ray.kube import Kube
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render.apps import SyncPolicy
-from gitops_ray.sync.engine import PRUNE_CONFIRM_UNSUPPORTED, Syncer
+from gitops_ray.sync.engine import Syncer
+from gitops_ray.sync.prune import PRUNE_CONFIRM_UNSUPPORTED
 from localcluster import LocalControlPlane
 from tests.harness import eventually
 from tests.harness.git import GitRepo

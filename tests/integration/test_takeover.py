@@ -20,7 +20,7 @@ import requests
 
 from gitops_ray import FIELD_MANAGER
 from gitops_ray.kube import AlreadyExists, Conflict, Kube, UnknownKind
-from gitops_ray.sync.engine import SyncRequest
+from gitops_ray.sync.request import SyncRequest
 from gitops_ray.sync.takeover import take_over
 from gitops_ray.sync.tracking import with_tracking
 from gitops_ray.types import IgnoreRule

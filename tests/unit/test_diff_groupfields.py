@@ -17,7 +17,7 @@ from gitops_ray.diff.groupfields import (
     with_memory,
 )
 from gitops_ray.diff.rules import compile_rules
-from gitops_ray.sync.engine import prepare
+from gitops_ray.sync.dryrun import prepare
 from tests.samples import raycluster
 
 FLAVOR_TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -25,7 +25,7 @@ from gitops_ray.reconcile.pipeline import Comparison
 from gitops_ray.render.apps import Application, AppSource
 from gitops_ray.runtime.compared import diff_text, remembered
 from gitops_ray.secretmask import MASK, masked
-from gitops_ray.sync.engine import prepare
+from gitops_ray.sync.dryrun import prepare
 
 TOKEN = "hunter2-s3cr3t-token"
 B64 = base64.b64encode(TOKEN.encode()).decode()

@@ -18,7 +18,6 @@ from gitops_ray.reconcile.pause import PAUSE_KEY, Pause
 from gitops_ray.render.apps import SyncPolicy
 from gitops_ray.source.git import SUBJECT_LIMIT, one_line
 from gitops_ray.sync.appstatus import decode_status
-from gitops_ray.sync.engine import ResourceResult, SyncResult
 from gitops_ray.sync.history import (
     DETAILED,
     HISTORY_BUDGET,
@@ -29,6 +28,7 @@ from gitops_ray.sync.history import (
     known_ids,
 )
 from gitops_ray.sync.reasons import Reason
+from gitops_ray.sync.request import ResourceResult, SyncResult
 from gitops_ray.sync.statuswrites import push_history, revise_newest
 from gitops_ray.types import OperationPhase, ResourceAction, ResourceKey
 

@@ -15,8 +15,8 @@ from gitops_ray.errors import (
     SyncError,
 )
 from gitops_ray.kube import Conflict, Forbidden, KubeError, LeaseExpired, NotFound
-from gitops_ray.sync.engine import SyncResult
 from gitops_ray.sync.reasons import Reason, StepFailed, failing_as, reason_of
+from gitops_ray.sync.request import SyncResult
 
 
 @pytest.mark.parametrize(("error", "reason"), [

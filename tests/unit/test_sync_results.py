@@ -7,8 +7,9 @@ import json
 
 from gitops_ray.kube.errors import AlreadyExists, Conflict, error_from_response
 from gitops_ray.reconcile.deletions import deleting_entries
-from gitops_ray.sync.engine import KEPT_IN_INVENTORY, ResourceResult, SyncResult
+from gitops_ray.sync.prune import KEPT_IN_INVENTORY
 from gitops_ray.sync.records import AppRecord, InventoryEntry
+from gitops_ray.sync.request import ResourceResult, SyncResult
 from gitops_ray.types import ResourceAction, ResourceKey
 
 CM = InventoryEntry("v1", "ConfigMap", "ns", "old")
