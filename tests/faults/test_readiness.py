@@ -43,6 +43,7 @@ class Relay:
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._open = True
+        self._cut = threading.Event()  # set when the open connections are cut
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
         self._listener.listen(64)
@@ -57,6 +58,8 @@ class Relay:
         with self._lock:
             self._open = False
             conns, self._conns = self._conns, []
+            self._cut.set()  # before any reset: no pump may pass an end on (see _pump)
+            self._cut = threading.Event()  # the connections made after a restore
         for conn in conns:
             _reset(conn)
 
@@ -82,7 +85,7 @@ class Relay:
                 continue
             upstream.settimeout(None)
             with self._lock:  # cut while connecting upstream: no survivor of the cut
-                open_ = self._open
+                open_, cut = self._open, self._cut
                 if open_:
                     self._conns += [client, upstream]
             if not open_:
@@ -90,7 +93,7 @@ class Relay:
                 _reset(upstream)
                 continue
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+                threading.Thread(target=_pump, args=(a, b, cut), daemon=True).start()
 
 
 def _reset(conn: socket.socket) -> None:
@@ -107,12 +110,21 @@ def _reset(conn: socket.socket) -> None:
     conn.close()
 
 
-def _pump(src: socket.socket, dst: socket.socket) -> None:
+def _pump(src: socket.socket, dst: socket.socket, cut: threading.Event) -> None:
+    """Copy ``src`` to ``dst``, then pass its end on, unless the relay was cut.
+
+    A cut wakes the pump reading the client with an end of file (``SHUT_RD``); passing
+    that on would tell the API server the client left, and its clean end of the watch
+    (the last chunk, then FIN) could reach the client before the reset does: the stream
+    would end without an error, unlike an API server that went away (a race a busy
+    machine showed).
+    """
     with contextlib.suppress(OSError):
-        while data := src.recv(65536):
+        while (data := src.recv(65536)) and not cut.is_set():
             dst.sendall(data)
-    with contextlib.suppress(OSError):
-        dst.shutdown(socket.SHUT_WR)
+    if not cut.is_set():
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
 
 
 @pytest.fixture
