@@ -346,12 +346,11 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     """One request on a connection the intake handed over.
 
-    :func:`_handler_class` binds its routes and header timeout: ``socketserver`` makes one
-    instance per request from the class, so what every request needs rides on the class.
+    :func:`_handler_class` binds its routes: ``socketserver`` makes one instance per
+    request from the class, so the table rides on the class (the limits are the server's).
     """
 
     table: ClassVar[dict[tuple[str, str], Route]]
-    header_timeout: ClassVar[float]
     server_version = "gitops-ray"
     protocol_version = "HTTP/1.1"
     default_request_version = "HTTP/1.0"  # a garbage request line gets a status line too
@@ -360,7 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         self.connection = self.request
-        self.connection.settimeout(self.header_timeout)
+        self.connection.settimeout(self.server.limits.header_timeout)
         self.reader = HeadReader(self.connection, self.server.take_head(self.connection))
         self.rfile, self.wfile = self.reader, SocketWriter(self.connection)
 
@@ -453,11 +452,10 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("http_request", client=self.client_address[0], line=format % args)
 
 
-def _handler_class(routes: Routes, limits: HttpLimits) -> type[BaseHTTPRequestHandler]:
+def _handler_class(routes: Routes) -> type[BaseHTTPRequestHandler]:
     table = {key: value if isinstance(value, Route) else Route(value)
              for key, value in routes.items()}
-    return type("_Handler", (_Handler,),
-                {"table": table, "header_timeout": limits.header_timeout})
+    return type("_Handler", (_Handler,), {"table": table})
 
 
 class HttpServers:
@@ -469,7 +467,7 @@ class HttpServers:
         self._servers: list[_Server] = []
         for address, routes in routes_by_address.items():
             try:
-                server = _Server(split_address(address), _handler_class(routes, limits), limits,
+                server = _Server(split_address(address), _handler_class(routes), limits,
                                  on_refused)
             except OSError as e:
                 raise ConfigError(f"cannot listen on {address}: {e.strerror}") from e
