@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import pytest
 import requests
 
 from gitops_ray.kube import Kube
+from gitops_ray.reconcile import pipeline as pipeline_module
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.reconcile.reconciler import Reconciler
 from gitops_ray.render import application_from_flags
@@ -53,3 +56,16 @@ def autoscaler_patch(cp: LocalControlPlane, namespace: str, name: str, ops: list
 
 def groups_by_name(obj: dict) -> dict[str, dict]:
     return {g["groupName"]: g for g in obj["spec"]["workerGroupSpecs"]}
+
+
+def count_compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each compile of an app's ignore rules from now on, by its ``where`` (the app)."""
+    compiled: list[str] = []
+    real = pipeline_module.compile_rules
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        compiled.append(kwargs["where"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module, "compile_rules", counted)
+    return compiled

@@ -4,26 +4,17 @@ per sync, and carried to the apply (issue 35)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gitops_ray.reconcile import pipeline as pipeline_module
 from gitops_ray.render.applications import parse_application
 from tests.harness.git import GitRepo
-from tests.harness.pipeline import Env
+from tests.harness.pipeline import Env, count_compiles
 
 
 def test_a_sync_compiles_the_rules_once_and_applies_them(
         env: Env, git_repo: GitRepo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    compiled: list[str] = []
-    real = pipeline_module.compile_rules
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(kwargs["where"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline_module, "compile_rules", counted)
+    compiled = count_compiles(monkeypatch)
     git_repo.commit({"manifests/cm.yaml": {
         "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"},
         "data": {"a": "1", "kept": "git"}}})

@@ -12,7 +12,6 @@ import pytest
 from gitops_ray.diff.system import SystemDiff
 from gitops_ray.errors import ConfigError
 from gitops_ray.kube import Kube
-from gitops_ray.reconcile import pipeline as pipeline_module
 from gitops_ray.reconcile.argocdcm import SystemSettings
 from gitops_ray.reconcile.pipeline import Pipeline
 from gitops_ray.render import application_from_flags
@@ -23,6 +22,7 @@ from gitops_ray.source import GitSource
 from gitops_ray.sync.order import sync_options
 from gitops_ray.sync.records import RecordStore
 from gitops_ray.types import IgnoreRule, SyncOption, SyncOptions
+from tests.harness.pipeline import count_compiles
 
 WRITTEN = [
     {"group": "ray.io", "kind": "RayCluster",
@@ -110,14 +110,7 @@ def test_rules_are_compiled_once_per_rule_set(monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path) -> None:
     """A sync asks for the rules three times (compare, sync, compare after): one compile,
     and again only when the app's rules or argocd-cm's change."""
-    compiled: list[str] = []
-    real = pipeline_module.compile_rules
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        compiled.append(kwargs["where"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline_module, "compile_rules", counted)
+    compiled = count_compiles(monkeypatch)
     system = [SystemSettings()]
     pipeline = Pipeline(cast(Kube, None), GitSource(tmp_path), cast(RecordStore, None),
                         system=lambda: system[0])
