@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +29,14 @@ from tests.harness.namespaces import fresh_namespace
 from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
 from tests.harness.runtime import Controller, Controllers
+
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stderr__))
+"""In-process controllers log with structlog's defaults (a test does not configure logging
+for them), but to the process's own stderr rather than to ``sys.stdout`` as found at each
+line: click's ``CliRunner`` swaps ``sys.stdout`` while a command runs, so a controller's
+thread logging in those moments wrote into the command's output (a ``-o json`` that no
+longer parsed). Pytest's fd capture still shows the lines with a failed test, and
+``capfd`` reads them."""
 
 TIERS = ("unit", "integration", "e2e", "faults", "argocd")
 """Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""
@@ -51,7 +60,7 @@ def _logging_as_found() -> Iterator[None]:
 
     ``gitops-ray`` commands run in-process (``Cli``) configure logging for the process, to
     the stream of that moment; a later test of the same process (an in-process controller
-    whose lines a test reads with ``capsys``) would log there instead. Run one after
+    whose lines a test reads with ``capfd``) would log there instead. Run one after
     another, the tiers met in an order where no test noticed; side by side (pytest-xdist
     workers, each its own mix of modules) one did.
     """

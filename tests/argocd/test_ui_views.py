@@ -151,7 +151,7 @@ def stored(argocd: ArgoCD, name: str) -> dict[str, Any]:
 def test_an_unknown_argo_cd_version_leaves_argo_cds_redis_alone(
         argocd: ArgoCD, start_controller: Callable[..., Controller],
         make_app: Callable[[Manifest], Manifest], git_repo: GitRepo, kube: Kube,
-        namespace: str, capsys: pytest.CaptureFixture[str]) -> None:
+        namespace: str, capfd: pytest.CaptureFixture[str]) -> None:
     start_controller({}, **{"argocd.enabled": True, "argocd.namespace": argocd.namespace,
                             "argocd.redis": argocd.redis, "argocd.version": "v3.7.0"})
     sha = git_repo.commit(files(namespace))
@@ -163,7 +163,7 @@ def test_an_unknown_argo_cd_version_leaves_argo_cds_redis_alone(
     assert client.keys(f"app|*|{name}|*") == []
     resources = argocd.cli("app", "resources", name, check=False)
     assert resources.returncode != 0 and "key is missing" in resources.stderr
-    said = capsys.readouterr().out
+    said = capfd.readouterr().err
     assert "argocd_views_not_written" in said
     assert "Argo CD v3.7.0: its cache format is not known to gitops-ray" in said
     assert PASSWORD not in said
