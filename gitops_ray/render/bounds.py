@@ -33,8 +33,9 @@ import yaml
 
 from gitops_ray import limits
 from gitops_ray.errors import LimitExceeded
-from gitops_ray.render.loader import Builder, FastLoader
+from gitops_ray.render.loader import NO_KEY, Builder, FastLoader
 
+_STR = "tag:yaml.org,2002:str"
 _EventParser: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # events only
 _remaining: ContextVar[list[int] | None] = ContextVar("gitops_ray_node_budget", default=None)
 
@@ -193,59 +194,128 @@ _ENDS = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
 
 def _walk_events(parser: Any, scan: _Scan) -> None:
-    """One pass over the events; scalars, by far the most of them, take the short path."""
-    get_event, check_event, scalar = parser.get_event, parser.check_event, yaml.ScalarEvent
-    while check_event():
-        event = get_event()
-        kind = type(event)
-        if kind is scalar:
-            scan.nodes += 1
-            scan.chars += len(event.value)
-            if event.anchor:
-                scan.anchors[event.anchor] = (1, len(event.value))
-        elif kind in _STARTS:
-            scan.start(event)
-        elif kind in _ENDS:
-            scan.end()
-        elif kind is yaml.AliasEvent:
-            scan.alias(event)
-        elif kind is yaml.DocumentStartEvent:
-            scan.document()
-        if scan.nodes > scan.node_limit:
-            raise scan.too_many_nodes(event)
+    """One pass over the events; scalars, by far the most of them, take the short path.
+
+    On the short path the counts live in locals; they are written back to ``scan``
+    before any other event (whose handling reads them), before a limit's error (whose
+    message reads them) and when the stream ends or fails to parse.
+    """
+    get_event, scalar = parser.get_event, yaml.ScalarEvent
+    nodes, chars, limit = scan.nodes, scan.chars, scan.node_limit
+    try:
+        while (event := get_event()) is not None:
+            if type(event) is scalar and event.anchor is None:
+                nodes += 1
+                chars += len(event.value)
+                if nodes > limit:
+                    scan.nodes, scan.chars = nodes, chars
+                    raise scan.too_many_nodes(event)
+                continue
+            scan.nodes, scan.chars = nodes, chars
+            _measure(scan, event)
+            if scan.nodes > scan.node_limit:
+                raise scan.too_many_nodes(event)
+            nodes, chars, limit = scan.nodes, scan.chars, scan.node_limit
+    except yaml.YAMLError:
+        scan.nodes, scan.chars = nodes, chars
+        raise
+    scan.nodes, scan.chars = nodes, chars
+
+
+def _measure(scan: _Scan, event: Any) -> None:
+    """Any event into ``scan``'s counts (the short paths inline the anchorless scalar)."""
+    kind = type(event)
+    if kind is yaml.ScalarEvent:
+        scan.nodes += 1
+        scan.chars += len(event.value)
+        if event.anchor:
+            scan.anchors[event.anchor] = (1, len(event.value))
+    elif kind in _STARTS:
+        scan.start(event)
+    elif kind in _ENDS:
+        scan.end()
+    elif kind is yaml.AliasEvent:
+        scan.alias(event)
+    elif kind is yaml.DocumentStartEvent:
+        scan.document()
 
 
 def _walk_building(parser: Any, scan: _Scan, builder: Builder) -> None:
-    """:func:`_walk_events`, each event handed to ``builder`` too until it gives up."""
-    get_event, check_event = parser.get_event, parser.check_event
-    scalar, mapping, sequence = yaml.ScalarEvent, yaml.MappingStartEvent, \
-        yaml.SequenceStartEvent
-    while check_event():
-        event = get_event()
-        kind = type(event)
-        if kind is scalar:
-            scan.nodes += 1
-            scan.chars += len(event.value)
-            if event.anchor:
-                scan.anchors[event.anchor] = (1, len(event.value))
-            builder.scalar(event)
-        elif kind is mapping or kind is sequence:
-            scan.start(event)
-            builder.start(event, {} if kind is mapping else [])
-        elif kind in _ENDS:
-            scan.end()
-            builder.end()
-        elif kind is yaml.AliasEvent:
-            scan.alias(event)
-            builder.alias(event)
-        elif kind is yaml.DocumentStartEvent:
-            scan.document()
-            builder.document()
-        if scan.nodes > scan.node_limit:
-            raise scan.too_many_nodes(event)
-        if builder.gave_up:
-            _walk_events(parser, scan)  # the rest is only measured
+    """:func:`_walk_events`, each event handed to ``builder`` too until it gives up.
+
+    Alike on purpose: the same counts, written back at the same moments. Its short path
+    is a scalar :class:`Builder` would add to an open container as it is: untagged and
+    unanchored, quoted (a string) or plain with a tag the loader's resolver remembered
+    (a string, or a core scalar already constructed from that text). Every other event
+    goes through :func:`_measure` and the builder's own methods, as before.
+    """
+    get_event, scalar = parser.get_event, yaml.ScalarEvent
+    stack, tags, values = builder.stack, builder.tags, builder.values
+    nodes, chars, limit = scan.nodes, scan.chars, scan.node_limit
+    try:
+        while (event := get_event()) is not None:
+            if type(event) is scalar and stack and event.anchor is None and event.tag is None:
+                value = _plain(event, tags, values)
+                if value is not _SLOW:
+                    nodes += 1
+                    chars += len(event.value)
+                    if nodes > limit:
+                        scan.nodes, scan.chars = nodes, chars
+                        raise scan.too_many_nodes(event)
+                    top = stack[-1]
+                    if type(top[0]) is list:
+                        top[0].append(value)
+                    elif top[1] is NO_KEY:
+                        top[1] = value
+                    else:
+                        top[0][top[1]] = value
+                        top[1] = NO_KEY
+                    continue
+            scan.nodes, scan.chars = nodes, chars
+            _measure(scan, event)
+            _build(builder, event)
+            if scan.nodes > scan.node_limit:
+                raise scan.too_many_nodes(event)
+            if builder.gave_up:
+                break
+            nodes, chars, limit = scan.nodes, scan.chars, scan.node_limit
+        else:
+            scan.nodes, scan.chars = nodes, chars
             return
+    except yaml.YAMLError:
+        scan.nodes, scan.chars = nodes, chars
+        raise
+    _walk_events(parser, scan)  # the builder gave up: the rest is only measured
+
+
+_SLOW = object()
+
+
+def _plain(event: Any, tags: dict[str, str], values: dict[tuple[str, str], Any]) -> Any:
+    """The value :class:`Builder` gives an untagged scalar, if known without it, or _SLOW."""
+    if not event.implicit[0]:
+        return event.value  # quoted: a string
+    tag = tags.get(event.value)
+    if tag == _STR:
+        return event.value
+    return values.get((tag, event.value), _SLOW) if tag is not None else _SLOW
+
+
+def _build(builder: Builder, event: Any) -> None:
+    """Any event into ``builder`` (the short path inlines the plain scalar's)."""
+    kind = type(event)
+    if kind is yaml.ScalarEvent:
+        builder.scalar(event)
+    elif kind is yaml.MappingStartEvent:
+        builder.start(event, {})
+    elif kind is yaml.SequenceStartEvent:
+        builder.start(event, [])
+    elif kind in _ENDS:
+        builder.end()
+    elif kind is yaml.AliasEvent:
+        builder.alias(event)
+    elif kind is yaml.DocumentStartEvent:
+        builder.document()
 
 
 def check_value(value: object, *, origin: str) -> int:

@@ -108,7 +108,8 @@ def _build(loader: Any, node: Node, built: dict[int, Any], active: set[int]) -> 
 
 # -- plain documents straight from the bounds scan's events -----------------------------------
 
-_NO_KEY = object()  # a mapping waiting for its next key
+NO_KEY = object()
+"""The pending key of a mapping waiting for its next key (:attr:`Builder.stack`)."""
 MAX_VALUES = 16_384
 """Constructed core scalars (ints, floats, bools, nulls) remembered by text, process-wide."""
 
@@ -131,13 +132,19 @@ class Builder:
     the stream as before, so results, errors and their messages stay PyYAML's.
     """
 
-    __slots__ = ("_anchors", "_loader", "_open", "_stack", "docs", "gave_up")
+    __slots__ = ("_anchors", "_loader", "_open", "docs", "gave_up", "stack", "tags", "values")
 
     def __init__(self, loader: Any) -> None:
         self.docs: list[tuple[int, Any]] = []  # (line, body), as _documents gives them
         self.gave_up = False
         self._loader = loader  # a FastLoader: its remembering resolver, its constructors
-        self._stack: list[list[Any]] = []  # [container, its pending key, line, anchor]
+        self.stack: list[list[Any]] = []  # [container, its pending key (NO_KEY), line, anchor]
+        # For the scan's short path (bounds._walk_building): the texts whose tag this
+        # loader's resolver has remembered, the core scalars constructed by (tag, text).
+        # Empty when the loader resolves otherwise: then every scalar comes through here.
+        self.tags: dict[str, str] = _resolved if type(loader).resolve is FastLoader.resolve \
+            and not loader.yaml_path_resolvers else {}
+        self.values: dict[tuple[str, str], Any] = _values
         self._anchors: dict[str, Any] = {}  # this document's, as the composer's
         self._open: set[str] = set()  # anchors of containers not ended yet
 
@@ -166,9 +173,9 @@ class Builder:
             self.gave_up = True
             return
         value = self._anchors[name]
-        stack = self._stack
+        stack = self.stack
         if type(value) in (dict, list) and stack and type(stack[-1][0]) is dict \
-                and stack[-1][1] is _NO_KEY:
+                and stack[-1][1] is NO_KEY:
             self.gave_up = True  # a mapping or sequence as a key
             return
         self._add(value, event.start_mark.line + 1)
@@ -198,8 +205,8 @@ class Builder:
         if event.tag is not None:
             self.gave_up = True
             return
-        stack = self._stack
-        if stack and type(stack[-1][0]) is dict and stack[-1][1] is _NO_KEY:
+        stack = self.stack
+        if stack and type(stack[-1][0]) is dict and stack[-1][1] is NO_KEY:
             self.gave_up = True  # a mapping or sequence as a key
             return
         anchor = event.anchor
@@ -207,16 +214,16 @@ class Builder:
             if not self._anchor(anchor, container):
                 return
             self._open.add(anchor)
-        stack.append([container, _NO_KEY, event.start_mark.line + 1, anchor])
+        stack.append([container, NO_KEY, event.start_mark.line + 1, anchor])
 
     def end(self) -> None:
-        container, _, line, anchor = self._stack.pop()
+        container, _, line, anchor = self.stack.pop()
         if anchor is not None:
             self._open.discard(anchor)
         self._add(container, line)
 
     def _add(self, value: Any, line: int) -> None:
-        stack = self._stack
+        stack = self.stack
         if not stack:  # a document's root
             self.docs.append((line, value))
             return
@@ -224,8 +231,8 @@ class Builder:
         container = top[0]
         if type(container) is list:
             container.append(value)
-        elif top[1] is _NO_KEY:
+        elif top[1] is NO_KEY:
             top[1] = value
         else:
             container[top[1]] = value
-            top[1] = _NO_KEY
+            top[1] = NO_KEY
