@@ -13,9 +13,9 @@ Two settings, measured there (commit -> applied at 5,000 RayClusters, p50 1.32 s
 CPython's defaults, 0.93 s with the freeze alone, 0.75 s with both):
 
 * :meth:`Heap.settle` runs at start and then every :data:`SETTLE_EVERY_S` seconds on the
-  scheduler: it collects what is not frozen yet (what was made since the last settle)
-  and freezes the survivors (:func:`gc.freeze`), so later collections walk only what is
-  new;
+  scheduler (a one-shot command's by work done: :func:`settling`): it collects what is
+  not frozen yet (what was made since the last settle) and freezes the survivors
+  (:func:`gc.freeze`), so later collections walk only what is new;
 * :data:`THRESHOLDS` (:func:`gc.set_threshold`): a young collection per 10,000 net new
   objects instead of 700, so most of a render's objects are freed before a collection
   sees them, and a collection of everything not frozen only after 100 middle-generation
@@ -70,6 +70,7 @@ class Heap:
     def __init__(self, *, thaw_every: int = THAW_EVERY) -> None:
         self._thaw_every = thaw_every
         self._settles = 0
+        self._freezes = 0
         self._lock = threading.Lock()
         self._restore: tuple[int, ...] | None = None
 
@@ -100,6 +101,25 @@ class Heap:
                   full=done.full, seconds=round(done.seconds, 4))
         return done
 
+    def freeze_survivors(self) -> None:
+        """Freeze what is not frozen, right after the collector's own full collection.
+
+        :meth:`settle` without its collection (the collector just did it); every
+        ``thaw_every``-th call also unfreezes and collects the whole heap first, as the
+        settles do (see the module docstring), for a long one-shot command.
+        """
+        with self._lock:
+            self._freezes += 1
+            if self._freezes % self._thaw_every == 0:
+                gc.unfreeze()
+                gc.collect()
+            gc.freeze()
+
+    @property
+    def freezes(self) -> int:
+        """How many times :meth:`freeze_survivors` has run."""
+        return self._freezes
+
     def release(self) -> None:
         """Give every frozen object back to the collector, restore the thresholds."""
         with self._lock:
@@ -110,28 +130,44 @@ class Heap:
 
 
 @contextlib.contextmanager
-def settling(every: float = SETTLE_EVERY_S) -> Iterator[Heap]:
+def settling() -> Iterator[Heap]:
     """The same policy for a one-shot command (``sync``, ``diff``) while the block runs.
 
-    Tuned at once, settled on a thread at once and every ``every`` seconds, released
-    when the block ends. Measured on ``gitops-ray sync`` of 2,000 RayClusters: 36 s of
-    its 120 s were collections (30 s of them full ones), all of it on the CPU the API
-    server needs.
+    Tuned at once and settled on a thread at once; after that by work done, not by the
+    clock: each time CPython's own collector has collected the whole unfrozen heap (a
+    full collection, which :data:`THRESHOLDS` make come every ~10 million net new
+    objects), the thread freezes what survived it (:meth:`Heap.freeze_survivors`), which
+    is what a settle would have left, without collecting again. Released when the block
+    ends. Measured on ``gitops-ray sync`` of 2,000 RayClusters: 36 s of its 120 s were
+    collections (30 s of them full ones), all of it on the CPU the API server needs.
+    A settle every 30 s of wall time, as the controller's, made a slow run on a loaded
+    machine pay for more of them than a quick one (``bench/README.md``, issue 41).
     """
-    heap, stop = Heap(), threading.Event()
+    heap, due, stop = Heap(), threading.Event(), threading.Event()
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop" and info["generation"] == 2:
+            due.set()  # no work in the collector's callback: the thread does it
 
     def loop() -> None:
-        heap.settle()
-        while not stop.wait(every):
-            heap.settle()
+        heap.settle()  # its own collection sets `due`: one freeze more, a cheap one
+        while not stop.is_set():
+            due.wait()
+            if stop.is_set():
+                return
+            due.clear()
+            heap.freeze_survivors()
 
     heap.tune()
+    gc.callbacks.append(collected)
     thread = threading.Thread(target=loop, name="heap", daemon=True)
     thread.start()
     try:
         yield heap
     finally:
+        gc.callbacks.remove(collected)
         stop.set()
+        due.set()
         thread.join()
         heap.release()
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from gitops_ray.heap import THRESHOLDS, Heap, settling
+from tests.harness.waiting import eventually
 
 
 class Node:
@@ -79,9 +80,27 @@ def test_tune_sets_the_thresholds_and_release_restores_them() -> None:
 
 def test_settling_tunes_settles_at_once_and_restores_when_the_block_ends() -> None:
     before = gc.get_threshold()
-    with settling(every=3600) as heap:
+    with settling() as heap:
         assert gc.get_threshold() == THRESHOLDS
         assert isinstance(heap, Heap)
     assert heap.settles == 1  # at once on its thread; the block's end waits for it
     assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
+
+
+def test_settling_freezes_the_survivors_of_each_full_collection_and_frees_cycles() -> None:
+    with settling() as heap:
+        eventually(lambda: heap.freezes >= 1)  # the first settle's own collection's
+        done = heap.freezes
+        kept = [Node() for _ in range(100)]  # made after the first settle: not frozen
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        cycle = weakref.ref(a)
+        del a, b
+        frozen = gc.get_freeze_count()
+        gc.collect()  # the collector's own full collection, as its thresholds start one
+        eventually(lambda: heap.freezes > done)
+        assert cycle() is None  # the collection freed it; the freeze kept the rest
+        assert gc.get_freeze_count() >= frozen + len(kept)
+    assert heap.settles == 1  # no collection of its own after the first
     assert gc.get_freeze_count() == 0
