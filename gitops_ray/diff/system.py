@@ -180,15 +180,13 @@ def _system_rules(overrides: Mapping[str, tuple[str, Any]]
 
 def _override_rule(key: str, value: Any, label: str) -> IgnoreRule | None:
     """The rule of one override, its pointers and jq expressions checked (RuleError: why not)."""
-    if value is not None and not isinstance(value, Mapping):
-        raise RuleError(f"{label}: expected a mapping of jsonPointers, jqPathExpressions, "
-                        "managedFieldsManagers")
+    if not isinstance(value, Mapping):  # None: no rule; another value: its error
+        return IgnoreRule.of_override(value, group="", kind="", label=label)
     try:
         group, kind = split_override_key(key)
     except ValueError as e:
         raise RuleError(f"{label}: {e}") from None
-    rule = IgnoreRule.of_override(dict(value) if value is not None else None, group=group,
-                                  kind=kind, label=label)
+    rule = IgnoreRule.of_override(dict(value), group=group, kind=kind, label=label)
     for index, text in enumerate(rule.json_pointers if rule else ()):
         try:
             pointers.parse_pointer(text)
