@@ -41,8 +41,8 @@ UNDER = "    "  # indent of the detail columns printed under their row
 
 Cell = str | Text
 """A cell: plain text, or rich text whose styles show on a terminal."""
-Line = list[tuple[Cell, str]]
-"""A line being built: its pieces, each with the style it takes on a terminal."""
+Line = tuple[Sequence[tuple[Cell, str]], Sequence[int]]
+"""A line to print: its cells, each with the style it takes on a terminal, and their widths."""
 
 _SPACES = str.maketrans(string.whitespace, " " * len(string.whitespace))  # as textwrap does
 
@@ -99,7 +99,7 @@ class Table:
         titles = [] if not self.title else [self.title] if width is None \
             else textwrap.wrap(self.title, width) or [self.title]
         header = self.header_style if self.show_header else None
-        lines: list[Line] = [[(title, self.title_style)] for title in titles]
+        lines: list[Line] = [([(title, self.title_style)], [0]) for title in titles]
         return lines + _body(self.columns, self.rows, width, header)
 
 
@@ -176,7 +176,7 @@ def _under(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int
         lines += _row_lines(inline, cells, widths, fitted=True)
         under = "  ".join(f"{c.header}: {_plain(cell)}" for c, cell in
                           zip(columns, row, strict=True) if c.detail and _plain(cell))
-        lines += [[(text, "")] for text in textwrap.wrap(
+        lines += [([(text, "")], [0]) for text in textwrap.wrap(
             under, width, initial_indent=UNDER, subsequent_indent=UNDER,
             break_on_hyphens=False)]
     return lines
@@ -189,7 +189,8 @@ def _natural(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
 
 
 def _longest(cell: Cell) -> int:
-    return max(len(line) for line in _plain(cell).split("\n"))
+    plain = _plain(cell)
+    return max(len(line) for line in plain.split("\n")) if "\n" in plain else len(plain)
 
 
 def _total(widths: Sequence[int]) -> int:
@@ -211,6 +212,8 @@ def _header(columns: Sequence[Column], widths: Sequence[int],
 
 def _row_lines(columns: Sequence[Column], row: Sequence[Cell], widths: Sequence[int], *,
                fitted: bool) -> list[Line]:
+    if not fitted and not any("\n" in _plain(cell) for cell in row):  # piped, one line each
+        return [_line([(cell, c.style) for c, cell in zip(columns, row, strict=True)], widths)]
     cells = [_cell(c, text, w, fitted=fitted) for c, text, w in zip(columns, row, widths,
                                                                    strict=True)]
     height = max(len(c) for c in cells)
@@ -257,12 +260,8 @@ def _wrap(cell: Cell, width: int) -> list[Cell]:
 
 
 def _line(cells: Sequence[tuple[Cell, str]], widths: Sequence[int]) -> Line:
-    """The cells padded to their columns' widths, between separators."""
-    line: Line = []
-    for n, ((cell, style), width) in enumerate(zip(cells, widths, strict=True)):
-        pad = " " * (width - len(_plain(cell))) + (SEPARATOR if n < len(widths) - 1 else "")
-        line += [(cell, style), (pad, "")]
-    return line
+    """The cells, to be padded to their columns' widths, between separators."""
+    return cells, widths
 
 
 def _plain(cell: Cell) -> str:
@@ -270,11 +269,18 @@ def _plain(cell: Cell) -> str:
 
 
 def _plain_line(line: Line) -> str:
-    return "".join(_plain(cell) for cell, _ in line).rstrip()
+    cells, widths = line
+    return SEPARATOR.join([(cell if isinstance(cell, str) else cell.plain).ljust(width)
+                           for (cell, _), width in zip(cells, widths, strict=True)]).rstrip()
 
 
 def _styled_line(line: Line) -> Text:
-    text = Text.assemble(*(_styled(cell, style) for cell, style in line))
+    cells, widths = line
+    pieces: list[Text | tuple[str, str]] = []
+    for n, ((cell, style), width) in enumerate(zip(cells, widths, strict=True)):
+        pad = " " * (width - len(_plain(cell))) + (SEPARATOR if n < len(widths) - 1 else "")
+        pieces += [_styled(cell, style), (pad, "")]
+    text = Text.assemble(*pieces)
     text.rstrip()
     return text
 
