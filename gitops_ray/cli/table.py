@@ -32,6 +32,7 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from rich.cells import cell_len, get_character_cell_size
 from rich.console import Console
 from rich.text import Text
 
@@ -41,8 +42,9 @@ UNDER = "    "  # indent of the detail columns printed under their row
 
 Cell = str | Text
 """A cell: plain text, or rich text whose styles show on a terminal."""
-Line = tuple[Sequence[tuple[Cell, str]], Sequence[int]]
-"""A line to print: its cells, each with the style it takes on a terminal, and their widths."""
+Line = tuple[Sequence[tuple[Cell, str]], Sequence[int], bool]
+"""A line to print: its cells, each with the style it takes on a terminal, their widths,
+and whether it is fitted (to a terminal: widths are counted in cells, see :func:`_size`)."""
 
 _SPACES = str.maketrans(string.whitespace, " " * len(string.whitespace))  # as textwrap does
 
@@ -99,7 +101,7 @@ class Table:
         titles = [] if not self.title else [self.title] if width is None \
             else textwrap.wrap(self.title, width) or [self.title]
         header = self.header_style if self.show_header else None
-        lines: list[Line] = [([(title, self.title_style)], [0]) for title in titles]
+        lines: list[Line] = [([(title, self.title_style)], [0], False) for title in titles]
         return lines + _body(self.columns, self.rows, width, header)
 
 
@@ -134,15 +136,15 @@ def fit(columns: Sequence[Column], natural: Sequence[int], width: int) -> list[i
 
 
 def clip(text: Cell, width: int, *, keep_end: bool = False) -> Cell:
-    """``text`` in at most ``width`` characters, "…" where it was cut (styles kept)."""
-    size = len(_plain(text))
-    if size <= width:
+    """``text`` in at most ``width`` cells, "…" where it was cut (styles kept)."""
+    plain = _plain(text)
+    if cell_len(plain) <= width:
         return text
     if width <= 1:
         return text[:0] + ELLIPSIS[:width]
     if not keep_end:
-        return text[:width - 1] + ELLIPSIS
-    end = text[size - width + 1:]
+        return text[:_fits(plain, width - 1)] + ELLIPSIS
+    end = text[len(plain) - _fits(plain[::-1], width - 1):]
     return ELLIPSIS + end if isinstance(end, str) else Text(ELLIPSIS, end.style) + end
 
 
@@ -156,7 +158,7 @@ def terminal_width() -> int | None:
 def _body(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int | None,
           header: str | None) -> list[Line]:
     """The header (``header``: its style; None: no header) and the rows' lines."""
-    natural = _natural(columns, rows, header is not None)
+    natural = _natural(columns, rows, header is not None, fitted=width is not None)
     if width is None:
         return _lines(columns, rows, natural, header, fitted=False)
     widths = fit(columns, natural, width)
@@ -170,27 +172,46 @@ def _under(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: int
     """The table without its detail columns, each row followed by them, labelled."""
     inline = [c for c in columns if not c.detail]
     cut = [[cell for c, cell in zip(columns, row, strict=True) if not c.detail] for row in rows]
-    widths = fit(inline, _natural(inline, cut, header is not None), width)
-    lines = _header(inline, widths, header)
+    widths = fit(inline, _natural(inline, cut, header is not None, fitted=True), width)
+    lines = _header(inline, widths, header, fitted=True)
     for row, cells in zip(rows, cut, strict=True):
         lines += _row_lines(inline, cells, widths, fitted=True)
         under = "  ".join(f"{c.header}: {_plain(cell)}" for c, cell in
                           zip(columns, row, strict=True) if c.detail and _plain(cell))
-        lines += [([(text, "")], [0]) for text in textwrap.wrap(
+        lines += [([(text, "")], [0], False) for text in textwrap.wrap(
             under, width, initial_indent=UNDER, subsequent_indent=UNDER,
             break_on_hyphens=False)]
     return lines
 
 
-def _natural(columns: Sequence[Column], rows: Sequence[Sequence[Cell]],
-             header: bool) -> list[int]:
-    return [max([len(c.header) if header else 0, *(_longest(r[i]) for r in rows)])
+def _natural(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], header: bool, *,
+             fitted: bool) -> list[int]:
+    return [max([len(c.header) if header else 0, *(_longest(r[i], fitted) for r in rows)])
             for i, c in enumerate(columns)]
 
 
-def _longest(cell: Cell) -> int:
+def _longest(cell: Cell, fitted: bool) -> int:
     plain = _plain(cell)
-    return max(len(line) for line in plain.split("\n")) if "\n" in plain else len(plain)
+    return max(_size(line, fitted) for line in plain.split("\n")) if "\n" in plain \
+        else _size(plain, fitted)
+
+
+def _size(text: str, fitted: bool) -> int:
+    """The columns ``text`` takes: on a terminal its cells (日 takes two).
+
+    Piped, its characters, as kubectl's and argocd's tabwriter count them.
+    """
+    return cell_len(text) if fitted else len(text)
+
+
+def _fits(plain: str, cells: int) -> int:
+    """How many of ``plain``'s first characters fit in ``cells`` terminal cells."""
+    used = 0
+    for n, char in enumerate(plain):
+        used += get_character_cell_size(char)
+        if used > cells:
+            return n
+    return len(plain)
 
 
 def _total(widths: Sequence[int]) -> int:
@@ -199,26 +220,26 @@ def _total(widths: Sequence[int]) -> int:
 
 def _lines(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], widths: Sequence[int],
            header: str | None, *, fitted: bool) -> list[Line]:
-    lines = _header(columns, widths, header)
+    lines = _header(columns, widths, header, fitted=fitted)
     for row in rows:
         lines.extend(_row_lines(columns, row, widths, fitted=fitted))
     return lines
 
 
-def _header(columns: Sequence[Column], widths: Sequence[int],
-            style: str | None) -> list[Line]:
-    return [] if style is None else [_line([(c.header, style) for c in columns], widths)]
+def _header(columns: Sequence[Column], widths: Sequence[int], style: str | None, *,
+            fitted: bool) -> list[Line]:
+    return [] if style is None else [([(c.header, style) for c in columns], widths, fitted)]
 
 
 def _row_lines(columns: Sequence[Column], row: Sequence[Cell], widths: Sequence[int], *,
                fitted: bool) -> list[Line]:
     if not fitted and not any("\n" in _plain(cell) for cell in row):  # piped, one line each
-        return [_line([(cell, c.style) for c, cell in zip(columns, row, strict=True)], widths)]
+        return [([(cell, c.style) for c, cell in zip(columns, row, strict=True)], widths, False)]
     cells = [_cell(c, text, w, fitted=fitted) for c, text, w in zip(columns, row, widths,
                                                                    strict=True)]
     height = max(len(c) for c in cells)
-    return [_line([(c[n] if n < len(c) else "", column.style)
-                   for c, column in zip(cells, columns, strict=True)], widths)
+    return [([(c[n] if n < len(c) else "", column.style)
+              for c, column in zip(cells, columns, strict=True)], widths, fitted)
             for n in range(height)]
 
 
@@ -229,7 +250,7 @@ def _cell(column: Column, cell: Cell, width: int, *, fitted: bool) -> list[Cell]
         return lines
     out: list[Cell] = []
     for line in lines:
-        if column.wrap and len(_plain(line)) > width:
+        if column.wrap and cell_len(_plain(line)) > width:
             out += _wrap(line, width) or [""]
         else:
             out.append(clip(line, width, keep_end=column.keep_end))
@@ -254,14 +275,19 @@ def _wrap(cell: Cell, width: int) -> list[Cell]:
     flat, lines, at = plain.translate(_SPACES), [], 0
     for text in textwrap.wrap(plain, width, break_on_hyphens=False, expand_tabs=False):
         start = flat.find(text, at)  # textwrap only drops whitespace between its lines
-        lines.append(cell[start:start + len(text)])
         at = start + len(text)
+        lines += _chop(cell[start:at], width)
     return lines
 
 
-def _line(cells: Sequence[tuple[Cell, str]], widths: Sequence[int]) -> Line:
-    """The cells, to be padded to their columns' widths, between separators."""
-    return cells, widths
+def _chop(cell: Cell, width: int) -> list[Cell]:
+    """A line of textwrap's (which counts characters) in pieces of at most ``width`` cells."""
+    pieces = []
+    while cell_len(_plain(cell)) > width:
+        n = max(1, _fits(_plain(cell), width))
+        pieces.append(cell[:n])
+        cell = cell[n:]
+    return [*pieces, cell]
 
 
 def _plain(cell: Cell) -> str:
@@ -269,17 +295,22 @@ def _plain(cell: Cell) -> str:
 
 
 def _plain_line(line: Line) -> str:
-    cells, widths = line
-    return SEPARATOR.join([(cell if isinstance(cell, str) else cell.plain).ljust(width)
-                           for (cell, _), width in zip(cells, widths, strict=True)]).rstrip()
+    cells, widths, fitted = line
+    plains = [c if isinstance(c, str) else c.plain for c, _ in cells]
+    if not fitted:  # piped: as fast as it can be, a long `status` is all such lines
+        return SEPARATOR.join([p.ljust(w) for p, w in zip(plains, widths, strict=True)]).rstrip()
+    return SEPARATOR.join([p + " " * (w - cell_len(p))
+                           for p, w in zip(plains, widths, strict=True)]).rstrip()
 
 
 def _styled_line(line: Line) -> Text:
-    cells, widths = line
+    """The line's cells padded to their columns' widths, between separators."""
+    cells, widths, fitted = line
     pieces: list[Text | tuple[str, str]] = []
     for n, ((cell, style), width) in enumerate(zip(cells, widths, strict=True)):
-        pad = " " * (width - len(_plain(cell))) + (SEPARATOR if n < len(widths) - 1 else "")
-        pieces += [_styled(cell, style), (pad, "")]
+        pad = width - _size(_plain(cell), fitted)
+        pieces += [_styled(cell, style), (" " * pad + (SEPARATOR if n < len(widths) - 1
+                                                       else ""), "")]
     text = Text.assemble(*pieces)
     text.rstrip()
     return text

@@ -88,6 +88,16 @@ def test_a_cut_or_wrapped_styled_cell_keeps_its_styles() -> None:
     assert _styles(lines[0]) == [("Synced", "green")] and _styles(lines[1]) == []
 
 
+def test_a_terminal_counts_cells_and_a_pipe_characters() -> None:
+    columns = [Column("GROUP"), Column("SET BY", shrink=1, wrap=True), Column("X")]
+    rows = [["日本", "mañana", "1"], ["cpu", "日本語のマネージャ", "2"]]
+    assert render(columns, rows) == ["GROUP  SET BY     X", "日本     mañana     1",
+                                     "cpu    日本語のマネージャ  2"]  # as kubectl's tabwriter
+    assert render(columns, rows, 20) == ["GROUP  SET BY      X", "日本   mañana      1",
+                                         "cpu    日本語のマ  2", "       ネージャ"]  # cells
+    assert clip("日本語abc", 6) == "日本…" and clip("abc日本語", 6, keep_end=True) == "…本語"
+
+
 def test_show_prints_plain_whole_lines_piped_and_fitted_styled_lines_on_a_terminal() -> None:
     table = Table([Column("NAME"), Column("MESSAGE", shrink=1)],
                   [["prod", "x" * 1500], ["dev", Text("ok", style="green")]])
