@@ -30,13 +30,13 @@ from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
 from tests.harness.runtime import Controller, Controllers
 
-structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stderr__))
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stdout__))
 """In-process controllers log with structlog's defaults (a test does not configure logging
-for them), but to the process's own stderr rather than to ``sys.stdout`` as found at each
+for them), but to the process's own stdout rather than to ``sys.stdout`` as found at each
 line: click's ``CliRunner`` swaps ``sys.stdout`` while a command runs, so a controller's
 thread logging in those moments wrote into the command's output (a ``-o json`` that no
-longer parsed). Pytest's fd capture still shows the lines with a failed test, and
-``capfd`` reads them."""
+longer parsed). Pytest's fd capture still shows the lines with a failed test and ``capfd``
+reads them; between tests they go where fd 1 goes (``/dev/null`` in an xdist worker)."""
 
 TIERS = ("unit", "integration", "e2e", "faults", "argocd")
 """Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""

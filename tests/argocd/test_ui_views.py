@@ -163,7 +163,7 @@ def test_an_unknown_argo_cd_version_leaves_argo_cds_redis_alone(
     assert client.keys(f"app|*|{name}|*") == []
     resources = argocd.cli("app", "resources", name, check=False)
     assert resources.returncode != 0 and "key is missing" in resources.stderr
-    said = capfd.readouterr().err
+    said = capfd.readouterr().out
     assert "argocd_views_not_written" in said
     assert "Argo CD v3.7.0: its cache format is not known to gitops-ray" in said
     assert PASSWORD not in said
