@@ -39,12 +39,19 @@ SECRET_VALUE = "s3cret-" + secrets.token_hex(6)
 PASSWORD = "redis-" + secrets.token_hex(8)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
+def ray_stack() -> Iterator[LocalControlPlane]:
+    """A Ray stack of this module's own, stopped after it (its group is its own)."""
+    with LocalControlPlane(kuberay=True) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="module")
 def control_plane(ray_stack: LocalControlPlane) -> LocalControlPlane:
     return ray_stack
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kube(ray_stack: LocalControlPlane) -> Kube:
     return Kube.connect(str(ray_stack.kubeconfig))
 
