@@ -17,12 +17,13 @@ PYTEST_ARGS ?=
 # The test modules run side by side in PYTEST_WORKERS processes (pytest-xdist): the tests
 # wait far more than they compute (control planes, controllers, subprocess CLIs, leases).
 # Each worker is a pytest session of its own: its own control plane (and Ray stack, Argo CD
-# when its modules need them), its own temporary directories; `--dist loadfile` keeps a
-# module's tests (and its module-scoped fixtures) on one worker. PYTEST_WORKERS=0 runs
+# when its modules need them), its own temporary directories; `--dist loadgroup` keeps a
+# module's tests (and its module-scoped fixtures) on one worker, and each heavy stack's
+# tests on one (tests/harness/groups.py). PYTEST_WORKERS=0 runs
 # them in this process, one after another. Measured in DEVELOPMENT.md ("Where the
 # suite's time goes").
 PYTEST_WORKERS ?= 4
-XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: test test-fast test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean
 

@@ -46,6 +46,17 @@ class DiffError(GitOpsRayError):
     stage = "diff"
 
 
+class SystemSettingsError(DiffError):
+    """An ``argocd-cm`` key that could not be read governs an object being compared.
+
+    Its :attr:`reason` is the machine-readable word: the status's ``errorReason`` of the
+    ComparisonError, and the ``reason`` of a sync that fails on it
+    (:class:`gitops_ray.sync.reasons.Reason`). The message names the key, never its value.
+    """
+
+    reason = "SystemSettingsInvalid"
+
+
 class SyncError(GitOpsRayError):
     """Apply or prune failed, or an object was rejected by validation."""
 

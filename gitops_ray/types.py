@@ -158,6 +158,9 @@ class SourceReason(StrEnum):
 IGNORE_RULE_FIELDS = ("group", "kind", "name", "namespace", "jsonPointers",
                       "jqPathExpressions", "managedFieldsManagers")
 """The fields of an ``ignoreDifferences`` entry, as users write them (Argo CD's names)."""
+OVERRIDE_FIELDS = IGNORE_RULE_FIELDS[4:]
+"""The fields of an ``argocd-cm`` override's ``ignoreDifferences`` (Argo CD's
+``OverrideIgnoreDiff``): its scope is the settings key's, not the value's."""
 
 
 class RuleError(ValueError):
@@ -200,6 +203,28 @@ class IgnoreRule:
                    _rule_strings(spec, "jsonPointers", label),
                    _rule_strings(spec, "jqPathExpressions", label),
                    _rule_strings(spec, "managedFieldsManagers", label))
+
+    @classmethod
+    def of_override(cls, spec: object, *, group: str, kind: str,
+                    label: str) -> IgnoreRule | None:
+        """An ``argocd-cm`` override's value (decoded), scoped to ``group``/``kind``.
+
+        None when it ignores nothing (no value, or no field set); :class:`RuleError`
+        naming ``label`` if it is not one (the value is never quoted).
+        """
+        if spec is None:
+            return None
+        if not isinstance(spec, dict):
+            raise RuleError(f"{label}: expected a mapping of {', '.join(OVERRIDE_FIELDS)}")
+        unknown = sorted(set(spec) - set(OVERRIDE_FIELDS))
+        if unknown:
+            raise RuleError(f"{label}: unknown field(s) {', '.join(map(str, unknown))[:200]}")
+        rule = cls(kind, group, json_pointers=_rule_strings(spec, "jsonPointers", label),
+                   jq_path_expressions=_rule_strings(spec, "jqPathExpressions", label),
+                   managed_fields_managers=_rule_strings(spec, "managedFieldsManagers",
+                                                         label))
+        ignores = rule.json_pointers or rule.jq_path_expressions
+        return rule if ignores or rule.managed_fields_managers else None
 
     def as_spec(self) -> dict[str, Any]:
         """The entry as Argo CD spells it, only the fields that are set."""
@@ -247,7 +272,10 @@ PRUNE_PROPAGATION_POLICY = "PrunePropagationPolicy"
 
 @dataclass(frozen=True)
 class SyncOptions:
-    """A list of sync options, parsed once where the Application (or object) is parsed.
+    """A list of sync options, parsed once where the list is read.
+
+    Where an Application, an object's annotation or an operation
+    (``.operation.sync.syncOptions``) is parsed.
 
     ``written`` keeps them as written (what the record and Argo CD's status show);
     :meth:`has` asks whether one is given, exactly as Argo CD's ``HasOption`` does, and
@@ -282,10 +310,13 @@ class SyncOptions:
         policy = self.value(PRUNE_PROPAGATION_POLICY)
         return "foreground" if policy is None else policy
 
-    def overridden_by(self, options: Iterable[str]) -> SyncOptions:
-        """These options with ``options`` (an operation's) in place of those of their names."""
-        extra = SyncOptions.parse(options)
-        if not extra.written:
+    def __bool__(self) -> bool:
+        """Whether any option is given."""
+        return bool(self.written)
+
+    def overridden_by(self, extra: SyncOptions) -> SyncOptions:
+        """These options with ``extra`` (an operation's) in place of those of their names."""
+        if not extra:
             return self
         names = {name for name, _ in extra.pairs}
         return SyncOptions.parse((*(o for o, (name, _) in zip(self.written, self.pairs,

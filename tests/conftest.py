@@ -3,8 +3,9 @@
 The control plane is started once per test session (it takes a few seconds once built)
 and every test that needs the cluster gets a fresh namespace of its own. The helpers the
 fixtures hand out (a controller in-process or as a process, the CLI, git) are in
-:mod:`tests.harness`. ``ray_stack`` is the same with Pods that run and the KubeRay
-operator (used by ``tests/e2e``).
+:mod:`tests.harness`. ``ray_stack`` (``tests/e2e/conftest.py``) is the same with Pods
+that run and the KubeRay operator; which worker runs which tests is
+:mod:`tests.harness.groups`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 import structlog
@@ -25,33 +26,42 @@ from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
+from tests.harness.groups import FIRST, group_of, rank
 from tests.harness.namespaces import fresh_namespace
 from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
 from tests.harness.runtime import Controller, Controllers
 
-structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stderr__))
+structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.__stdout__))
 """In-process controllers log with structlog's defaults (a test does not configure logging
-for them), but to the process's own stderr rather than to ``sys.stdout`` as found at each
+for them), but to the process's own stdout rather than to ``sys.stdout`` as found at each
 line: click's ``CliRunner`` swaps ``sys.stdout`` while a command runs, so a controller's
 thread logging in those moments wrote into the command's output (a ``-o json`` that no
-longer parsed). Pytest's fd capture still shows the lines with a failed test, and
-``capfd`` reads them."""
+longer parsed). Pytest's fd capture still shows the lines with a failed test and ``capfd``
+reads them; between tests they go where fd 1 goes (``/dev/null`` in an xdist worker)."""
 
 TIERS = ("unit", "integration", "e2e", "faults", "argocd")
 """Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test with its tier, from its directory: ``-m "unit or integration"``."""
+    """Mark each test with its tier, from its directory (``-m "unit or integration"``), and
+    with its xdist group; then order the groups longest first (:mod:`tests.harness.groups`).
+    """
     root = Path(__file__).parent
+    ranks: dict[int, int] = {}
     for item in items:
         try:
-            tier = item.path.relative_to(root).parts[0]
+            module = PurePosixPath(item.path.relative_to(root).as_posix())
         except ValueError:  # collected from outside tests/
             continue
-        if tier in TIERS:
-            item.add_marker(tier)
+        if module.parts[0] in TIERS:
+            item.add_marker(module.parts[0])
+        group = group_of(module)
+        item.add_marker(pytest.mark.xdist_group(group))
+        ranks[id(item)] = rank(group)
+    items.sort(key=lambda item: ranks.get(id(item), len(FIRST)))  # stable: modules stay whole
 
 
 @pytest.fixture(autouse=True)
@@ -75,13 +85,6 @@ def _logging_as_found() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[LocalControlPlane]:
     with LocalControlPlane() as cp:
-        yield cp
-
-
-@pytest.fixture(scope="session")
-def ray_stack() -> Iterator[LocalControlPlane]:
-    """A control plane with kube-scheduler, kwok fake nodes and the KubeRay operator."""
-    with LocalControlPlane(kuberay=True) as cp:
         yield cp
 
 

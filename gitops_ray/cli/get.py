@@ -30,7 +30,6 @@ from typing import Any
 import click
 import yaml
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from gitops_ray.cli.common import (
@@ -45,6 +44,7 @@ from gitops_ray.cli.destinations import Destinations, recorded_destination
 from gitops_ray.cli.impact import recorded_lines
 from gitops_ray.cli.live import LiveTree, read_tree
 from gitops_ray.cli.sync import refresh
+from gitops_ray.cli.table import Cell, Column, Table, show
 from gitops_ray.cli.views import console, duration, human_time, iso, print_groups
 from gitops_ray.health import HealthStatus
 from gitops_ray.kube import Kube
@@ -222,24 +222,25 @@ def summary_lines(name: str, status: AppStatus) -> Iterator[tuple[str, str | Tex
         yield "Render Warnings", f"{len(info['renderWarnings'])} (-o yaml lists them)"
 
 
+SUMMARY_COLUMNS = (Column("", style="bold"), Column("", shrink=1, wrap=True))
+"""``get``'s summary: bold labels, then values that wrap on a narrow terminal."""
+
+
 def print_app(out: Console, name: str, status: AppStatus, tree: LiveTree, *,
               wide: bool = False) -> None:
     """Summary, resource tree, then the worker-group view of each Ray object."""
-    table = Table(box=None, show_header=False, pad_edge=False)
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column(overflow="fold")
-    for label, value in summary_lines(name, status):
-        table.add_row(f"{label}:", value)
-    out.print(table)
+    show(out, Table(SUMMARY_COLUMNS, [(f"{label}:", value)
+                                      for label, value in summary_lines(name, status)],
+                    show_header=False))
     out.print()
     if not tree.nodes:
         out.print("No resources recorded (never compared: try --refresh).")
         return
-    out.print(tree_table(tree.nodes, status.destination_namespace or "", wide=wide))
+    show(out, tree_table(tree.nodes, status.destination_namespace or "", wide=wide))
     hooks = hooks_of(status.current)
     if hooks:
         out.print()
-        out.print(hooks_table(hooks, wide=wide))
+        show(out, hooks_table(hooks, wide=wide))
     for node in tree.nodes:
         if node.worker_groups:
             out.print()
@@ -248,15 +249,17 @@ def print_app(out: Console, name: str, status: AppStatus, tree: LiveTree, *,
 
 def hooks_table(hooks: list[dict[str, str]], *, wide: bool = False) -> Table:
     """The last operation's hooks: type, kind, name, phase, message."""
-    table = Table(title="Hooks of the last operation", title_justify="left", box=None,
-                  header_style="bold", pad_edge=False)
-    for column in ("HOOK", "KIND", "NAME", "PHASE", "MESSAGE"):
-        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold")
-    for hook in hooks:
-        phase = Text(hook["hookPhase"], style=_PHASE_STYLES.get(hook["hookPhase"], ""))
-        table.add_row(hook["hookType"], hook["kind"], hook["name"], phase,
-                      _message(hook["message"], wide=wide))
-    return table
+    columns = (Column("HOOK"), Column("KIND"), Column("NAME", shrink=2, minimum=16),
+               Column("PHASE"), _message_column(wide))
+    rows = [(hook["hookType"], hook["kind"], hook["name"],
+             Text(hook["hookPhase"], style=_PHASE_STYLES.get(hook["hookPhase"], "")),
+             hook["message"]) for hook in hooks]
+    return Table(columns, rows, title="Hooks of the last operation")
+
+
+def _message_column(wide: bool) -> Column:
+    """MESSAGE gives way first: cut to the terminal (``-o wide``: whole, wrapped)."""
+    return Column("MESSAGE", shrink=1, wrap=wide)
 
 
 _PHASE_STYLES = {OperationPhase.SUCCEEDED.value: "green", OperationPhase.FAILED.value: "red",
@@ -271,23 +274,19 @@ def _groups_title(node: TreeNode) -> str:
 
 # -- the tree -------------------------------------------------------------------------------
 
-TREE_COLUMNS = ("KIND", "NAME", "GROUP", "SYNC", "HEALTH", "MESSAGE")
-
-
 def tree_table(nodes: list[TreeNode], namespace: str, *, wide: bool = False) -> Table:
     """One row per object, children indented under their owner (``├─``, ``└─``)."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in TREE_COLUMNS[:1] + (("NAMESPACE",) if wide else ()) + TREE_COLUMNS[1:]:
-        table.add_column(column, no_wrap=column != "MESSAGE", overflow="fold",
-                         min_width=len(column))  # MESSAGE gives way first
+    columns = (Column("KIND", shrink=4, minimum=12),
+               *((Column("NAMESPACE", shrink=3, minimum=10),) if wide else ()),
+               Column("NAME", shrink=2, minimum=16), Column("GROUP", shrink=5, minimum=8),
+               Column("SYNC"), Column("HEALTH"), _message_column(wide))
+    rows: list[list[Cell]] = []
     for prefix, node in tree_rows(nodes):
         name = node.name if wide or node.namespace in ("", namespace) \
             else _where(node.namespace, node.name)
-        cells: list[str | Text] = [prefix + node.kind, *([node.namespace] if wide else []),
-                                   name, node.ray_group, _sync(node), _health(node),
-                                   _message(node.message, wide=wide)]
-        table.add_row(*cells)
-    return table
+        rows.append([prefix + node.kind, *([node.namespace] if wide else []), name,
+                     node.ray_group, _sync(node), _health(node), node.message])
+    return Table(columns, rows)
 
 
 def tree_rows(nodes: tuple[TreeNode, ...] | list[TreeNode],
@@ -307,11 +306,6 @@ def _children(node: TreeNode, indent: str) -> Iterator[tuple[str, TreeNode]]:
     if node.hidden_children:
         more = TreeNode("", f"… {node.hidden_children} more", "", "", "", "", "")
         yield base + "└─ ", more
-
-
-def _message(message: str, *, wide: bool) -> Text:
-    """One line cut to the column (``-o wide``: the whole message, wrapped)."""
-    return Text(message) if wide else Text(message, no_wrap=True, overflow="ellipsis")
 
 
 def _sync(node: TreeNode) -> Text:

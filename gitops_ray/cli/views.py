@@ -5,8 +5,9 @@ writer of ``replicas`` or a worker group reads, so the commands cannot drift apa
 
 * Times are recorded as epoch seconds; people read ``2026-08-20 10:15:03 UTC (3m ago)``
   and machines RFC 3339 (:func:`iso`), never a float.
-* A table fits the terminal it is printed on; piped into a file or ``grep`` it is plain
-  text (no colour, no wrapping at 80 columns), as ``kubectl get`` prints.
+* A table fits the terminal it is printed on (:mod:`gitops_ray.cli.table`, the one
+  renderer); piped into a file or ``grep`` it is plain text (no colour, no wrapping at
+  80 columns), as ``kubectl get`` prints.
 * The live ``replicas``' writer is named as the API server records it, with what it is
   when we know (``python-requests`` is the Ray autoscaler: it patches without a
   ``fieldManager``, see :mod:`gitops_ray.health.workergroups`).
@@ -21,9 +22,9 @@ from collections.abc import Sequence
 from typing import IO, cast
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
+from gitops_ray.cli.table import Cell, Column, Table, show
 from gitops_ray.health.workergroups import WorkerGroupView
 from gitops_ray.moments import ago, rfc3339, utc_text
 
@@ -107,8 +108,10 @@ def duration(seconds: float) -> str:
 
 # -- the worker-group view ------------------------------------------------------------------
 
-GROUP_COLUMNS = ("GROUP", "GIT", "LIVE", "SET BY", "MIN", "MAX", "READY", "TO DELETE", "STALE")
-WRAPPING = frozenset({"GROUP", "SET BY", "TO DELETE"})
+GROUP_COLUMNS = (Column("GROUP", shrink=3, wrap=True), Column("GIT"), Column("LIVE"),
+                 Column("SET BY", shrink=2, wrap=True), Column("MIN"), Column("MAX"),
+                 Column("READY"), Column("TO DELETE", shrink=1, wrap=True), Column("STALE"))
+"""On a narrow terminal the long cells wrap under themselves, never the headers."""
 
 
 def _count(value: int | None) -> str:
@@ -117,7 +120,7 @@ def _count(value: int | None) -> str:
     return "unbounded" if value >= UNBOUNDED else str(value)
 
 
-def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[str | Text]:
+def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[Cell]:
     """One table row of the view (see :data:`GROUP_COLUMNS`)."""
     live = Text(_count(view.live_replicas), style="yellow" if view.drifted else "")
     deleting = ",".join(view.workers_to_delete) if wide else str(len(view.workers_to_delete))
@@ -129,19 +132,13 @@ def group_row(view: WorkerGroupView, *, wide: bool = False) -> list[str | Text]:
             deleting or "0", str(view.stale_pods)]
 
 
-def groups_table(views: Sequence[WorkerGroupView], *, wide: bool = False) -> Table:
-    """The worker-group view of one Ray object as a table."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in GROUP_COLUMNS:  # on a narrow terminal the long cells wrap, never headers
-        table.add_column(column, no_wrap=column not in WRAPPING, overflow="fold",
-                         min_width=len(column))
-    for view in views:
-        table.add_row(*group_row(view, wide=wide))
-    return table
+def groups_table(views: Sequence[WorkerGroupView], *, wide: bool = False,
+                 title: str = "") -> Table:
+    """The worker-group view of one Ray object as a table, under ``title``."""
+    return Table(GROUP_COLUMNS, [group_row(view, wide=wide) for view in views], title=title)
 
 
 def print_groups(out: Console, title: str, views: Sequence[WorkerGroupView], *,
                  wide: bool = False) -> None:
     """``title`` (e.g. ``RayCluster ray/prod worker groups:``) and its table."""
-    out.print(Text(title, style="bold"))
-    out.print(groups_table(views, wide=wide))
+    show(out, groups_table(views, wide=wide, title=title))

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gitops_ray.types import Manifest
+from gitops_ray.types import IgnoreRule, Manifest
 
 RAY_GROUP = "ray.io"
 AUTOSCALER_FIELDS = ("replicas", "scaleStrategy")
@@ -42,10 +42,10 @@ QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 @dataclass(frozen=True)
 class BuiltinRule:
-    """An Argo-style ``ignoreDifferences`` entry plus the condition that activates it."""
+    """An Argo-style ``ignoreDifferences`` entry (typed) plus the condition that activates it."""
 
     label: str
-    spec: dict[str, Any]
+    rule: IgnoreRule
     cluster_spec: tuple[str, ...]  # where the RayClusterSpec sits under ``.spec``
     when: str = "autoscaling"  # "autoscaling" | "queued" | "always"
 
@@ -72,16 +72,16 @@ def _autoscaling(obj: Manifest | None, cluster_spec: tuple[str, ...]) -> bool:
 
 def _rule(kind: str, cluster_spec: tuple[str, ...]) -> BuiltinRule:
     prefix = "".join(f".{key}" for key in ("spec", *cluster_spec))
-    exprs = [f"{prefix}.workerGroupSpecs[]?.{field}" for field in AUTOSCALER_FIELDS]
+    exprs = tuple(f"{prefix}.workerGroupSpecs[]?.{field}" for field in AUTOSCALER_FIELDS)
     return BuiltinRule(label=f"built-in {kind} autoscaler rule",
-                       spec={"group": RAY_GROUP, "kind": kind, "jqPathExpressions": exprs},
+                       rule=IgnoreRule(kind, RAY_GROUP, jq_path_expressions=exprs),
                        cluster_spec=cluster_spec)
 
 
 def _suspend_rule(kind: str) -> BuiltinRule:
     return BuiltinRule(label=f"built-in {kind} Kueue suspend rule",
-                       spec={"group": RAY_GROUP, "kind": kind, "jqPathExpressions":
-                             [".spec.suspend"]}, cluster_spec=(), when="queued")
+                       rule=IgnoreRule(kind, RAY_GROUP, jq_path_expressions=(".spec.suspend",)),
+                       cluster_spec=(), when="queued")
 
 
 BUILTIN_RULES = (
@@ -91,7 +91,7 @@ BUILTIN_RULES = (
     _suspend_rule("RayCluster"),
     _suspend_rule("RayJob"),
     BuiltinRule(label="built-in RayCluster worker-group suspend rule",
-                spec={"group": RAY_GROUP, "kind": "RayCluster",
-                      "jqPathExpressions": [".spec.workerGroupSpecs[]?.suspend"]},
+                rule=IgnoreRule("RayCluster", RAY_GROUP,
+                                jq_path_expressions=(".spec.workerGroupSpecs[]?.suspend",)),
                 cluster_spec=(), when="always"),
 )

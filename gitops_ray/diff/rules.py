@@ -37,8 +37,8 @@ from gitops_ray.diff.jqrule import (
 from gitops_ray.diff.knowntypes import normalize_known_types
 from gitops_ray.diff.paths import Path, PathError, Tracker, delete_paths, json_copy
 from gitops_ray.diff.ray import BUILTIN_RULES
-from gitops_ray.diff.system import AGGREGATED_ROLES_SPEC, SystemDiff, aggregated_role
-from gitops_ray.errors import ConfigError, DiffError
+from gitops_ray.diff.system import AGGREGATED_ROLES, SystemDiff, aggregated_role
+from gitops_ray.errors import ConfigError, SystemSettingsError
 from gitops_ray.globs import GlobError, compile_glob
 from gitops_ray.secretmask import is_secret, masked
 from gitops_ray.types import IGNORE_RULE_FIELDS, IgnoreRule, Manifest, ResourceKey, RuleError
@@ -127,10 +127,10 @@ class RuleSet:
             normalize_known_types(doc, fields)
 
     def check(self, key: ResourceKey) -> None:
-        """Raise :class:`DiffError` if an unreadable settings key governs ``key``."""
+        """Raise :class:`SystemSettingsError` if an unreadable settings key governs ``key``."""
         broken = self.system.broken_for(key)
         if broken is not None:
-            raise DiffError(f"{key}: cannot compare: argocd-cm {broken}")
+            raise SystemSettingsError(f"{key}: cannot compare: argocd-cm {broken}")
 
     def normalize(self, obj: Manifest, *, live: Manifest | None = None) -> NormalizeResult:
         """A copy of ``obj`` without the fields the matching rules ignore.
@@ -237,7 +237,8 @@ def compile_rules(specs: Iterable[IgnoreRule | Mapping[str, Any]], *, builtin: b
     rule, naming its index. An invalid glob is not an error (Argo CD: no match, with a
     warning): that rule matches nothing, and the warning is in :attr:`RuleSet.warnings`.
     ``system`` rules follow the app's own, as Argo's ``NewIgnoreNormalizer`` appends them;
-    an identical one is dropped.
+    an identical one is dropped. They and the built-in rules are typed already (checked
+    where ``argocd-cm`` was read: :mod:`gitops_ray.diff.system`), so none of them fails here.
     """
     if jq_timeout < 0:
         raise ConfigError(f"{_prefix(where)}jq timeout must not be negative: {jq_timeout}")
@@ -247,16 +248,13 @@ def compile_rules(specs: Iterable[IgnoreRule | Mapping[str, Any]], *, builtin: b
     own = [_parsed(spec, label) for label, spec in labelled]
     rules = [_compile(rule, label, warnings=warnings)
              for rule, (label, _) in zip(own, labelled, strict=True)]
-    for label, spec in system.ignore:
-        rule = _parsed(spec, label)
-        if rule not in own:
-            rules.append(_compile(rule, label, warnings=warnings))
+    rules += [_compile(s.rule, s.label, warnings=warnings) for s in system.ignore
+              if s.rule not in own]  # typed and checked where argocd-cm was read
     if system.aggregated_roles:
-        rules.append(_compile(_parsed(AGGREGATED_ROLES_SPEC, "argocd-cm ignoreAggregatedRoles"),
-                              "argocd-cm ignoreAggregatedRoles", active=aggregated_role))
+        rules.append(_compile(AGGREGATED_ROLES.rule, AGGREGATED_ROLES.label,
+                              active=aggregated_role))
     if builtin:
-        rules += [_compile(_parsed(b.spec, b.label), b.label, active=b.active)
-                  for b in BUILTIN_RULES]
+        rules += [_compile(b.rule, b.label, active=b.active) for b in BUILTIN_RULES]
     return RuleSet(rules, jq_timeout=jq_timeout or JQ_TIMEOUT, system=system,
                    warnings=warnings)
 

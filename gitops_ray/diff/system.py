@@ -25,9 +25,21 @@ group and kind of their key (Argo's map lookup).
   watch events. Our refreshes on watch events are answered from the per-object memo, and
   the comparison result does not depend on it.
 
-A key that cannot be used is :class:`Broken`: comparing any object in its scope fails
-(the app's comparison fails with the key's name, so nothing is synced or pruned on
-half-read settings); everything outside its scope compares as usual.
+The rules are typed here, once per ``argocd-cm`` version, where it is read: each
+override becomes a :class:`SystemRule` (an :class:`~gitops_ray.types.IgnoreRule` scoped
+by its key), its JSON pointers and jq expressions checked, so compiling an app's rules
+takes typed rules only and cannot fail on a system rule. A key that cannot be used
+(not YAML, not a mapping, an unknown field, a field of the wrong type, a pointer or jq
+expression that does not parse) is :class:`Broken`: comparing any object in its scope
+fails with :class:`~gitops_ray.errors.SystemSettingsError` (its ``reason``
+``SystemSettingsInvalid``; the message names the key, never its value), so nothing is
+synced or pruned on half-read settings; everything outside its scope compares as usual.
+Argo CD fails every app's comparison on such a key.
+
+``resource.customizations.ignoreResourceUpdates.<key>`` (Argo CD's refresh-only filter)
+is typed alike into :attr:`SystemDiff.resource_updates`; gitops-ray does not act on it
+(its watch refreshes are answered from the per-object memo), so one that cannot be read
+is a warning only.
 """
 
 from __future__ import annotations
@@ -37,13 +49,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from gitops_ray.diff import pointers
+from gitops_ray.diff.jqrule import JqSyntaxError, compile_jq
 from gitops_ray.diff.knowntypes import KnownTypeField, compile_known_fields
 from gitops_ray.globs import GlobError, compile_glob
-from gitops_ray.types import Manifest, ResourceKey
+from gitops_ray.types import IgnoreRule, Manifest, ResourceKey, RuleError
 
 CRD_GROUP, CRD_KIND = "apiextensions.k8s.io", "CustomResourceDefinition"
 RBAC_GROUP = "rbac.authorization.k8s.io"
-OVERRIDE_FIELDS = ("jsonPointers", "jqPathExpressions", "managedFieldsManagers")
 
 
 class IgnoreStatus(StrEnum):
@@ -98,10 +111,19 @@ def broken_everywhere(label: str, reason: str) -> Broken:
 
 
 @dataclass(frozen=True)
+class SystemRule:
+    """One override's rule, typed where ``argocd-cm`` is read; ``label`` is its key."""
+
+    label: str
+    rule: IgnoreRule
+
+
+@dataclass(frozen=True)
 class SystemDiff:
     """The diff part of an ``argocd-cm``, ready for :func:`compile_rules`."""
 
-    ignore: tuple[tuple[str, dict[str, Any]], ...] = ()  # (label, ignoreDifferences entry)
+    ignore: tuple[SystemRule, ...] = ()  # ignoreDifferences, in key order
+    resource_updates: tuple[SystemRule, ...] = ()  # ignoreResourceUpdates: read, not used
     known: Mapping[tuple[str, str], tuple[KnownTypeField, ...]] = field(default_factory=dict)
     status: IgnoreStatus = IgnoreStatus.ALL
     aggregated_roles: bool = False
@@ -125,17 +147,65 @@ def split_override_key(key: str) -> tuple[str, str]:
 
 def system_diff(ignore: Mapping[str, tuple[str, Any]],
                 known: Mapping[str, tuple[str, Any]], *,
-                compare_options: Any = None,
-                broken: Sequence[Broken] = ()) -> SystemDiff:
-    """Compile decoded overrides (override key → (label, value)) into a :class:`SystemDiff`."""
-    rules, warnings, failed = [], [], list(broken)
-    for key, (label, value) in sorted(ignore.items()):
-        spec, problem = _ignore_spec(key, value)
-        if problem:
-            failed.append(broken_scope(label, problem, key))
-        elif spec is not None:
-            rules.append((label, spec))
+                compare_options: Any = None, broken: Sequence[Broken] = (),
+                resource_updates: Mapping[str, tuple[str, Any]] | None = None) -> SystemDiff:
+    """Type decoded overrides (override key → (label, value)) into a :class:`SystemDiff`."""
+    rules, failed = _system_rules(ignore)
+    updates, unread = _system_rules(resource_updates or {})
+    fields, warnings = _known_fields(known)
+    warnings += [f"{b}; key ignored (gitops-ray does not use ignoreResourceUpdates)"
+                 for b in unread]
+    options, problems = _compare_options(compare_options)
+    if options is None:
+        options = {}
+        failed.append(broken_everywhere("resource.compareoptions", "expected a mapping"))
+    return SystemDiff(tuple(rules), tuple(updates), fields, broken=(*broken, *failed),
+                      warnings=tuple(warnings + problems), **options)
+
+
+def _system_rules(overrides: Mapping[str, tuple[str, Any]]
+                  ) -> tuple[list[SystemRule], list[Broken]]:
+    """The typed rules of ``ignoreDifferences``-shaped overrides, and the keys that are not."""
+    rules, failed = [], []
+    for key, (label, value) in sorted(overrides.items()):
+        try:
+            rule = _override_rule(key, value, label)
+        except RuleError as e:
+            failed.append(broken_scope(label, str(e).removeprefix(label).lstrip(".: "), key))
+            continue
+        if rule is not None:
+            rules.append(SystemRule(label, rule))
+    return rules, failed
+
+
+def _override_rule(key: str, value: Any, label: str) -> IgnoreRule | None:
+    """The rule of one override, its pointers and jq expressions checked (RuleError: why not)."""
+    if not isinstance(value, Mapping):  # None: no rule; another value: its error
+        return IgnoreRule.of_override(value, group="", kind="", label=label)
+    try:
+        group, kind = split_override_key(key)
+    except ValueError as e:
+        raise RuleError(f"{label}: {e}") from None
+    rule = IgnoreRule.of_override(dict(value), group=group, kind=kind, label=label)
+    for index, text in enumerate(rule.json_pointers if rule else ()):
+        try:
+            pointers.parse_pointer(text)
+        except pointers.PointerError:  # its message quotes the pointer: not repeated
+            raise RuleError(f"{label}.jsonPointers[{index}]: not a JSON pointer (it starts "
+                            "with '/', '~' only as ~0 or ~1)") from None
+    for index, text in enumerate(rule.jq_path_expressions if rule else ()):
+        try:
+            compile_jq(text)
+        except JqSyntaxError:  # libjq's message may quote the expression
+            raise RuleError(f"{label}.jqPathExpressions[{index}]: not a valid jq path "
+                            "expression") from None
+    return rule
+
+
+def _known_fields(known: Mapping[str, tuple[str, Any]]
+                  ) -> tuple[dict[tuple[str, str], tuple[KnownTypeField, ...]], list[str]]:
     fields: dict[tuple[str, str], tuple[KnownTypeField, ...]] = {}
+    warnings: list[str] = []
     for key, (label, value) in sorted(known.items()):
         compiled, problems = compile_known_fields(value, label=label)
         warnings += problems
@@ -145,29 +215,7 @@ def system_diff(ignore: Mapping[str, tuple[str, Any]],
             warnings.append(f"{label}: {e}")
             continue
         fields[group_kind] = fields.get(group_kind, ()) + tuple(compiled)
-    options, problems = _compare_options(compare_options)
-    if options is None:
-        options = {}
-        failed.append(broken_everywhere("resource.compareoptions", "expected a mapping"))
-    return SystemDiff(tuple(rules), fields, broken=tuple(failed),
-                      warnings=tuple(warnings + problems), **options)
-
-
-def _ignore_spec(key: str, value: Any) -> tuple[dict[str, Any] | None, str]:
-    """An ``ignoreDifferences`` entry scoped by the key, or why the value is unusable."""
-    if value is None:
-        return None, ""
-    if not isinstance(value, Mapping):
-        return None, "expected a mapping of jsonPointers, jqPathExpressions, managedFieldsManagers"
-    unknown = sorted(set(value) - set(OVERRIDE_FIELDS))
-    if unknown:
-        return None, f"unknown field(s) {', '.join(map(str, unknown))[:200]}"
-    try:
-        group, kind = split_override_key(key)
-    except ValueError as e:
-        return None, str(e)
-    spec = {name: value[name] for name in OVERRIDE_FIELDS if value.get(name)}
-    return ({"group": group, "kind": kind, **spec} if spec else None), ""
+    return fields, warnings
 
 
 def broken_scope(label: str, reason: str, key: str) -> Broken:
@@ -198,5 +246,7 @@ def aggregated_role(sides: Sequence[Manifest | None]) -> bool:
     return any(isinstance((side or {}).get("aggregationRule"), dict) for side in sides)
 
 
-AGGREGATED_ROLES_SPEC = {"group": RBAC_GROUP, "kind": "{Role,ClusterRole}",
-                         "jsonPointers": ["/rules"]}
+AGGREGATED_ROLES = SystemRule("argocd-cm ignoreAggregatedRoles",
+                              IgnoreRule("{Role,ClusterRole}", RBAC_GROUP,
+                                         json_pointers=("/rules",)))
+"""``ignoreAggregatedRoles``: an aggregated (Cluster)Role's ``rules`` are the controller's."""

@@ -22,8 +22,11 @@ settings), a broken ``resource.compareoptions`` fails every comparison, and a he
 script that fails makes its kind Unknown. Everything else is a warning in every app's
 status. Messages name the key, never a value.
 
-Argo CD types gitops-ray does not act on (``actions``, ``ignoreResourceUpdates``) are
-accepted and ignored; an unknown type is a warning (Argo CD refuses the whole ConfigMap).
+``ignoreDifferences`` values are typed here, once per version of the ConfigMap
+(:func:`gitops_ray.diff.system.system_diff`), so no app's rule compile reads them again.
+``ignoreResourceUpdates`` (Argo CD's refresh-only filter) is typed alike but not acted on:
+one that cannot be read is a warning. ``actions`` are accepted and ignored; an unknown
+type is a warning (Argo CD refuses the whole ConfigMap).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from gitops_ray.diff.system import (
     broken_scope,
     system_diff,
 )
-from gitops_ray.errors import ConfigError, DiffError, LimitExceeded
+from gitops_ray.errors import ConfigError, DiffError, LimitExceeded, SystemSettingsError
 from gitops_ray.health.lua import NO_CHECKS, LuaChecks, lua_checks
 from gitops_ray.kube import KubeError
 from gitops_ray.render.bounds import check_text_size, check_yaml
@@ -57,8 +60,9 @@ log = structlog.get_logger(__name__)
 ARGOCD_CM = "argocd-cm"
 PREFIX = "resource.customizations"
 COMPARE_OPTIONS = "resource.compareoptions"
-IGNORED_TYPES = ("actions", "ignoreResourceUpdates")
-YAML_TYPES = ("ignoreDifferences", "knownTypeFields")
+IGNORED_TYPES = ("actions",)
+RESOURCE_UPDATES = "ignoreResourceUpdates"
+YAML_TYPES = ("ignoreDifferences", "knownTypeFields", RESOURCE_UPDATES)
 
 Overrides = dict[str, dict[str, tuple[str, Any]]]
 """customization type → override key (``group/kind``) → (settings key, decoded value)."""
@@ -102,7 +106,7 @@ def parse_argocd_cm(configmap: Manifest | None, *, origin: str) -> SystemSetting
             compare = None
     diff = system_diff(overrides.get("ignoreDifferences", {}),
                        overrides.get("knownTypeFields", {}), compare_options=compare,
-                       broken=broken)
+                       broken=broken, resource_updates=overrides.get(RESOURCE_UPDATES))
     health = lua_checks(overrides.get("health", {}), overrides.get("useOpenLibs", {}))
     return SystemSettings(diff, health, digest,
                           tuple(warnings) + diff.warnings + health.warnings, origin)
@@ -131,7 +135,7 @@ def _overrides(data: Mapping[str, Any], origin: str
     warnings: list[str] = []
     legacy = data.get(PREFIX)
     if legacy:
-        _legacy(legacy, overrides, broken)
+        _legacy(legacy, overrides, broken, warnings)
     for key in sorted(data):
         parts = key.split(".", 3)
         if len(parts) < 4 or key == PREFIX:
@@ -153,20 +157,24 @@ def _split_key(key: str, kind_of: str, group_kind: str, value: Any, *, overrides
         return
     if override is None:
         problem = "expected resource.customizations.<type>.<group>_<kind> or .<kind>"
-        if kind_of in YAML_TYPES:
+        if kind_of in YAML_TYPES and kind_of != RESOURCE_UPDATES:
             broken.append(broken_everywhere(key, problem))
         else:
             warnings.append(f"{key}: {problem}; key ignored")
         return
     if kind_of in YAML_TYPES:
         value, problem = _yaml(value, key)
+        if problem and kind_of == RESOURCE_UPDATES:
+            warnings.append(f"{key}: {problem}; key ignored")
+            return
         if problem:
             broken.append(broken_scope(key, problem, override))
             return
     overrides.setdefault(kind_of, {})[override] = (key, value)
 
 
-def _legacy(text: Any, overrides: Overrides, broken: list[Broken]) -> None:
+def _legacy(text: Any, overrides: Overrides, broken: list[Broken],
+            warnings: list[str]) -> None:
     """The ``resource.customizations`` map: override key → {health.lua, ignoreDifferences, ...}."""
     value, problem = _yaml(text, PREFIX)
     if not problem and not isinstance(value, Mapping):
@@ -179,11 +187,11 @@ def _legacy(text: Any, overrides: Overrides, broken: list[Broken]) -> None:
         if not isinstance(entry, Mapping):
             broken.append(broken_scope(label, "expected a mapping", str(key)))
             continue
-        _legacy_entry(label, str(key), entry, overrides, broken)
+        _legacy_entry(label, str(key), entry, overrides, broken=broken, warnings=warnings)
 
 
-def _legacy_entry(label: str, key: str, entry: Mapping[str, Any], overrides: Overrides,
-                  broken: list[Broken]) -> None:
+def _legacy_entry(label: str, key: str, entry: Mapping[str, Any], overrides: Overrides, *,
+                  broken: list[Broken], warnings: list[str]) -> None:
     if "health.lua" in entry:
         overrides.setdefault("health", {})[key] = (f"{label}.health.lua", entry["health.lua"])
     if "health.lua.useOpenLibs" in entry:
@@ -192,13 +200,16 @@ def _legacy_entry(label: str, key: str, entry: Mapping[str, Any], overrides: Ove
     if "knownTypeFields" in entry:
         overrides.setdefault("knownTypeFields", {})[key] = (
             f"{label}.knownTypeFields", entry["knownTypeFields"])
-    if "ignoreDifferences" in entry:  # a YAML string inside the YAML, as in Argo CD
-        value, problem = _yaml(entry["ignoreDifferences"], f"{label}.ignoreDifferences")
-        if problem:
-            broken.append(broken_scope(f"{label}.ignoreDifferences", problem, key))
+    for kind_of in ("ignoreDifferences", RESOURCE_UPDATES):  # YAML strings in the YAML,
+        if kind_of not in entry:  # as in Argo CD
+            continue
+        value, problem = _yaml(entry[kind_of], f"{label}.{kind_of}")
+        if problem and kind_of == RESOURCE_UPDATES:
+            warnings.append(f"{label}.{kind_of}: {problem}; key ignored")
+        elif problem:
+            broken.append(broken_scope(f"{label}.{kind_of}", problem, key))
         else:
-            overrides.setdefault("ignoreDifferences", {})[key] = (
-                f"{label}.ignoreDifferences", value)
+            overrides.setdefault(kind_of, {})[key] = (f"{label}.{kind_of}", value)
 
 
 def _override_key(group_kind: str) -> str | None:
@@ -255,7 +266,7 @@ def configmap_settings(get: Callable[[str, str], Manifest | None], *,
         try:
             parsed = parse_argocd_cm(found, origin=origin)
         except ConfigError as e:
-            raise DiffError(str(e)) from e
+            raise SystemSettingsError(str(e)) from e
         with lock:
             last[:] = [(version, parsed)]
         for problem in (*parsed.warnings, *map(str, parsed.broken)):  # once per version

@@ -46,6 +46,7 @@ from gitops_ray.types import (
     OperationPhase,
     ResourceAction,
     ResourceKey,
+    SyncOptions,
 )
 
 __all__ = ["MANAGED_ANNOTATION", "SKIP_RECONCILE_ANNOTATION"]  # also imported from here
@@ -167,7 +168,7 @@ class ManualOperation:
     prune: bool = False
     dry_run: bool = False
     selectors: tuple[Selector, ...] = ()  # () = every resource
-    sync_options: tuple[str, ...] = ()
+    sync_options: SyncOptions = field(default_factory=SyncOptions)  # parsed with it
     retry_limit: int = 0
     rollback: bool = False  # carries a source (``argocd app rollback``)
     rollback_of: int | None = None  # the web page's Rollback: recorded with rollbackOf
@@ -219,7 +220,7 @@ def parse_operation(raw: object) -> ManualOperation | None:
         raw=dict(raw), revision=_text(sync, "revision") or _joined(sync.get("revisions")),
         prune=_flag(sync, "prune"),
         dry_run=_flag(sync, "dryRun"), selectors=_selectors(sync.get("resources")),
-        sync_options=tuple(str(o) for o in _items(sync, "syncOptions")),
+        sync_options=SyncOptions.parse(str(o) for o in _items(sync, "syncOptions")),
         retry_limit=_limit(retry),
         rollback=sync.get("source") is not None or sync.get("sources") is not None,
         initiated_by=dict(initiated) if isinstance(initiated, Mapping) else {})

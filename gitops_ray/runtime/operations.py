@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from structlog.typing import FilteringBoundLogger
@@ -43,7 +43,7 @@ from gitops_ray.sync.operation import OperationState
 from gitops_ray.sync.reasons import Reason
 from gitops_ray.sync.records import AppRecord
 from gitops_ray.sync.request import SyncResult
-from gitops_ray.types import OperationPhase
+from gitops_ray.types import OperationPhase, SyncOptions
 
 CARRIED = ("automated", "trigger", "argocdOperation", "initiatedBy", "rollbackOf")
 """Fields of a requested operation that every later step of it records too."""
@@ -126,7 +126,7 @@ def _carried(resume: OperationState | None) -> dict[str, Any]:
     return {k: resume.extra[k] for k in CARRIED if k in resume.extra}
 
 
-def with_sync_options(app: Application, options: Sequence[str]) -> Application:
+def with_sync_options(app: Application, options: SyncOptions) -> Application:
     """``app`` with an operation's sync options added to its own (the operation's win)."""
     if not options:
         return app
@@ -351,7 +351,7 @@ class Operations(Leadership):
             return None
         app = with_sync_options(app, op.sync_options)
         revision = self._revision(app, max_age=0, pinned=op.revision)  # resolved when run
-        before = comparison if (revision, op.sync_options) == (comparison.revision, ()) \
+        before = comparison if revision == comparison.revision and not op.sync_options \
             else self._target(app)[0].pipeline.compare(app, revision=revision)
         attempt = self._apps.peek(app.name).op_attempts + 1
         decision = Decision(Action.SYNC, f"operation initiated by {op.user or 'Argo CD'}",
@@ -374,7 +374,7 @@ class Operations(Leadership):
                  ) -> tuple[Application, Comparison]:
         """A requested operation's next step: its sync options and revision again."""
         op = requested_operation(running.extra.get("argocdOperation"))
-        options = op.sync_options if op is not None and not op.error else ()
+        options = op.sync_options if op is not None and not op.error else SyncOptions()
         if not options and running.revision == comparison.revision:
             return app, comparison
         app = with_sync_options(app, options)

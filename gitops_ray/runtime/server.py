@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import mmap
 import socket
 import sys
@@ -114,6 +115,11 @@ class Response:
     body: bytes = b"ok\n"
     content_type: str = "text/plain; charset=utf-8"
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def json_response(status: int, doc: Mapping[str, Any]) -> Response:
+    """A JSON document (one line) as the response (``/readyz``, the webhook's answer)."""
+    return Response(status, json.dumps(doc).encode() + b"\n", "application/json")
 
 
 Handler = Callable[[Request], Response]

@@ -27,7 +27,7 @@ import contextlib
 from collections.abc import Iterator
 from enum import StrEnum
 
-from gitops_ray.errors import ChildMemoryExceeded, GitOpsRayError
+from gitops_ray.errors import ChildMemoryExceeded, GitOpsRayError, SystemSettingsError
 from gitops_ray.kube import LeaseExpired
 
 
@@ -57,6 +57,8 @@ class Reason(StrEnum):
     SHARED_RESOURCE = "SharedResource"  # FailOnSharedResource=true: another app's object
     MEMORY_LIMIT_EXCEEDED = "MemoryLimitExceeded"  # a child (helm, kustomize) went over
     # childMemoryLimit (gitops_ray.childproc) and was stopped; its app alone failed
+    SYSTEM_SETTINGS_INVALID = SystemSettingsError.reason  # an argocd-cm key that cannot be
+    # read governs one of the app's objects: nothing compared, synced or pruned
 
 
 _BY_STAGE = {
@@ -77,6 +79,8 @@ def reason_of(error: GitOpsRayError, default: Reason = Reason.COMPARE_FAILED) ->
         return error.reason
     if isinstance(error, ChildMemoryExceeded):
         return Reason.MEMORY_LIMIT_EXCEEDED
+    if isinstance(error, SystemSettingsError):
+        return Reason.SYSTEM_SETTINGS_INVALID
     return _BY_STAGE.get(error.stage, default)
 
 

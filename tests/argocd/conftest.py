@@ -2,8 +2,9 @@
 
 What a test (an e2e test of the product included) gets:
 
-* ``argocd`` (session): a :class:`localcluster.argocd.ArgoCD` running argocd-server and
-  Redis on the session's ``control_plane``, with Argo CD's CRDs, namespace ``argocd``
+* ``argocd`` (package-scoped: stopped when a worker moves on to other tiers): a
+  :class:`localcluster.argocd.ArgoCD` running argocd-server and Redis on the session's
+  ``control_plane``, with Argo CD's CRDs, namespace ``argocd``
   (``argocd.namespace``), its settings ConfigMaps/Secret and the AppProject ``default``.
   No repo-server and no application controller run unless a test asks for them (below):
   Applications there are only read and written by the test, the product, argocd-server
@@ -53,7 +54,7 @@ from tests.argocd.applications import APPLICATION
 from tests.harness.runtime import Controller
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def argocd(control_plane: LocalControlPlane,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArgoCD]:
     with ArgoCD(control_plane, workdir=tmp_path_factory.mktemp("argocd")) as server:

@@ -2,9 +2,9 @@
 
 Tests here get the Ray stack (:mod:`localcluster.raystack`) instead of the bare control
 plane: the fixtures ``control_plane``, ``kube`` and ``namespace`` are overridden with ones
-bound to :func:`ray_stack` (a separate session fixture, so a session running other tiers
-too keeps both stacks apart), and ``start_controller`` is the integration tier's in-process
-controller on top of them.
+bound to :func:`ray_stack` (a separate package fixture, so a session running other tiers
+too keeps both stacks apart, and stops it after this tier), and ``start_controller`` is
+the integration tier's in-process controller on top of them.
 
 Not covered here: RayJob and RayService past the point where the operator needs the Ray
 dashboard of a real head (kwok Pods run no containers; ``test_rayjob_rayservice`` says
@@ -25,12 +25,20 @@ from localcluster.raystack import enable_raycronjobs
 from tests.harness.namespaces import fresh_namespace
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
+def ray_stack() -> Iterator[LocalControlPlane]:
+    """The Ray stack for this tier's tests: package-scoped, so a worker stops it when it
+    moves on to other tiers (the tier's tests run in a row, :mod:`tests.harness.groups`)."""
+    with LocalControlPlane(kuberay=True) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="package")
 def control_plane(ray_stack: LocalControlPlane) -> LocalControlPlane:
     return ray_stack
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kube(ray_stack: LocalControlPlane) -> Kube:
     return Kube.connect(str(ray_stack.kubeconfig))
 
@@ -40,9 +48,9 @@ def namespace(kube: Kube) -> Iterator[str]:
     yield from fresh_namespace(kube, "e2e")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def kueue(ray_stack: LocalControlPlane) -> LocalControlPlane:
-    """Kueue v0.17.0 on the Ray stack (:mod:`localcluster.kueue`), for the whole session.
+    """Kueue v0.17.0 on the Ray stack (:mod:`localcluster.kueue`), for the stack's life.
 
     Its feature gate ``ElasticJobsViaWorkloadSlices`` (alpha) is on: without it Kueue's
     validation refuses ``enableInTreeAutoscaling`` on every queued RayCluster, and the
@@ -55,11 +63,11 @@ def kueue(ray_stack: LocalControlPlane) -> LocalControlPlane:
     return ray_stack
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def raycronjobs(ray_stack: LocalControlPlane) -> LocalControlPlane:
     """The Ray stack's operator with its alpha RayCronJob controller on, and that CRD.
 
-    For the rest of the session (:func:`localcluster.raystack.enable_raycronjobs`): the
+    For the rest of the stack's life (:func:`localcluster.raystack.enable_raycronjobs`): the
     operator restarts once; what it had made stays, and it picks its objects up again.
     """
     enable_raycronjobs(ray_stack)

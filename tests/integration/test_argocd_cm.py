@@ -90,6 +90,15 @@ def test_cli_reads_argocd_cm_from_the_cluster_or_a_file(
     assert failed.exit_code == 2, failed.output
     assert "resource.customizations.knownTypeFields.ray.io_RayCluster" in failed.output
     assert "[unclosed" not in failed.output
+    broken.write_text(yaml.safe_dump(argocd_cm("x", **{  # typed when read: a wrong type
+        "resource.customizations.ignoreDifferences.ray.io_RayCluster":
+            "jsonPointers: /spec/secret-value"})))
+    refused = cli("sync", *args, "--argocd-cm", str(broken))
+    assert refused.exit_code != 0, refused.output
+    assert "SystemSettingsInvalid" in refused.output
+    assert "ignoreDifferences.ray.io_RayCluster: jsonPointers: expected a list" in \
+        refused.output
+    assert "secret-value" not in refused.output
 
 
 def test_controller_picks_up_an_argocd_cm_change_without_a_restart(
@@ -122,3 +131,4 @@ def test_controller_picks_up_an_argocd_cm_change_without_a_restart(
     failed = eventually(lambda: ctl.status("sys").get("error", ""),
                         message="a broken key fails the comparison of its kind")
     assert "resource.customizations.ignoreDifferences.ray.io_RayCluster" in failed
+    assert ctl.status("sys")["errorReason"] == "SystemSettingsInvalid"

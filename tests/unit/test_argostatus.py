@@ -199,7 +199,7 @@ def test_an_operation_is_parsed_with_its_selection_and_options() -> None:
     assert op is not None
     assert (op.revision, op.prune, op.dry_run, op.retry_limit, op.user) == (SHA2, True, False,
                                                                             3, "amy")
-    assert op.sync_options == ("ServerSideApply=true",) and not op.rollback
+    assert op.sync_options.written == ("ServerSideApply=true",) and not op.rollback
     keys = [ResourceKey("ray.io", "RayCluster", "ray", "demo"),
             ResourceKey("", "ConfigMap", "ray", "demo")]
     assert op.only(keys) == frozenset(keys[:1])
