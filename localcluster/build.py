@@ -82,7 +82,7 @@ def helm_path() -> Path:
 
 
 @contextmanager
-def _locked(name: str) -> Iterator[None]:
+def locked(name: str) -> Iterator[None]:
     cache_dir().mkdir(parents=True, exist_ok=True)
     with open(cache_dir() / f".{name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -133,7 +133,7 @@ def _controlplane(binaries: tuple[str, ...]) -> Path:
     target = controlplane_dir()
     if all((target / b).exists() for b in binaries):
         return target
-    with _locked("controlplane"):
+    with locked("controlplane"):
         missing = [b for b in binaries if not (target / b).exists()]
         if not missing:
             return target
@@ -153,7 +153,7 @@ def _build_one(target: Path, lock: str, what: str, argv: list[str], cwd: Path) -
     """Build one binary (``go build -o <tmp>/<name> …``) into ``target`` unless it is there."""
     if target.exists():
         return target
-    with _locked(lock):
+    with locked(lock):
         if target.exists():
             return target
         _log(f"building {what} from Go modules (first run only)")
@@ -224,7 +224,7 @@ def _argocd_scripts(target: Path) -> None:
     """Copy :data:`ARGOCD_SCRIPTS` from the pinned module's source into ``target``, 0755."""
     if all((target / name).exists() for name in ARGOCD_SCRIPTS):
         return
-    with _locked("argocd-scripts"):
+    with locked("argocd-scripts"):
         root = _module_dir(f"{ARGOCD_MODULE}@{ARGOCD_VERSION}", ARGOCD_MODULE_DIR)
         for name in ARGOCD_SCRIPTS:
             with tempfile.NamedTemporaryFile("wb", dir=target, delete=False) as tmp:
@@ -301,7 +301,7 @@ def _module_crds(target: Path, lock: str, module: str, cwd: Path, files: list[st
     """Convert ``files`` of a downloaded module's source to one JSON list at ``target``."""
     if target.exists():
         return target
-    with _locked(lock):
+    with locked(lock):
         if target.exists():
             return target
         root = _module_dir(module, cwd)
@@ -357,7 +357,7 @@ def ensure_helm() -> Path:
     target = helm_path()
     if target.exists():
         return target
-    with _locked("helm"):
+    with locked("helm"):
         if target.exists():
             return target
         _log(f"building helm {HELM_VERSION} from Go modules (first run only)")

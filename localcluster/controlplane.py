@@ -110,6 +110,7 @@ class LocalControlPlane:
     kuberay: bool = False
     kueue: bool = False  # with kuberay: Kueue's controller manager too (localcluster.kueue)
     audit: bool = False  # the API server logs every request to audit_log (benchmarks)
+    seeded: bool = True  # etcd starts from a copy of localcluster.seed's data (CRDs in)
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     _logs: list[IO[bytes]] = field(default_factory=list)
 
@@ -152,6 +153,10 @@ class LocalControlPlane:
             write_pki(self.workdir)
             (self.workdir / "tokens.csv").write_text(
                 f'{self.token},admin,admin-uid,"system:masters"\n')
+            if self.seeded:
+                from localcluster.seed import copy_seed
+
+                copy_seed(self.workdir / "etcd")
             etcd_url = self._start_etcd(bin_dir)
             self.port = free_port()
             self._write_kubeconfig()
