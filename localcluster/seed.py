@@ -43,10 +43,11 @@ def seed_key() -> str:
 
 def copy_seed(etcd_dir: Path) -> None:
     """Put a copy of the seed (made first if missing) where etcd will keep its data."""
-    shutil.copytree(_ensure_seed(), etcd_dir)
+    shutil.copytree(ensure_seed(), etcd_dir)
 
 
-def _ensure_seed() -> Path:
+def ensure_seed() -> Path:
+    """The seed's directory; the first caller (of any process) makes it, the rest wait."""
     target = cache_dir() / "etcd-seed" / seed_key()
     if target.exists():
         return target
@@ -54,6 +55,9 @@ def _ensure_seed() -> Path:
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             _make_seed(target)
+            for old in target.parent.iterdir():  # seeds of other builds: ~70 MB each
+                if old != target:
+                    shutil.rmtree(old, ignore_errors=True)
     return target
 
 

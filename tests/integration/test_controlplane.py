@@ -15,6 +15,7 @@ import requests
 
 from gitops_ray.kube import Conflict, Kube
 from localcluster import LocalControlPlane
+from localcluster.seed import ensure_seed
 from tests.samples import raycluster, worker_group
 
 
@@ -144,3 +145,24 @@ def test_killed_parent_leaves_no_processes(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert _wait_dead(pids) == []
+
+
+def test_a_seeded_plane_keeps_its_writes_to_itself(kube: Kube) -> None:
+    """Planes start from copies of one seed (localcluster.seed): a write lands in one only."""
+    seed = ensure_seed()
+    before = sorted((p.relative_to(seed), p.stat().st_size, p.stat().st_mtime_ns)
+                    for p in seed.rglob("*") if p.is_file())
+    with LocalControlPlane() as cp:
+        other = Kube.connect(str(cp.kubeconfig))
+        crd = other.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                        name="rayclusters.ray.io")
+        assert crd is not None
+        name = f"only-here-{time.time_ns()}"
+        other.apply({"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": name, "namespace": "default"}},
+                    field_manager="tests", force=True)
+        assert other.get("v1", "ConfigMap", name=name, namespace="default") is not None
+    assert kube.get("v1", "ConfigMap", name=name, namespace="default") is None
+    after = sorted((p.relative_to(seed), p.stat().st_size, p.stat().st_mtime_ns)
+                   for p in seed.rglob("*") if p.is_file())
+    assert after == before

@@ -16,6 +16,7 @@ sync and read each app in its own cluster too; an unreachable one fails only its
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import logging
@@ -366,8 +367,9 @@ def test_the_cli_fails_only_the_apps_of_an_unreachable_cluster(
         control_plane: LocalControlPlane, kube: Kube, namespace: str, git_repo: GitRepo,
         tmp_path: Path) -> None:
     cli = Cli(control_plane, namespace, tmp_path / "cache")
-    with LocalControlPlane() as gone:
-        put_secret(kube, namespace, cluster_secret(gone))
+    # This plane's credentials at a port nothing listens on: a cluster that is gone.
+    gone = dataclasses.replace(control_plane, port=LocalControlPlane.free_port())
+    put_secret(kube, namespace, cluster_secret(gone))
     git_repo.commit({"apps/far.yaml": remote_app("far", git_repo.url, namespace,
                                                  {"name": "far"}),
                      "apps/here.yaml": application("here", git_repo.url, namespace, "here"),
