@@ -26,7 +26,7 @@ from localcluster.build import ensure_helm
 from localcluster.crds import install_crds
 from tests.harness.cli import Cli
 from tests.harness.git import GitRepo
-from tests.harness.groups import FIRST, group_of, rank
+from tests.harness.groups import FIRST, GroupScheduling, group_of, rank
 from tests.harness.namespaces import fresh_namespace
 from tests.harness.pipeline import Env
 from tests.harness.process import ControllerProcesses, StartController
@@ -44,10 +44,16 @@ TIERS = ("unit", "integration", "e2e", "faults", "argocd")
 """Test tiers: each is a directory of ``tests/`` and a marker (registered in pyproject)."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> GroupScheduling | None:
+    """``--dist loadgroup`` (the Makefile's): a group (:mod:`tests.harness.groups`) per worker."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return GroupScheduling(config, log)  # type: ignore[arg-type]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier, from its directory (``-m "unit or integration"``), and
-    with its xdist group; then order the groups longest first (:mod:`tests.harness.groups`).
+    order the groups longest first (:mod:`tests.harness.groups`).
     """
     root = Path(__file__).parent
     ranks: dict[int, int] = {}
@@ -58,9 +64,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         if module.parts[0] in TIERS:
             item.add_marker(module.parts[0])
-        group = group_of(module)
-        item.add_marker(pytest.mark.xdist_group(group))
-        ranks[id(item)] = rank(group)
+        ranks[id(item)] = rank(group_of(module))
     items.sort(key=lambda item: ranks.get(id(item), len(FIRST)))  # stable: modules stay whole
 
 

@@ -7,7 +7,7 @@ started its own Ray stack (operator, kwok, scheduler and a second API server), e
 that got an ``argocd`` module its own Argo CD, and kept them running, idle, through the
 unit tests it ran after. On 2 cores that overlap was the suite's limit.
 
-So the tests of one heavy stack are one xdist group, run in a row by one worker, and the
+So the tests of one heavy stack are one group, run in a row by one worker, and the
 stack's fixtures are package-scoped (``tests/e2e/conftest.py``, ``tests/argocd/conftest.py``):
 started by the group's first test, stopped when the worker moves on. The ``e2e`` tier is
 two groups (two Ray stacks side by side: one would be the whole run's critical path), the
@@ -24,6 +24,8 @@ the short unit modules fill in at the end. It is only an order: a module missing
 from __future__ import annotations
 
 from pathlib import PurePosixPath
+
+from xdist.scheduler import LoadScopeScheduling
 
 RAY_A, RAY_B, ARGOCD = "ray-a", "ray-b", "argocd"
 
@@ -66,3 +68,25 @@ def group_of(module: PurePosixPath) -> str:
 def rank(group: str) -> int:
     """Where a group starts: its place in :data:`FIRST`, else after all of them."""
     return FIRST.index(group) if group in FIRST else len(FIRST)
+
+
+def group_of_nodeid(nodeid: str) -> str:
+    """The group of a test id (``tests/e2e/test_get.py::test_x``, relative to the root)."""
+    module = PurePosixPath(nodeid.split("::", 1)[0])
+    if module.parts[:1] != ("tests",):
+        return module.as_posix()
+    return group_of(PurePosixPath(*module.parts[1:]))
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's ``loadscope`` scheduler with :func:`group_of`'s groups as its scopes.
+
+    Not xdist's own ``loadgroup`` with ``xdist_group`` markers: pytest-xdist 3.8 groups by
+    rewriting ``item._nodeid``, which pytest 9 no longer reads (its nodeid is ``_id``), so
+    every marked test was dealt out alone, as ``--dist load`` does, and each worker started
+    the Ray stack, Argo CD and module fixtures again. The scope of a test is decided here
+    from its id, which both pytest versions keep.
+    """
+
+    def _split_scope(self, nodeid: str) -> str:
+        return group_of_nodeid(nodeid)
