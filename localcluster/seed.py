@@ -4,7 +4,7 @@ Installing the upstream KubeRay CRDs is most of what a control plane costs to st
 cores the API server spends about 4 CPU-seconds to reach ``/readyz`` and 11 more to take
 in the three CRDs (their structural schemas, CEL rules and OpenAPI, rebuilt after each
 one), 14 s of wall clock in all. Started on etcd data that already holds them, the same
-API server loads them in one go: about 10 CPU-seconds and 8 s. The suite starts some
+API server loads them in one go: about 10-11 CPU-seconds and 9-10 s. The suite starts some
 twenty control planes, so each starts from a copy of one seed instead.
 
 The seed is a real control plane's etcd directory, copied after etcd stopped cleanly,

@@ -150,8 +150,7 @@ def test_killed_parent_leaves_no_processes(tmp_path: Path) -> None:
 def test_a_seeded_plane_keeps_its_writes_to_itself(kube: Kube) -> None:
     """Planes start from copies of one seed (localcluster.seed): a write lands in one only."""
     seed = ensure_seed()
-    before = sorted((p.relative_to(seed), p.stat().st_size, p.stat().st_mtime_ns)
-                    for p in seed.rglob("*") if p.is_file())
+    before = _files(seed)
     with LocalControlPlane() as cp:
         other = Kube.connect(str(cp.kubeconfig))
         crd = other.get("apiextensions.k8s.io/v1", "CustomResourceDefinition",
@@ -163,6 +162,10 @@ def test_a_seeded_plane_keeps_its_writes_to_itself(kube: Kube) -> None:
                     field_manager="tests", force=True)
         assert other.get("v1", "ConfigMap", name=name, namespace="default") is not None
     assert kube.get("v1", "ConfigMap", name=name, namespace="default") is None
-    after = sorted((p.relative_to(seed), p.stat().st_size, p.stat().st_mtime_ns)
-                   for p in seed.rglob("*") if p.is_file())
-    assert after == before
+    assert _files(seed) == before
+
+
+def _files(root: Path) -> list[tuple[Path, int, int]]:
+    """Each file under ``root`` with its size and mtime: what a write would change."""
+    return sorted((p.relative_to(root), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in root.rglob("*") if p.is_file())
