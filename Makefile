@@ -23,6 +23,12 @@ PYTEST_ARGS ?=
 # them in this process, one after another. Measured in DEVELOPMENT.md ("Where the
 # suite's time goes").
 PYTEST_WORKERS ?= 4
+# Python writes its bytecode caches (`__pycache__`, and pytest's rewritten test modules)
+# here even where the environment says not to: the suite starts hundreds of Python
+# processes (controllers, `python -m gitops_ray`, child pools, the autoscaler's provider),
+# and each one compiled gitops_ray, the kubernetes client and ray from source again,
+# 2.5 CPU-seconds a start instead of 1 (DEVELOPMENT.md, "Where the suite's time goes").
+unexport PYTHONDONTWRITEBYTECODE
 XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: test test-fast test-stress lint tools redis chromium docker-registry dev-cluster demo bench clean

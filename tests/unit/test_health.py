@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_ray.health import Health, HealthStatus, assess, check_for
+from tests.harness.data import load_yaml
 
 HEALTH_DATA = Path(__file__).parent.parent / "testdata" / "health"
 RAY_DATA = HEALTH_DATA / "ray.io"
@@ -21,15 +21,15 @@ H, S, P, M, D, U = HealthStatus
 def health_tests(root: Path) -> Iterator[Any]:
     """(object, expected) pairs from Argo CD style ``health_test.yaml`` files under ``root``."""
     for test_file in sorted(root.glob("**/health_test.yaml")):
-        for case in yaml.safe_load(test_file.read_text())["tests"]:
+        for case in load_yaml(test_file)["tests"]:
             path = test_file.parent / case["inputPath"]
-            yield pytest.param(yaml.safe_load(path.read_text()), case["healthStatus"],
+            yield pytest.param(load_yaml(path), case["healthStatus"],
                                id=f"{test_file.parent.name}/{path.stem}")
 
 
 def load(kind: str, name: str) -> dict[str, Any]:
     path = RAY_DATA / kind / "testdata" / f"{name}.yaml"
-    obj: dict[str, Any] = yaml.safe_load(path.read_text())
+    obj: dict[str, Any] = load_yaml(path)
     return obj
 
 
@@ -48,7 +48,7 @@ def test_fixture_verdicts(obj: dict[str, Any], expected: dict[str, str] | None) 
     ("RayService", {H, S, P, D}),
 ])
 def test_fixtures_cover_every_status_of_ray_kinds(kind: str, statuses: set[HealthStatus]) -> None:
-    tests = yaml.safe_load((RAY_DATA / kind / "health_test.yaml").read_text())["tests"]
+    tests = load_yaml(RAY_DATA / kind / "health_test.yaml")["tests"]
     assert {HealthStatus(t["healthStatus"]["status"]) for t in tests} == statuses
 
 
@@ -103,7 +103,7 @@ def test_ray_kinds_are_found_at_any_version() -> None:
 # --- InvalidRayClusterSpec: the operator writes no status, only a Warning Event ---------------
 
 def rejection_events() -> list[dict[str, Any]]:
-    events = yaml.safe_load((RAY_DATA / "RayCluster" / "events" / "invalid-spec.yaml").read_text())
+    events = load_yaml(RAY_DATA / "RayCluster" / "events" / "invalid-spec.yaml")
     assert isinstance(events, list)
     return events
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gitops_ray.health import assess
+from tests.harness.data import load_yaml
 
 ROOT = Path(__file__).parent.parent.parent
 LUA_DIR = ROOT / "argocd" / "health"
@@ -64,9 +64,9 @@ def python_verdict(obj: dict[str, Any]) -> dict[str, str]:
 def ray_cases() -> list[Any]:
     cases = []
     for kind in KINDS:
-        for case in yaml.safe_load((RAY_DATA / kind / "health_test.yaml").read_text())["tests"]:
+        for case in load_yaml(RAY_DATA / kind / "health_test.yaml")["tests"]:
             path = RAY_DATA / kind / case["inputPath"]
-            cases.append(pytest.param(kind, yaml.safe_load(path.read_text()),
+            cases.append(pytest.param(kind, load_yaml(path),
                                       case["healthStatus"], id=f"{kind}/{path.stem}"))
     return cases
 
@@ -108,7 +108,7 @@ def test_lua_and_python_agree_on_odd_objects(kind: str, obj: dict[str, Any],
 
 
 def test_configmap_values_are_the_lua_files_byte_for_byte() -> None:
-    config_map = yaml.safe_load((LUA_DIR / "argocd-cm-ray-health.yaml").read_text())
+    config_map = load_yaml(LUA_DIR / "argocd-cm-ray-health.yaml")
     assert (config_map["apiVersion"], config_map["kind"]) == ("v1", "ConfigMap")
     assert config_map["metadata"]["name"] == "argocd-cm"
     assert config_map["data"] == {
