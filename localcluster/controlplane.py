@@ -48,6 +48,7 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy",
 RAY_STACK_CONTROLLERS = "deployment-controller,replicaset-controller"
 """With the Ray stack (a scheduler and kwok nodes), Deployments roll out too: the Helm
 chart's controller Deployment does in tests/e2e/test_docs_install.py."""
+STOP_GRACE = 3.0  # seconds each process has to exit on SIGTERM in stop() before SIGKILL
 _PR_SET_PDEATHSIG = 1
 
 
@@ -181,14 +182,20 @@ class LocalControlPlane:
             raise
 
     def stop(self) -> None:
-        """Terminate every process (SIGTERM, then SIGKILL) and remove the work directory."""
+        """Terminate every process (SIGTERM, then SIGKILL) and remove the work directory.
+
+        One at a time, the last started first, each gone (or killed after ``STOP_GRACE``)
+        before the next is asked. Told all at once, the API server's drain waited on an
+        etcd that was going away and every stop took 10 s and a SIGKILL; an API server
+        that a client still holds connections to drains for longer than that too. Its
+        data is deleted next, so nothing is lost by not waiting (localcluster.seed stops
+        its own plane in order before it copies etcd's data).
+        """
         for proc in reversed(list(self.processes.values())):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.processes.values():
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                proc.wait(STOP_GRACE)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
