@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -194,16 +193,8 @@ def fleet_environment(fleet: FleetWorkload, workdir: Path) -> Iterator[Fleet]:
         try:
             yield env
         finally:
-            _each_at_once([replica.stop for replica in env.replicas])
-
-
-def _each_at_once(calls: list[Any]) -> None:
-    """Run the calls in threads of their own and wait for all; the first error is raised.
-
-    Why: a replica's stop is mostly waiting for its process to end (its leases released)."""
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(calls))) as pool:
-        for future in [pool.submit(call) for call in calls]:
-            future.result()
+            for replica in env.replicas:
+                replica.stop()
 
 
 # -- the replicas --------------------------------------------------------------------------
